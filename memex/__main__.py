@@ -1,0 +1,5 @@
+"""``python -m memex``."""
+
+from memex.cli import main
+
+main()

@@ -1,0 +1,247 @@
+"""The ``memex`` command line.
+
+Exit codes: 0 done (also: nothing new, or skipped because a poll is already
+running), 1 runtime error, 2 usage or configuration error. Errors are one
+line on stderr naming the file, key or message and what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from memex.errors import MemexError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fail(message: str, code: int) -> None:
+    """Print one error line and exit with ``code``."""
+    click.echo(f"memex: error: {message}", err=True)
+    sys.exit(code)
+
+
+def reports_errors(func: F) -> F:
+    """Turn MemexError into one stderr line and its exit code; never a traceback."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except MemexError as exc:
+            fail(str(exc), exc.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a bug: one line, no traceback (it could quote message data)
+            from memex.runner import internal_error
+
+            fail(internal_error(exc), 1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def json_option(func: F) -> F:
+    """The shared ``--json`` output option."""
+    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of a table.")(func)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """SIGTERM and SIGINT set an event the runner checks between messages (nothing else runs in the handler)."""
+    stop = threading.Event()
+    previous = {}
+
+    def handler(signum: int, _frame: Any) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop now; state stays consistent (data first, cursor last)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[sig] = signal.signal(sig, handler)
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="MEMEX_CONFIG",
+    help="Config file (default: $MEMEX_CONFIG, else ~/.config/memex/config.toml; on macOS ~/Library/Application Support/memex/config.toml).",
+)
+@click.version_option(package_name="memex", message="memex %(version)s")
+@click.pass_context
+def main(ctx: click.Context, config_path: Path | None) -> None:
+    """memex: bring your messages from every source into one deduplicated index.
+
+    Each configured source is polled from where it left off; every message
+    becomes one JSON object keyed by its native ID, so re-uploads are no-ops.
+    Exit codes: 0 done, 1 runtime error, 2 usage or config error.
+    """
+    ctx.obj = {"config_path": config_path}
+
+
+def load_config(ctx: click.Context) -> Any:
+    """Load the config named by ``--config`` / ``$MEMEX_CONFIG`` / the default path."""
+    from memex import config
+
+    return config.load(ctx.obj.get("config_path"))
+
+
+@main.command()
+@click.argument("sources", nargs=-1)
+@click.option("--all", "all_sources", is_flag=True, help="Poll every enabled source (each in its own thread).")
+@click.option("--max-seconds", type=click.FloatRange(min=0.1), default=50.0, show_default=True,
+              help="Stop taking new messages after this long, so a cron minute ends before the next starts.")  # fmt: skip
+@click.pass_context
+@reports_errors
+def poll(ctx: click.Context, sources: tuple[str, ...], all_sources: bool, max_seconds: float) -> None:
+    """Poll SOURCES (or --all) once: fetch what is new, store it, advance the cursor.
+
+    Meant for cron, every minute. A source whose previous poll is still
+    running is skipped (exit 0). SIGTERM or Ctrl-C stops after the current
+    message, with progress saved.
+    """
+    from memex.runner import poll as poll_one
+    from memex.runner import poll_many
+
+    cfg = load_config(ctx)
+    if all_sources == bool(sources):
+        raise click.UsageError("name one or more SOURCES, or pass --all")
+    names = [n for n, s in sorted(cfg.sources.items()) if s.enabled] if all_sources else list(sources)
+    for name in names:
+        cfg.source(name)
+    if not names:
+        click.echo("memex: no enabled sources in the config; nothing to poll", err=True)
+        return
+    with stop_on_signals() as stop:
+        if len(names) == 1:
+            results = [poll_one(cfg, names[0], max_seconds=max_seconds, stop=stop, console=sys.stderr)]
+        else:
+            results = poll_many(cfg, names, max_seconds=max_seconds, stop=stop, console=sys.stderr)
+    code = max((r.exit_code for r in results), default=0)
+    if code:
+        sys.exit(code)
+
+
+@main.command()
+@json_option
+@click.pass_context
+@reports_errors
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Show a row per source: cursor, last poll, last successful poll, last result."""
+    from memex.status import collect, render_table
+
+    rows = collect(load_config(ctx))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, sort_keys=True))
+    else:
+        click.echo(render_table(rows))
+
+
+@main.group()
+def cursor() -> None:
+    """Show, set or reset a source's cursor (the only way to move one backward)."""
+
+
+@cursor.command("show")
+@click.argument("source", required=False)
+@json_option
+@click.pass_context
+@reports_errors
+def cursor_show(ctx: click.Context, source: str | None, as_json: bool) -> None:
+    """Print the stored cursor of SOURCE (or of every source)."""
+    from memex.cursors import CursorStore
+
+    cfg = load_config(ctx)
+    sections = CursorStore(cfg.state_dir).load()
+    names = [source] if source else sorted(set(cfg.sources) | set(sections))
+    if source:
+        cfg.source(source)
+    data = {n: sections.get(n, {}).get("cursor") for n in names}
+    if as_json:
+        click.echo(json.dumps(data if not source else data[source], indent=2, sort_keys=True))
+        return
+    for n in names:
+        click.echo(f"{n}\t{json.dumps(data[n], sort_keys=True)}")
+
+
+def _explicit_change(cfg: Any, source: str, value: Any, reason: str) -> None:
+    from memex.cursors import CursorStore
+    from memex.logs import source_logger
+    from memex.registry import make_poller
+    from memex.source import describe
+
+    poller = make_poller(cfg.source(source))
+    store = CursorStore(cfg.state_dir)
+    before = store.section(source).get("cursor")
+    pos_before = poller.positions(before) if before is not None else {}
+    pos_after = poller.positions(value) if value is not None else {}
+    store.set_cursor(source, value, reason=reason, positions=pos_after if value is not None else None)
+    log = source_logger(cfg.state_dir, source)
+    log.warning(f"cursor.{reason}", positions_before=pos_before, positions_after=pos_after,
+                cursor_before=describe(pos_before), cursor_after=describe(pos_after))  # fmt: skip
+    click.echo(f"{source}: cursor {describe(pos_before)} -> {describe(pos_after)}")
+
+
+@cursor.command("set")
+@click.argument("source")
+@click.argument("value")
+@click.pass_context
+@reports_errors
+def cursor_set(ctx: click.Context, source: str, value: str) -> None:
+    """Set SOURCE's cursor to VALUE, a JSON value in the poller's own shape.
+
+    Example: memex cursor set imessage '{"rowid": 89000}'. The change is
+    logged as an explicit cursor.set, so the dashboard does not flag it.
+    """
+    cfg = load_config(ctx)
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        raise click.BadParameter("must be JSON, e.g. '{\"rowid\": 89000}'", param_hint="VALUE") from None
+    _explicit_change(cfg, source, parsed, "set")
+
+
+@cursor.command("reset")
+@click.argument("source")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+@reports_errors
+def cursor_reset(ctx: click.Context, source: str, yes: bool) -> None:
+    """Forget SOURCE's cursor: its next poll starts from the beginning (duplicates are skipped)."""
+    cfg = load_config(ctx)
+    cfg.source(source)
+    if not yes and not click.confirm(f"Reset the cursor of {source!r}? The next poll re-reads its whole history", default=False):
+        raise click.Abort()
+    _explicit_change(cfg, source, None, "reset")
+
+
+@main.command()
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path(".demo"),
+              show_default=True, help="Where the demo's config, sample chat.db, state and store go.")  # fmt: skip
+@click.option("--messages", type=click.IntRange(min=1), default=2000, show_default=True, help="Size of the first sample history.")
+@reports_errors
+def demo(directory: Path, messages: int) -> None:
+    """Run memex on generated sample data: build a chat.db, poll it into a local store, show status.
+
+    The first run creates DIR with a config, a realistic sample chat.db and
+    an empty file store. Each later run adds a few new messages, so you can
+    watch a poll pick them up.
+    """
+    from memex.demo import run_demo
+
+    sys.exit(run_demo(directory, messages))

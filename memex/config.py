@@ -1,0 +1,267 @@
+"""Configuration: one TOML file, found and validated once.
+
+Lookup order: ``--config PATH``, then ``$MEMEX_CONFIG``, then the platform's
+user config folder (``$XDG_CONFIG_HOME/memex/config.toml``, by default
+``~/.config/memex/config.toml``; on macOS
+``~/Library/Application Support/memex/config.toml``).
+
+Global keys and every source's common keys are checked at load. A source's
+type-specific keys are checked by its poller type when that source is first
+used, so one broken source section is reported for that source only and
+never stops the others (each poller module is imported only when needed).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memex.errors import ConfigError
+
+CONFIG_ENV = "MEMEX_CONFIG"
+SOURCE_COMMON_KEYS = ("type", "enabled", "start", "interval", "heartbeat_url")
+_GLOBAL_KEYS = ("state_dir", "store", "sources", "log_max_bytes", "log_backups")
+_STORE_KEYS = ("url", "endpoint_url", "region", "profile")
+_MISSING: Any = object()
+
+
+def user_config_path() -> Path:
+    """The platform's default config file path."""
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "memex" / "config.toml"
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "memex" / "config.toml"
+
+
+def user_state_dir() -> Path:
+    """The platform's default state folder (used when the config names none)."""
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "memex" / "state"
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "memex"
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Where objects go: ``file:///path`` or ``s3://bucket/prefix``."""
+
+    url: str
+    endpoint_url: str | None = None
+    region: str | None = None
+    profile: str | None = None
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """One ``[sources.NAME]`` section: common keys checked, the rest kept for the poller type."""
+
+    name: str
+    type: str
+    path: Path | None
+    options: Mapping[str, Any]
+    enabled: bool = True
+    start: str = "beginning"
+    interval: int = 60
+    heartbeat_url: str | None = None
+
+    def keys(self) -> Keys:
+        """A checked reader over this section's type-specific keys."""
+        return Keys(self.options, path=self.path, prefix=f"sources.{self.name}", base_dir=_base_dir(self.path))
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration, validated."""
+
+    path: Path | None
+    state_dir: Path
+    store: StoreConfig
+    sources: dict[str, SourceConfig] = field(default_factory=dict)
+    log_max_bytes: int = 10 * 1024 * 1024
+    log_backups: int = 5
+
+    def source(self, name: str) -> SourceConfig:
+        """The named source, or a ConfigError listing the configured ones."""
+        try:
+            return self.sources[name]
+        except KeyError:
+            known = ", ".join(sorted(self.sources)) or "none"
+            raise ConfigError(f"no source named {name!r} (configured: {known})", path=self.path, key=f"sources.{name}") from None
+
+
+def find_config(explicit: str | os.PathLike[str] | None) -> Path:
+    """Resolve which config file to read (it need not exist yet)."""
+    if explicit:
+        return Path(explicit).expanduser()
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        return Path(env).expanduser()
+    return user_config_path()
+
+
+def load(explicit: str | os.PathLike[str] | None = None) -> Config:
+    """Find, read and validate the configuration; raise ConfigError (exit 2) on any fault."""
+    path = find_config(explicit)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(
+            f"no config file; create one (see README) or pass --config PATH / set ${CONFIG_ENV}", path=path
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config ({exc.strerror})", path=path) from None
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError("config is not UTF-8 text", path=path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", path=path) from None
+    return parse(doc, path)
+
+
+def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
+    """Validate a parsed TOML document."""
+    top = Keys(doc, path=path, prefix="", base_dir=_base_dir(path))
+    state_dir = top.path("state_dir", default=None) or user_state_dir()
+    log_max_bytes = top.number("log_max_bytes", default=10 * 1024 * 1024, minimum=4096)
+    log_backups = top.number("log_backups", default=5, minimum=1, maximum=1000)
+    store_table = top.table("store", default={})
+    sources_table = top.table("sources", default={})
+    top.finish(_GLOBAL_KEYS)
+
+    skeys = Keys(store_table, path=path, prefix="store", base_dir=_base_dir(path))
+    url = skeys.text("url", default="") or (state_dir / "store").as_uri()
+    if url.startswith("file://"):
+        pass
+    elif url.startswith("s3://"):
+        if len(url) <= len("s3://") or url[len("s3://")] == "/":
+            raise ConfigError("s3 URL needs a bucket: s3://bucket/prefix", path=path, key="store.url")
+    elif "://" not in url:
+        url = (_base_dir(path) / Path(url).expanduser()).resolve().as_uri()
+    else:
+        raise ConfigError(f"unsupported store URL {url!r}; use file:///path or s3://bucket/prefix", path=path, key="store.url")
+    store = StoreConfig(
+        url=url,
+        endpoint_url=skeys.text("endpoint_url", default=None),
+        region=skeys.text("region", default=None),
+        profile=skeys.text("profile", default=None),
+    )
+    skeys.finish(_STORE_KEYS)
+
+    sources: dict[str, SourceConfig] = {}
+    for name, table in sources_table.items():
+        if not isinstance(table, dict):
+            raise ConfigError("must be a table ([sources.NAME])", path=path, key=f"sources.{name}")
+        _check_source_name(name, path)
+        keys = Keys(table, path=path, prefix=f"sources.{name}", base_dir=_base_dir(path))
+        stype = keys.text("type")
+        start = keys.text("start", default="beginning")
+        if start not in ("beginning", "now"):
+            raise ConfigError(f"must be \"beginning\" or \"now\", not {start!r}", path=path, key=f"sources.{name}.start")
+        sources[name] = SourceConfig(
+            name=name,
+            type=stype,
+            path=path,
+            options={k: v for k, v in table.items() if k not in SOURCE_COMMON_KEYS},
+            enabled=keys.flag("enabled", default=True),
+            start=start,
+            interval=keys.number("interval", default=60, minimum=1),
+            heartbeat_url=keys.text("heartbeat_url", default=None),
+        )
+    return Config(path=path, state_dir=state_dir, store=store, sources=sources, log_max_bytes=log_max_bytes, log_backups=log_backups)
+
+
+def _check_source_name(name: str, path: Path | None) -> None:
+    ok = name and all(c.isalnum() or c in "-_." for c in name) and not name.startswith(".")
+    if not ok:
+        raise ConfigError(
+            "source names may hold only letters, digits, '-', '_' and '.' (they name files and keys)",
+            path=path,
+            key=f"sources.{name}",
+        )
+
+
+def _base_dir(path: Path | None) -> Path:
+    return path.parent if path is not None else Path.cwd()
+
+
+class Keys:
+    """Reads typed keys from one TOML table, with errors naming the file and the dotted key."""
+
+    def __init__(self, table: Mapping[str, Any], *, path: Path | None, prefix: str, base_dir: Path) -> None:
+        self.data = table
+        self.file = path
+        self.prefix = prefix
+        self.base_dir = base_dir
+        self.seen: set[str] = set()
+
+    def _full(self, key: str) -> str:
+        return f"{self.prefix}.{key}" if self.prefix else key
+
+    def error(self, key: str, message: str) -> ConfigError:
+        """A ConfigError for ``key`` in this table."""
+        return ConfigError(message, path=self.file, key=self._full(key))
+
+    def _get(self, key: str, default: Any, kind: type | tuple[type, ...], what: str) -> Any:
+        self.seen.add(key)
+        if key not in self.data:
+            if default is _MISSING:
+                raise self.error(key, "required key is missing")
+            return default
+        value = self.data[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise self.error(key, f"must be {what}, not {type(value).__name__} {value!r}")
+        return value
+
+    def text(self, key: str, default: Any = _MISSING) -> Any:
+        """A string value."""
+        return self._get(key, default, str, "a string")
+
+    def flag(self, key: str, default: Any = _MISSING) -> Any:
+        """A boolean value."""
+        return self._get(key, default, bool, "true or false")
+
+    def number(self, key: str, default: Any = _MISSING, *, minimum: int | None = None, maximum: int | None = None) -> Any:
+        """An integer value within optional bounds."""
+        value = self._get(key, default, int, "an integer")
+        if isinstance(value, int) and not isinstance(value, bool):
+            if minimum is not None and value < minimum:
+                raise self.error(key, f"must be at least {minimum}, not {value}")
+            if maximum is not None and value > maximum:
+                raise self.error(key, f"must be at most {maximum}, not {value}")
+        return value
+
+    def strings(self, key: str, default: Any = _MISSING) -> Any:
+        """A list of strings (a single string is accepted as a one-item list)."""
+        value = self._get(key, default, (list, str), "a list of strings")
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            raise self.error(key, "must be a list of strings")
+        return value
+
+    def table(self, key: str, default: Any = _MISSING) -> Any:
+        """A sub-table."""
+        return self._get(key, default, dict, "a table")
+
+    def path(self, key: str, default: Any = _MISSING) -> Any:
+        """A filesystem path; ``~`` is expanded and a relative path is taken from the config file's folder."""
+        value = self.text(key, default)
+        if not isinstance(value, str):
+            return value
+        if not value:
+            raise self.error(key, "must not be empty")
+        return self.base_dir / Path(value).expanduser()
+
+    def finish(self, allowed: tuple[str, ...] = ()) -> None:
+        """Reject keys nobody read (typos), naming the first and listing the known ones."""
+        known = self.seen | set(allowed)
+        for key in self.data:
+            if key not in known:
+                names = ", ".join(sorted(known)) or "none"
+                raise self.error(key, f"unknown key (known here: {names}); fix or remove it")

@@ -1,0 +1,75 @@
+"""The exception tree of memex.
+
+Every error a user can meet is a :class:`MemexError`. Each carries the exit
+code the CLI uses (1 runtime, 2 usage or configuration) and renders as one
+line that names the file, key or message at fault and says what to do.
+Messages never contain message text or credentials.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class MemexError(Exception):
+    """Base of every error memex reports to a user; ``str()`` is one line."""
+
+    exit_code = 1
+
+
+class ConfigError(MemexError, ValueError):
+    """The configuration is missing, unreadable or invalid (exit 2)."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, path: Path | str | None = None, key: str | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        self.key = key
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if key:
+            where.append(f"key {key!r}")
+        prefix = ": ".join(where)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class StateError(MemexError):
+    """A state file (cursors.json) is unreadable or corrupt; it is left untouched."""
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
+class LockTimeout(MemexError, TimeoutError):
+    """An exclusive lock could not be taken within its deadline."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+        super().__init__(
+            f"{path}: could not take the lock within {timeout:g}s; "
+            "another memex process holds it (check for a hung poll)"
+        )
+
+
+class AlreadyRunning(MemexError):
+    """A non-blocking run lock is held by another process."""
+
+    def __init__(self, path: Path, pid: int | None) -> None:
+        self.path = path
+        self.pid = pid
+        super().__init__(f"{path}: already running (pid {pid if pid is not None else 'unknown'})")
+
+
+class SourceError(MemexError):
+    """A source cannot be read (missing file, no permission, bad server reply)."""
+
+
+class StoreError(MemexError):
+    """The object store refused or failed a write or read."""
+
+
+class CursorConflict(MemexError):
+    """The stored cursor changed under a running poll, or a poller tried to move it backward."""

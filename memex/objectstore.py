@@ -1,0 +1,262 @@
+"""Object stores: a local folder and S3, both create-only by default.
+
+Keys are store-relative (``messages/<source>/<id>.json``); a store adds its
+own prefix. :meth:`put_new` writes only if the key is absent and reports
+whether it did, so a replayed upload is a counted duplicate, never an error
+and never an overwrite. Neither store imports boto3 or touches the network
+until the first request, so an idle poll pays for neither.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import unquote, urlsplit
+
+from memex.errors import ConfigError, StoreError
+from memex.statedir import ensure_private_dir, fsync_dir, write_temp
+
+if TYPE_CHECKING:
+    from memex.config import StoreConfig
+
+TMP_DIR = ".memex-tmp"
+STALE_TMP_SECONDS = 3600.0
+
+
+class ObjectStore(Protocol):
+    """What the runner needs of a place to keep objects."""
+
+    url: str
+
+    def put_new(self, key: str, body: bytes) -> bool:
+        """Create ``key`` with ``body`` unless it exists; True if created, False if it was there."""
+        ...
+
+    def put(self, key: str, body: bytes) -> None:
+        """Create or replace ``key`` (used only by an explicit rewrite)."""
+        ...
+
+    def get(self, key: str) -> bytes | None:
+        """Return the object's bytes, or None if it does not exist."""
+        ...
+
+    def sync(self) -> None:
+        """Make every write so far durable; the runner calls it before saving a cursor."""
+        ...
+
+
+def content_type(key: str) -> str:
+    """The MIME type an object gets from its key's suffix."""
+    if key.endswith(".json"):
+        return "application/json"
+    if key.endswith(".eml"):
+        return "message/rfc822"
+    return "application/octet-stream"
+
+
+class FileStore:
+    """A folder that mirrors the S3 layout (``aws s3 sync`` of it reproduces the bucket).
+
+    Create-only writes are atomic: the body goes to a fsynced temp file in
+    ``.memex-tmp/`` and is hard-linked to its final name, which fails if the
+    name exists. Folders touched are fsynced by :meth:`sync`.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.url = root.as_uri()
+        self._tmp: Path | None = None
+        self._dirty: set[Path] = set()
+
+    def _tmp_dir(self) -> Path:
+        if self._tmp is None:
+            tmp = ensure_private_dir(self.root / TMP_DIR)
+            _sweep_stale(tmp)
+            self._tmp = tmp
+        return self._tmp
+
+    def _path(self, key: str) -> Path:
+        parts = key.split("/")
+        if any(p in ("", ".", "..") for p in parts):
+            raise StoreError(f"{self.url}: refusing unsafe key {key!r}")
+        return self.root.joinpath(*parts)
+
+    def put_new(self, key: str, body: bytes) -> bool:
+        """Atomically create ``key`` unless present (link(2) fails on an existing name)."""
+        path = self._path(key)
+        if path.exists():
+            return False
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = write_temp(self._tmp_dir(), "obj", body)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
+        finally:
+            tmp.unlink(missing_ok=True)
+        self._dirty.add(path.parent)
+        return True
+
+    def put(self, key: str, body: bytes) -> None:
+        """Atomically create or replace ``key``."""
+        path = self._path(key)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = write_temp(self._tmp_dir(), "obj", body)
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
+        self._dirty.add(path.parent)
+
+    def get(self, key: str) -> bytes | None:
+        """Read ``key``'s bytes, or None."""
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def sync(self) -> None:
+        """fsync every folder a link or rename went into since the last sync."""
+        dirty, self._dirty = self._dirty, set()
+        for d in sorted(dirty):
+            fsync_dir(d)
+
+
+def _sweep_stale(tmp: Path) -> None:
+    """Remove temp files a killed writer left behind (only old ones: a live writer may own new ones)."""
+    cutoff = time.time() - STALE_TMP_SECONDS
+    try:
+        with os.scandir(tmp) as it:
+            for entry in it:
+                try:
+                    if entry.name.endswith(".tmp") and entry.stat().st_mtime < cutoff:
+                        os.unlink(entry.path)
+                except OSError:
+                    pass
+    except OSError:
+        pass
+
+
+class S3Store:
+    """An S3 (or S3-compatible) bucket and prefix, written with ``If-None-Match: *``.
+
+    A 412 answer means the key exists: a duplicate. A 409 (a concurrent
+    conditional write) is retried. Throttling, 5xx and connection errors are
+    retried by botocore's standard retry mode. boto3 is imported on the first
+    request only.
+    """
+
+    CONFLICT_RETRIES = 5
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        profile: str | None = None,
+        max_pool_connections: int = 10,
+        max_attempts: int = 5,
+    ) -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.url = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
+        self.endpoint_url = endpoint_url
+        self.region = region
+        self.profile = profile
+        self.max_pool_connections = max_pool_connections
+        self.max_attempts = max_attempts
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        """The boto3 S3 client, created (and boto3 imported) on first use."""
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            session = boto3.session.Session(profile_name=self.profile, region_name=self.region)
+            self._client = session.client(
+                "s3",
+                endpoint_url=self.endpoint_url,
+                config=Config(
+                    retries={"mode": "standard", "max_attempts": self.max_attempts},
+                    max_pool_connections=self.max_pool_connections,
+                    connect_timeout=10,
+                    read_timeout=60,
+                ),
+            )
+        return self._client
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def put_new(self, key: str, body: bytes) -> bool:
+        """PUT with ``If-None-Match: *``; False on 412 (already there)."""
+        return self._put(key, body, create_only=True)
+
+    def put(self, key: str, body: bytes) -> None:
+        """Unconditional PUT (an explicit rewrite)."""
+        self._put(key, body, create_only=False)
+
+    def _put(self, key: str, body: bytes, *, create_only: bool) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        full = self._key(key)
+        extra = {"IfNoneMatch": "*"} if create_only else {}
+        for attempt in range(self.CONFLICT_RETRIES + 1):
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=full, Body=body, ContentType=content_type(key), **extra)
+                return True
+            except ClientError as exc:
+                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+                code = exc.response.get("Error", {}).get("Code", "")
+                if create_only and (status == 412 or code == "PreconditionFailed"):
+                    return False
+                if status == 409 and attempt < self.CONFLICT_RETRIES:
+                    time.sleep(0.05 * 2**attempt)
+                    continue
+                raise StoreError(f"s3://{self.bucket}/{full}: upload refused ({code or status}); check the bucket, credentials and endpoint") from None
+            except BotoCoreError as exc:
+                raise StoreError(f"s3://{self.bucket}/{full}: upload failed ({exc.__class__.__name__}); check the endpoint and network") from None
+        raise AssertionError("unreachable")
+
+    def get(self, key: str) -> bytes | None:
+        """GET the object's bytes, or None on 404."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        full = self._key(key)
+        try:
+            return bytes(self.client.get_object(Bucket=self.bucket, Key=full)["Body"].read())
+        except ClientError as exc:
+            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                return None
+            raise StoreError(f"s3://{self.bucket}/{full}: read refused ({exc.response.get('Error', {}).get('Code')})") from None
+        except BotoCoreError as exc:
+            raise StoreError(f"s3://{self.bucket}/{full}: read failed ({exc.__class__.__name__})") from None
+
+    def sync(self) -> None:
+        """Nothing to do: a PUT that returned is durable."""
+
+
+def open_store(cfg: StoreConfig, *, max_pool_connections: int = 10) -> ObjectStore:
+    """Build the store a configuration names (no I/O, no boto3 import)."""
+    parts = urlsplit(cfg.url)
+    if parts.scheme == "file":
+        return FileStore(Path(unquote(parts.path)))
+    if parts.scheme == "s3":
+        return S3Store(
+            parts.netloc,
+            parts.path,
+            endpoint_url=cfg.endpoint_url,
+            region=cfg.region,
+            profile=cfg.profile,
+            max_pool_connections=max_pool_connections,
+        )
+    raise ConfigError(f"unsupported store URL {cfg.url!r}; use file:///path or s3://bucket/prefix", key="store.url")

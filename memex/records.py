@@ -1,0 +1,133 @@
+"""The one record schema every source renders to, and how a record becomes an object key.
+
+A record is canonical JSON (sorted keys, no insignificant whitespace, UTF-8)
+so the same message always renders to the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypedDict
+
+SCHEMA = "memex.message/1"
+
+# An encoded id longer than this is shortened and suffixed with a hash: S3
+# keys are limited to 1024 bytes and file names to 255.
+MAX_ENCODED_ID = 180
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
+
+
+class Conversation(TypedDict):
+    """Where a message was said."""
+
+    id: str | None
+    name: str | None
+    participants: list[str]
+
+
+class Sender(TypedDict):
+    """Who said it."""
+
+    id: str | None
+    name: str | None
+    is_me: bool
+
+
+class Attachment(TypedDict, total=False):
+    """Metadata of one attachment (never its bytes)."""
+
+    id: str
+    filename: str | None
+    mime_type: str | None
+    size: int | None
+
+
+@dataclass
+class Message:
+    """One normalized message, as stored at ``messages/<source>/<id>.json``."""
+
+    source: str
+    type: str
+    native_id: str
+    sent_at: str | None
+    conversation: Conversation = field(default_factory=lambda: Conversation(id=None, name=None, participants=[]))
+    sender: Sender = field(default_factory=lambda: Sender(id=None, name=None, is_me=False))
+    text: str | None = None
+    attachments: list[Attachment] = field(default_factory=list)
+    reply_to: str | None = None
+    edited_at: str | None = None
+    deleted: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as a plain dict, schema tag included."""
+        doc = asdict(self)
+        doc["schema"] = SCHEMA
+        return doc
+
+    def to_json(self) -> bytes:
+        """Canonical JSON bytes: sorted keys, compact, UTF-8, trailing newline."""
+        return canonical_json(self.to_dict())
+
+
+def canonical_json(doc: Any) -> bytes:
+    """Render ``doc`` the one way memex renders JSON objects."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def rfc3339(dt: datetime) -> str:
+    """Format an aware datetime as RFC 3339 UTC with a ``Z`` suffix."""
+    dt = dt.astimezone(UTC)
+    if dt.microsecond:
+        return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def encode_id(native_id: str) -> str:
+    """Encode a native ID into one safe key segment.
+
+    Bytes outside ``[A-Za-z0-9._-]`` become ``%XX`` (so '/', '..', '%',
+    spaces and unicode are all safe) and a leading '.' is escaped, so the
+    result is never '.', '..' or hidden. This is injective and reversible by
+    :func:`decode_id`. An encoding longer than :data:`MAX_ENCODED_ID` is cut
+    and suffixed with ``~`` and the SHA-256 of the ID ('~' never appears
+    otherwise, so a hashed key cannot equal an unhashed one); the full ID is
+    always kept inside the object as ``native_id``.
+    """
+    raw = native_id.encode("utf-8", "surrogatepass")
+    out = []
+    for i, byte in enumerate(raw):
+        if byte in _SAFE and not (i == 0 and byte == 0x2E):
+            out.append(chr(byte))
+        else:
+            out.append(f"%{byte:02X}")
+    encoded = "".join(out)
+    if not encoded:
+        encoded = "%"  # the empty ID; '%' alone is not a valid escape, so it is unique
+    if len(encoded) > MAX_ENCODED_ID:
+        digest = hashlib.sha256(raw).hexdigest()
+        head = encoded[: MAX_ENCODED_ID - 65]
+        cut = head.rfind("%", len(head) - 2)
+        if cut != -1:
+            head = head[:cut]
+        encoded = f"{head}~{digest}"
+    return encoded
+
+
+def decode_id(encoded: str) -> str | None:
+    """Invert :func:`encode_id`; None for a hashed (shortened) key, whose ID is in the object."""
+    if "~" in encoded:
+        return None
+    if encoded == "%":
+        return ""
+    from urllib.parse import unquote_to_bytes
+
+    return unquote_to_bytes(encoded).decode("utf-8", "surrogatepass")
+
+
+def message_key(source: str, native_id: str, suffix: str = ".json") -> str:
+    """The store-relative key of a message: ``messages/<source>/<encoded id><suffix>``."""
+    return f"messages/{encode_id(source)}/{encode_id(native_id)}{suffix}"

@@ -1,0 +1,310 @@
+"""The poll cycle: read the cursor, fetch, store, then (and only then) advance the cursor.
+
+One poll of one source:
+
+1. take the source's run lock without waiting (held: log ``poll skipped``, exit 0);
+2. read the source's cursor (a corrupt cursors file stops the poll, untouched);
+3. fetch a bounded batch after the cursor, store each item create-only
+   (duplicates counted, unparseable records quarantined), in order;
+4. make the writes durable, then compare-and-swap the cursor to the last
+   item that was stored: never past a failure, never backward unless the
+   poller declared a reset;
+5. repeat until caught up, out of time (``max_seconds``) or asked to stop;
+6. write one summary line.
+
+An idle poll never opens the object store, so it makes no network request
+and never imports boto3.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from memex.config import Config
+from memex.cursors import CursorStore, utc_now
+from memex.errors import AlreadyRunning, CursorConflict, MemexError
+from memex.locks import RunLock
+from memex.logs import source_logger
+from memex.objectstore import ObjectStore, open_store
+from memex.records import canonical_json, encode_id, message_key
+from memex.registry import make_poller
+from memex.source import Batch, Cursor, Item, Poller, describe, moved_backward
+from memex.statedir import ensure_private_dir
+
+DEFAULT_MAX_SECONDS = 50.0
+DEFAULT_BATCH = 500
+
+
+@dataclass
+class PollResult:
+    """What one poll did; also the fields of its summary log line."""
+
+    source: str
+    status: str = "idle"  # ok | idle | skipped | error
+    new: int = 0
+    dup: int = 0
+    quarantined: int = 0
+    cursor_before: str = "-"
+    cursor_after: str = "-"
+    positions_before: dict[str, int] = field(default_factory=dict)
+    positions_after: dict[str, int] = field(default_factory=dict)
+    duration_ms: int = 0
+    error: str | None = None
+    exit_code: int = 0
+    reset: str | None = None
+    stopped: str | None = None  # "deadline" or "signal" when the poll ended before catching up
+    holder_pid: int | None = None
+
+    def log_fields(self) -> dict[str, Any]:
+        """The summary line's fields (no message text, ever)."""
+        fields: dict[str, Any] = {
+            "status": self.status,
+            "new": self.new,
+            "dup": self.dup,
+            "quarantined": self.quarantined,
+            "cursor_before": self.cursor_before,
+            "cursor_after": self.cursor_after,
+            "positions_before": self.positions_before,
+            "positions_after": self.positions_after,
+            "duration_ms": self.duration_ms,
+        }
+        for key in ("error", "reset", "stopped", "holder_pid"):
+            value = getattr(self, key)
+            if value is not None:
+                fields[key] = value
+        return fields
+
+
+def run_lock_path(state_dir: Path, source: str) -> Path:
+    """The run lock of a source's live poll."""
+    return state_dir / "locks" / f"{source}.poll.lock"
+
+
+def internal_error(exc: BaseException) -> str:
+    """Describe an unexpected exception by type and place only: its message might quote message data."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    if frames:
+        last = frames[-1]
+        where = f" at {Path(last.filename).name}:{last.lineno}"
+    return f"internal error: {type(exc).__name__}{where}; please report it (run with the same data to reproduce)"
+
+
+class Uploader:
+    """Stores items for one source: blobs, then the record (create-only), or quarantine."""
+
+    def __init__(self, cfg: Config, source: str, log: Any) -> None:
+        self.cfg = cfg
+        self.source = source
+        self.log = log
+        self._store: ObjectStore | None = None
+
+    @property
+    def store(self) -> ObjectStore:
+        """The object store, opened on first use (an idle poll never opens it)."""
+        if self._store is None:
+            self._store = open_store(self.cfg.store)
+        return self._store
+
+    @property
+    def opened(self) -> bool:
+        """Whether anything was sent to the store."""
+        return self._store is not None
+
+    def put(self, item: Item, *, rewrite: bool = False) -> str:
+        """Store one item; return ``new``, ``dup``, ``rewritten`` or ``quarantined``."""
+        if item.message is not None:
+            native_id = item.message.native_id
+            for suffix, blob in item.blobs.items():
+                key = message_key(self.source, native_id, suffix)
+                if rewrite:
+                    self.store.put(key, blob)
+                else:
+                    self.store.put_new(key, blob)
+            key = message_key(self.source, native_id)
+            body = item.message.to_json()
+            if rewrite:
+                existing = self.store.get(key)
+                if existing == body:
+                    return "dup"
+                self.store.put(key, body)
+                return "new" if existing is None else "rewritten"
+            return "new" if self.store.put_new(key, body) else "dup"
+        if item.failure is not None:
+            failure = item.failure
+            base = f"quarantine/{encode_id(self.source)}/{encode_id(failure.native_id)}"
+            if failure.raw is not None:
+                self.store.put_new(base + ".raw", failure.raw)
+            meta = {"source": self.source, "native_id": failure.native_id, "reason": failure.reason, "ref": failure.ref, "quarantined_at": utc_now()}
+            self.store.put_new(base + ".json", canonical_json(meta))
+            self.log.warning("record.quarantined", ref=failure.ref, native_id=failure.native_id, reason=failure.reason)
+            return "quarantined"
+        return "skip"
+
+    def sync(self) -> None:
+        """Make everything stored so far durable (before a cursor moves past it)."""
+        if self._store is not None:
+            self._store.sync()
+
+
+def poll(
+    cfg: Config,
+    name: str,
+    *,
+    max_seconds: float = DEFAULT_MAX_SECONDS,
+    stop: threading.Event | None = None,
+    console: IO[str] | None = None,
+    batch_size: int = DEFAULT_BATCH,
+) -> PollResult:
+    """Poll one source once and log its summary line; never raises for a source's own faults."""
+    started = time.monotonic()
+    deadline = started + max_seconds
+    stop = stop or threading.Event()
+    ensure_private_dir(cfg.state_dir)
+    log = source_logger(cfg.state_dir, name, console=console)
+    result = PollResult(source=name)
+    lock = RunLock(ensure_private_dir(cfg.state_dir / "locks") / f"{name}.poll.lock")
+    try:
+        lock.acquire()
+    except AlreadyRunning as exc:
+        result.status, result.holder_pid = "skipped", exc.pid
+        result.duration_ms = int((time.monotonic() - started) * 1000)
+        log.info("poll", **result.log_fields())
+        return result
+    poller: Poller | None = None
+    try:
+        source = cfg.source(name)
+        poller = make_poller(source)
+        _run(cfg, name, poller, result, log, deadline=deadline, stop=stop, batch_size=batch_size)
+    except MemexError as exc:
+        result.status, result.error, result.exit_code = "error", str(exc), exc.exit_code
+    except Exception as exc:  # a bug: report it as one line, keep the process alive for --all
+        result.status, result.error, result.exit_code = "error", internal_error(exc), 1
+    finally:
+        if poller is not None:
+            try:
+                poller.close()
+            except Exception:
+                pass
+        lock.release()
+    result.duration_ms = int((time.monotonic() - started) * 1000)
+    if result.status == "error":
+        log.error("poll", **result.log_fields())
+    else:
+        log.info("poll", **result.log_fields())
+    return result
+
+
+def _run(
+    cfg: Config,
+    name: str,
+    poller: Poller,
+    result: PollResult,
+    log: Any,
+    *,
+    deadline: float,
+    stop: threading.Event,
+    batch_size: int,
+) -> None:
+    cursors = CursorStore(cfg.state_dir)
+    committed: Cursor = cursors.cursor(name)
+    current: Cursor = committed
+    result.positions_before = poller.positions(committed) if committed is not None else {}
+    result.cursor_before = describe(result.positions_before)
+    result.positions_after, result.cursor_after = result.positions_before, result.cursor_before
+    uploader = Uploader(cfg, name, log)
+
+    def commit() -> None:
+        nonlocal committed
+        if current == committed:
+            return
+        uploader.sync()
+        positions = poller.positions(current)
+        cursors.advance(name, committed, current, positions=positions)
+        committed = current
+        result.positions_after = positions
+        result.cursor_after = describe(result.positions_after)
+
+    try:
+        while True:
+            if stop.is_set():
+                result.stopped = "signal"
+                break
+            if time.monotonic() >= deadline:
+                result.stopped = "deadline"
+                break
+            batch: Batch = poller.fetch(current, batch_size)
+            _check_direction(poller, name, current, batch, log, result)
+            finished = True
+            for item in batch.items:
+                if stop.is_set() or time.monotonic() >= deadline:
+                    result.stopped = "signal" if stop.is_set() else "deadline"
+                    finished = False
+                    break
+                outcome = uploader.put(item)
+                if outcome in ("new", "rewritten"):
+                    result.new += 1
+                elif outcome == "dup":
+                    result.dup += 1
+                elif outcome == "quarantined":
+                    result.quarantined += 1
+                current = item.cursor
+            if finished:
+                current = batch.cursor
+            moved = current != committed
+            commit()
+            if not finished or (not batch.items and not moved):
+                break
+    finally:
+        # Whatever stopped the loop (an upload failure, a source error), keep
+        # the progress that is durable.
+        commit()
+    if result.new or result.dup or result.quarantined:
+        result.status = "ok"
+    else:
+        result.status = "idle"
+
+
+def _check_direction(poller: Poller, name: str, current: Cursor, batch: Batch, log: Any, result: PollResult) -> None:
+    """Refuse a backward cursor unless the poller declared a reset, and log every reset."""
+    if current is None:
+        return
+    before, after = poller.positions(current), poller.positions(batch.cursor)
+    back = moved_backward(before, after)
+    if batch.reset:
+        result.reset = batch.reset
+        log.warning("source.reset", reason=batch.reset, positions_before=before, positions_after=after)
+    elif back:
+        raise CursorConflict(
+            f"poller of {name!r} tried to move its cursor backward ({describe(before)} -> {describe(after)}) "
+            "without declaring a reset; not saving (this is a bug in the poller)"
+        )
+
+
+def poll_many(
+    cfg: Config,
+    names: list[str],
+    *,
+    max_seconds: float = DEFAULT_MAX_SECONDS,
+    stop: threading.Event | None = None,
+    console: IO[str] | None = None,
+) -> list[PollResult]:
+    """Poll several sources at once, one thread each; one source's failure never stops another."""
+    stop = stop or threading.Event()
+    results: dict[str, PollResult] = {}
+
+    def one(n: str) -> None:
+        results[n] = poll(cfg, n, max_seconds=max_seconds, stop=stop, console=console)
+
+    threads = [threading.Thread(target=one, args=(n,), name=f"poll-{n}", daemon=True) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)
+    return [results[n] for n in names if n in results]

@@ -1,0 +1,107 @@
+"""The small interface every poller implements, and what it hands the runner.
+
+A poller reads its source from a cursor and returns :class:`Batch` es of
+:class:`Item` s in cursor order. An item carries either a rendered
+:class:`~memex.records.Message` or a :class:`Failure` (a record that could not
+be parsed: an error as a value, which the runner quarantines and counts) and
+the cursor *after* it. The runner uploads items in order and only ever saves
+the cursor of the last item that is durably stored.
+
+A poller type is a callable ``make(source: SourceConfig) -> Poller``
+registered in the ``memex.pollers`` entry-point group under its type name.
+``make`` validates the source's keys (raising ConfigError) and does no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from memex.config import SourceConfig
+from memex.records import Message
+
+Cursor = Any  # JSON-serialisable; its shape belongs to the poller
+
+
+@dataclass
+class Failure:
+    """A record the poller could not render. ``raw`` is kept in quarantine; ``reason`` never holds message text."""
+
+    native_id: str
+    reason: str
+    raw: bytes | None = None
+    ref: str | None = None  # where it is in the source (a UID, a ROWID), for the log
+
+
+@dataclass
+class Item:
+    """One unit of progress: a message (or a failure) and the cursor once it is stored."""
+
+    cursor: Cursor
+    message: Message | None = None
+    failure: Failure | None = None
+    blobs: dict[str, bytes] = field(default_factory=dict)  # suffix -> bytes stored beside the record (".eml")
+
+
+@dataclass
+class Batch:
+    """What one ``fetch`` returns.
+
+    ``cursor`` is where the source stands after the whole batch (it may move
+    with no items, e.g. past rows that are not messages). ``reset`` is set,
+    with a reason, when the source's numbering changed (a rebuilt database, a
+    new UIDVALIDITY) and the cursor must go back: the only way a poll may move
+    a cursor backward, and always logged.
+    """
+
+    items: list[Item]
+    cursor: Cursor
+    reset: str | None = None
+
+
+class Poller(Protocol):
+    """One configured source, ready to read."""
+
+    name: str
+
+    def fetch(self, cursor: Cursor, limit: int) -> Batch:
+        """Return up to ``limit`` items after ``cursor`` (None: from the beginning); no items means caught up."""
+        ...
+
+    def positions(self, cursor: Cursor) -> dict[str, int]:
+        """Monotonic counters of a cursor (e.g. ``{"rowid": 89636}``), for logs and the backward check."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+class HistoryPoller(Poller, Protocol):
+    """A poller that can also walk its history (for backfill) and report its head."""
+
+    def head(self) -> Cursor:
+        """The cursor of the newest message now (for ``start = "now"``)."""
+        ...
+
+    def history(self, since: str | None, until: str | None, checkpoint: Cursor) -> Iterator[Item]:
+        """Every message in the range after ``checkpoint``, in order."""
+        ...
+
+
+PollerFactory = Callable[[SourceConfig], Poller]
+
+
+def describe(positions: dict[str, int]) -> str:
+    """Human form of a cursor's positions: ``89636`` or ``INBOX:12,Sent:3``; ``-`` when empty."""
+    if not positions:
+        return "-"
+    if len(positions) == 1:
+        return str(next(iter(positions.values())))
+    return ",".join(f"{k}:{v}" for k, v in sorted(positions.items()))
+
+
+def moved_backward(before: dict[str, int], after: dict[str, int]) -> list[str]:
+    """The position names that went down (or vanished) from ``before`` to ``after``."""
+    return [k for k, v in before.items() if after.get(k, -1) < v]

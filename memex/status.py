@@ -1,0 +1,92 @@
+"""``memex status``: one row per configured source, from the cursor store and the log tails."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from memex.config import Config
+from memex.cursors import CursorStore
+from memex.errors import StateError
+from memex.logread import last_ok_poll, last_polls
+from memex.logs import log_path
+from memex.source import describe
+
+
+class SourceStatus(TypedDict):
+    """One source's row."""
+
+    source: str
+    type: str
+    enabled: bool
+    cursor: str
+    cursor_updated_at: str | None
+    last_poll_at: str | None
+    last_status: str | None
+    last_new: int | None
+    last_dup: int | None
+    last_ok_at: str | None
+    last_error: str | None
+
+
+def collect(cfg: Config) -> list[SourceStatus]:
+    """Build every source's status row (a corrupt cursors file raises StateError)."""
+    sections = CursorStore(cfg.state_dir).load()
+    rows: list[SourceStatus] = []
+    for name, source in sorted(cfg.sources.items()):
+        section: dict[str, Any] = sections.get(name, {})
+        path = log_path(cfg.state_dir, name)
+        polls = last_polls(path, 1)
+        last = polls[0] if polls else {}
+        ok = last if last.get("status") in ("ok", "idle") else last_ok_poll(path)
+        error = None
+        for event in polls:
+            if event.get("status") == "error":
+                error = event.get("error")
+        rows.append(
+            SourceStatus(
+                source=name,
+                type=source.type,
+                enabled=source.enabled,
+                cursor=describe(section.get("positions") or {}) if "cursor" in section else "-",
+                cursor_updated_at=section.get("cursor_updated_at"),
+                last_poll_at=last.get("ts"),
+                last_status=last.get("status"),
+                last_new=last.get("new"),
+                last_dup=last.get("dup"),
+                last_ok_at=ok.get("ts") if ok else None,
+                last_error=error,
+            )
+        )
+    return rows
+
+
+def render_table(rows: list[SourceStatus]) -> str:
+    """Plain-text table of status rows."""
+    header = ("SOURCE", "TYPE", "CURSOR", "LAST POLL", "LAST OK", "RESULT")
+    body = []
+    for r in rows:
+        result = r["last_status"] or "never polled"
+        if r["last_status"] in ("ok", "idle"):
+            result += f": {r['last_new']} new"
+            if r["last_dup"]:
+                result += f", {r['last_dup']} dup"
+        elif r["last_status"] == "error":
+            result += f": {r['last_error']}"
+        if not r["enabled"]:
+            result = "disabled; " + result
+        body.append((r["source"], r["type"], r["cursor"], _short(r["last_poll_at"]), _short(r["last_ok_at"]), result))
+    widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(len(header) - 1)]
+    out = []
+    for row in [header, *body]:
+        cells = [str(c).ljust(w) for c, w in zip(row[:-1], widths, strict=True)]
+        out.append("  ".join([*cells, str(row[-1])]).rstrip())
+    return "\n".join(out)
+
+
+def _short(ts: str | None) -> str:
+    if not ts:
+        return "-"
+    return ts[:19].replace("T", " ") + "Z"
+
+
+__all__ = ["SourceStatus", "StateError", "collect", "render_table"]

@@ -1,0 +1,1 @@
+"""Pollers: one module per source type, each exposing ``make(source) -> Poller``."""

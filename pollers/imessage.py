@@ -1,0 +1,286 @@
+"""iMessage: macOS ``~/Library/Messages/chat.db``.
+
+Read through a read-only SQLite connection (``mode=ro``, never
+``immutable=1``, which would ignore the WAL and miss recent messages), one
+short transaction per batch, because Messages.app writes the file
+concurrently in WAL mode.
+
+Cursor: ``{"rowid": N, "anchors": [[rowid, guid], ...]}``. The native ID is
+``message.guid``. ROWIDs are local: a rebuilt chat.db renumbers them and a
+replaced one restarts them. Before reading on, the poller checks that the
+anchor messages (the last few it stored) still sit at their ROWIDs and that
+the table's AUTOINCREMENT sequence has not gone below the cursor; if not, it
+declares a reset to ROWID 0, and the re-read is absorbed by create-only,
+ID-keyed uploads. Deleting messages is not mistaken for a rebuild as long as
+one anchor survives.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from memex.config import SourceConfig
+from memex.errors import SourceError
+from memex.records import Attachment, Conversation, Message, Sender, rfc3339
+from memex.source import Batch, Cursor, Item
+from pollers.typedstream_text import decode_attributed_body
+
+DEFAULT_DB = "~/Library/Messages/chat.db"
+APPLE_EPOCH = datetime(2001, 1, 1, tzinfo=UTC)
+NANOSECOND_THRESHOLD = 100_000_000_000  # dates above ~1e11 are nanoseconds (macOS 10.13+)
+ANCHORS = 3
+REACTIONS = {0: "love", 1: "like", 2: "dislike", 3: "laugh", 4: "emphasize", 5: "question"}
+
+MESSAGE_COLUMNS = (
+    "guid", "text", "attributedBody", "handle_id", "service", "date", "date_read", "date_delivered",
+    "is_from_me", "cache_has_attachments", "item_type", "group_title", "associated_message_guid",
+    "associated_message_type", "balloon_bundle_id", "thread_originator_guid", "reply_to_guid",
+    "date_retracted", "date_edited", "subject", "destination_caller_id",
+)  # fmt: skip
+
+
+def make(source: SourceConfig) -> IMessagePoller:
+    """Validate ``[sources.NAME]`` of type imessage (key: ``db``) and build its poller."""
+    keys = source.keys()
+    db = keys.path("db", default=DEFAULT_DB)
+    keys.finish()
+    return IMessagePoller(source.name, Path(db))
+
+
+def apple_time(value: int | None) -> datetime | None:
+    """Convert a chat.db date (seconds or nanoseconds since 2001-01-01 UTC) to a datetime; 0/NULL is None."""
+    if not value:
+        return None
+    if abs(value) > NANOSECOND_THRESHOLD:
+        return APPLE_EPOCH + timedelta(microseconds=value // 1000)
+    return APPLE_EPOCH + timedelta(seconds=value)
+
+
+def _time(value: int | None) -> str | None:
+    dt = apple_time(value)
+    return rfc3339(dt) if dt else None
+
+
+def strip_target(guid: str | None) -> str | None:
+    """``p:0/GUID`` or ``bp:GUID`` (a tapback's target) to the bare message guid."""
+    if not guid:
+        return None
+    if "/" in guid and guid.startswith("p:"):
+        return guid.split("/", 1)[1]
+    if guid.startswith("bp:"):
+        return guid[3:]
+    return guid
+
+
+@dataclass
+class _Chat:
+    guid: str
+    name: str | None
+    participants: list[str]
+
+
+class IMessagePoller:
+    """Reads new rows of ``message`` in ROWID order."""
+
+    def __init__(self, name: str, db: Path) -> None:
+        self.name = name
+        self.db = db
+        self._conn: sqlite3.Connection | None = None
+        self._columns: tuple[str, ...] | None = None
+        self._chats: dict[int, _Chat] | None = None
+
+    # -- connection --------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        path = self.db.expanduser()
+        fda = f"grant Full Disk Access to {os.path.realpath(sys.executable)} (System Settings > Privacy & Security)"
+        if not path.exists():
+            hint = fda if sys.platform == "darwin" else "check `db` in the source's config section"
+            raise SourceError(f"{path}: chat.db not found; {hint}")
+        if not os.access(path, os.R_OK):
+            raise SourceError(f"{path}: permission denied; {fda}")
+        try:
+            conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, isolation_level=None, timeout=10, check_same_thread=False)
+            conn.execute("PRAGMA query_only = 1")
+            cols = {row[1] for row in conn.execute("PRAGMA table_info(message)")}
+        except sqlite3.Error as exc:
+            raise SourceError(f"{path}: cannot open chat.db ({exc}); {fda}") from None
+        if not cols:
+            conn.close()
+            raise SourceError(f"{path}: not a Messages database (no message table); check `db` in the source's config section")
+        self._columns = tuple(c for c in MESSAGE_COLUMNS if c in cols)
+        self._conn = conn
+        return conn
+
+    def close(self) -> None:
+        """Close the SQLite connection."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- the Poller interface ----------------------------------------------
+    def positions(self, cursor: Cursor) -> dict[str, int]:
+        """``{"rowid": N}``."""
+        return {"rowid": int(cursor.get("rowid", 0))} if cursor else {}
+
+    def head(self) -> Cursor:
+        """The cursor of the newest row now (for ``start = "now"``)."""
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN")
+            rows = conn.execute("SELECT ROWID, guid FROM message ORDER BY ROWID DESC LIMIT ?", (ANCHORS,)).fetchall()
+        finally:
+            conn.execute("COMMIT")
+        if not rows:
+            return {"rowid": 0, "anchors": []}
+        return {"rowid": rows[0][0], "anchors": [[r, g] for r, g in rows]}
+
+    def fetch(self, cursor: Cursor, limit: int) -> Batch:
+        """Up to ``limit`` messages after the cursor's ROWID, in one short read transaction."""
+        conn = self._connect()
+        after = int(cursor.get("rowid", 0)) if cursor else 0
+        try:
+            conn.execute("BEGIN")
+            try:
+                if cursor:
+                    reason = self._identity_changed(conn, cursor)
+                    if reason:
+                        return Batch(items=[], cursor={"rowid": 0, "anchors": []}, reset=reason)
+                cols = ", ".join(f"m.{c}" for c in self._columns or ())
+                rows = conn.execute(
+                    f"SELECT m.ROWID, {cols}, h.id FROM message m LEFT JOIN handle h ON h.ROWID = m.handle_id "
+                    "WHERE m.ROWID > ? ORDER BY m.ROWID LIMIT ?",
+                    (after, limit),
+                ).fetchall()
+                if not rows:
+                    return Batch(items=[], cursor=cursor)
+                items = self._render(conn, rows, list(cursor.get("anchors") or []) if cursor else [])
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise SourceError(f"{self.db}: read failed ({exc}); if Messages.app is rebuilding the database, the next poll retries") from None
+        return Batch(items=items, cursor=items[-1].cursor)
+
+    # -- rebuild detection -------------------------------------------------
+    def _identity_changed(self, conn: sqlite3.Connection, cursor: Cursor) -> str | None:
+        """Why the cursor no longer fits this chat.db (rebuilt or replaced), or None if it does."""
+        rowid = int(cursor.get("rowid", 0))
+        if rowid <= 0:
+            return None
+        seq_row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'message'").fetchone()
+        max_row = conn.execute("SELECT MAX(ROWID) FROM message").fetchone()
+        high = max(seq_row[0] if seq_row else 0, max_row[0] or 0)
+        if high < rowid:
+            return f"chat.db was replaced: its highest ROWID {high} is below the cursor {rowid}; re-reading from the start"
+        anchors = cursor.get("anchors") or []
+        if not anchors:
+            return None
+        for anchor_rowid, guid in anchors:
+            found = conn.execute("SELECT ROWID FROM message WHERE guid = ?", (guid,)).fetchone()
+            if found is None:
+                continue
+            if found[0] == anchor_rowid:
+                return None
+            return f"chat.db was rebuilt: message ROWID {anchor_rowid} is now ROWID {found[0]}; re-reading from the start"
+        return f"chat.db was replaced: none of the last {len(anchors)} stored messages is in it any more; re-reading from the start"
+
+    # -- rendering ---------------------------------------------------------
+    def _load_chats(self, conn: sqlite3.Connection) -> dict[int, _Chat]:
+        if self._chats is None:
+            members: dict[int, list[str]] = {}
+            for chat_id, handle in conn.execute(
+                "SELECT chj.chat_id, h.id FROM chat_handle_join chj JOIN handle h ON h.ROWID = chj.handle_id ORDER BY h.id"
+            ):
+                members.setdefault(chat_id, []).append(handle)
+            self._chats = {
+                rowid: _Chat(guid, display or ident or None, members.get(rowid, []))
+                for rowid, guid, display, ident in conn.execute("SELECT ROWID, guid, display_name, chat_identifier FROM chat")
+            }
+        return self._chats
+
+    def _render(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]], recent: list[list[Any]]) -> list[Item]:
+        cols = ("ROWID", *(self._columns or ()), "handle")
+        records = [dict(zip(cols, row, strict=True)) for row in rows]
+        lo, hi = records[0]["ROWID"], records[-1]["ROWID"]
+        chat_of: dict[int, int] = {}
+        for message_id, chat_id in conn.execute(
+            "SELECT message_id, MIN(chat_id) FROM chat_message_join WHERE message_id BETWEEN ? AND ? GROUP BY message_id", (lo, hi)
+        ):
+            chat_of[message_id] = chat_id
+        attachments: dict[int, list[Attachment]] = {}
+        with_att = [r["ROWID"] for r in records if r.get("cache_has_attachments")]
+        if with_att:
+            marks = ",".join("?" * len(with_att))
+            for mid, guid, filename, mime, transfer, size in conn.execute(
+                "SELECT maj.message_id, a.guid, a.filename, a.mime_type, a.transfer_name, a.total_bytes "
+                f"FROM message_attachment_join maj JOIN attachment a ON a.ROWID = maj.attachment_id WHERE maj.message_id IN ({marks}) "
+                "ORDER BY maj.message_id, a.ROWID",
+                with_att,
+            ):
+                attachments.setdefault(mid, []).append(
+                    Attachment(id=guid, filename=transfer or (Path(filename).name if filename else None), mime_type=mime, size=size)
+                )
+        chats = self._load_chats(conn)
+        items = []
+        for r in records:
+            message = self._message(r, chats.get(chat_of.get(r["ROWID"], -1)), attachments.get(r["ROWID"], []))
+            recent = [[r["ROWID"], r["guid"]], *recent[: ANCHORS - 1]]
+            items.append(Item(cursor={"rowid": r["ROWID"], "anchors": recent}, message=message))
+        return items
+
+    def _message(self, r: dict[str, Any], chat: _Chat | None, attachments: list[Attachment]) -> Message:
+        extra: dict[str, Any] = {}
+        text = r.get("text")
+        body = r.get("attributedBody")
+        if text is None and body:
+            try:
+                text = decode_attributed_body(bytes(body))
+                extra["text_from"] = "attributedBody"
+            except ValueError as exc:
+                extra["text_error"] = str(exc)
+        assoc_type = r.get("associated_message_type") or 0
+        kind = "message"
+        reply_to = r.get("thread_originator_guid") or None
+        if 2000 <= assoc_type <= 2005 or 3000 <= assoc_type <= 3005:
+            kind = "reaction"
+            reply_to = strip_target(r.get("associated_message_guid"))
+            extra["reaction"] = {"kind": REACTIONS.get(assoc_type % 1000, str(assoc_type)), "removed": assoc_type >= 3000}
+        elif r.get("item_type"):
+            kind = "event"
+        for key in ("service", "item_type", "associated_message_guid", "associated_message_type", "balloon_bundle_id",
+                    "reply_to_guid", "thread_originator_guid", "group_title", "subject"):  # fmt: skip
+            value = r.get(key)
+            if value not in (None, 0, ""):
+                extra[key] = value
+        for key in ("date_read", "date_delivered"):
+            if r.get(key):
+                extra[key] = _time(r[key])
+        is_me = bool(r.get("is_from_me"))
+        sender = Sender(id=(r.get("destination_caller_id") or None) if is_me else r.get("handle"), name=None, is_me=is_me)
+        conversation = (
+            Conversation(id=chat.guid, name=chat.name, participants=list(chat.participants))
+            if chat
+            else Conversation(id=None, name=None, participants=[r["handle"]] if r.get("handle") else [])
+        )
+        return Message(
+            source=self.name,
+            type=kind,
+            native_id=r["guid"],
+            sent_at=_time(r.get("date")),
+            conversation=conversation,
+            sender=sender,
+            text=text,
+            attachments=attachments,
+            reply_to=reply_to,
+            edited_at=_time(r.get("date_edited")),
+            deleted=bool(r.get("date_retracted")),
+            extra=extra,
+        )
