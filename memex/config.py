@@ -110,9 +110,7 @@ def load(explicit: str | os.PathLike[str] | None = None) -> Config:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise ConfigError(
-            f"no config file; create one (see README) or pass --config PATH / set ${CONFIG_ENV}", path=path
-        ) from None
+        raise ConfigError(f"no config file; create one (see README) or pass --config PATH / set ${CONFIG_ENV}", path=path) from None
     except OSError as exc:
         raise ConfigError(f"cannot read config ({exc.strerror})", path=path) from None
     try:
@@ -162,7 +160,7 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
         stype = keys.text("type")
         start = keys.text("start", default="beginning")
         if start not in ("beginning", "now"):
-            raise ConfigError(f"must be \"beginning\" or \"now\", not {start!r}", path=path, key=f"sources.{name}.start")
+            raise ConfigError(f'must be "beginning" or "now", not {start!r}', path=path, key=f"sources.{name}.start")
         sources[name] = SourceConfig(
             name=name,
             type=stype,

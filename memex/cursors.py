@@ -142,7 +142,7 @@ def _parse(raw: bytes, path: Path) -> dict[str, Section]:
         raise StateError(f"not a memex cursors file (no 'sources' table); {hint}", path=path)
     if doc.get("format") != FORMAT:
         raise StateError(f"unknown cursors format {doc.get('format')!r} (this memex reads {FORMAT}); upgrade memex", path=path)
-    sources = doc["sources"]
+    sources: dict[str, Section] = doc["sources"]
     for name, section in sources.items():
         if not isinstance(section, dict):
             raise StateError(f"section {name!r} is not an object; {hint}", path=path)

@@ -48,10 +48,7 @@ class LockTimeout(MemexError, TimeoutError):
     def __init__(self, path: Path, timeout: float) -> None:
         self.path = path
         self.timeout = timeout
-        super().__init__(
-            f"{path}: could not take the lock within {timeout:g}s; "
-            "another memex process holds it (check for a hung poll)"
-        )
+        super().__init__(f"{path}: could not take the lock within {timeout:g}s; another memex process holds it (check for a hung poll)")
 
 
 class AlreadyRunning(MemexError):

@@ -222,9 +222,13 @@ class S3Store:
                 if status == 409 and attempt < self.CONFLICT_RETRIES:
                     time.sleep(0.05 * 2**attempt)
                     continue
-                raise StoreError(f"s3://{self.bucket}/{full}: upload refused ({code or status}); check the bucket, credentials and endpoint") from None
+                raise StoreError(
+                    f"s3://{self.bucket}/{full}: upload refused ({code or status}); check the bucket, credentials and endpoint"
+                ) from None
             except BotoCoreError as exc:
-                raise StoreError(f"s3://{self.bucket}/{full}: upload failed ({exc.__class__.__name__}); check the endpoint and network") from None
+                raise StoreError(
+                    f"s3://{self.bucket}/{full}: upload failed ({exc.__class__.__name__}); check the endpoint and network"
+                ) from None
         raise AssertionError("unreachable")
 
     def get(self, key: str) -> bytes | None:

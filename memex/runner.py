@@ -140,7 +140,13 @@ class Uploader:
             base = f"quarantine/{encode_id(self.source)}/{encode_id(failure.native_id)}"
             if failure.raw is not None:
                 self.store.put_new(base + ".raw", failure.raw)
-            meta = {"source": self.source, "native_id": failure.native_id, "reason": failure.reason, "ref": failure.ref, "quarantined_at": utc_now()}
+            meta = {
+                "source": self.source,
+                "native_id": failure.native_id,
+                "reason": failure.reason,
+                "ref": failure.ref,
+                "quarantined_at": utc_now(),
+            }
             self.store.put_new(base + ".json", canonical_json(meta))
             self.log.warning("record.quarantined", ref=failure.ref, native_id=failure.native_id, reason=failure.reason)
             return "quarantined"
@@ -213,6 +219,13 @@ def _run(
 ) -> None:
     cursors = CursorStore(cfg.state_dir)
     committed: Cursor = cursors.cursor(name)
+    if committed is None and cfg.source(name).start == "now":
+        # First poll of a `start = "now"` source: begin at the source's head;
+        # history is left to `memex backfill`.
+        head = poller.head()  # type: ignore[attr-defined]
+        cursors.advance(name, None, head, positions=poller.positions(head))
+        log.info("cursor.start_now", positions_after=poller.positions(head), cursor_after=describe(poller.positions(head)))
+        committed = head
     current: Cursor = committed
     result.positions_before = poller.positions(committed) if committed is not None else {}
     result.cursor_before = describe(result.positions_before)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from memex.config import SourceConfig
@@ -79,14 +80,20 @@ class Poller(Protocol):
 
 
 class HistoryPoller(Poller, Protocol):
-    """A poller that can also walk its history (for backfill) and report its head."""
+    """A poller that can also report its head (``start = "now"``) and walk its history (``memex backfill``)."""
 
     def head(self) -> Cursor:
-        """The cursor of the newest message now (for ``start = "now"``)."""
+        """A live cursor positioned at the newest message now: polling from it yields only later messages."""
         ...
 
-    def history(self, since: str | None, until: str | None, checkpoint: Cursor) -> Iterator[Item]:
-        """Every message in the range after ``checkpoint``, in order."""
+    def history(self, since: datetime | None, until: datetime | None, checkpoint: Cursor) -> Iterator[Item]:
+        """Every message sent in ``[since, until)`` (None: unbounded), after ``checkpoint``, in a fixed order.
+
+        ``checkpoint`` is None (from the start) or the ``cursor`` of an item
+        this method yielded before; each item's ``cursor`` must resume the walk
+        right after that item. History cursors belong to backfill and may have
+        another shape than live cursors.
+        """
         ...
 
 

@@ -166,7 +166,9 @@ class IMessagePoller:
             finally:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise SourceError(f"{self.db}: read failed ({exc}); if Messages.app is rebuilding the database, the next poll retries") from None
+            raise SourceError(
+                f"{self.db}: read failed ({exc}); if Messages.app is rebuilding the database, the next poll retries"
+            ) from None
         return Batch(items=items, cursor=items[-1].cursor)
 
     # -- rebuild detection -------------------------------------------------

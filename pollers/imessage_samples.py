@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 from pollers.typedstream_text import encode_attributed_body
 
@@ -33,11 +34,53 @@ CREATE INDEX message_idx_handle ON message(handle_id, date);
 """
 
 APPLE_EPOCH_UNIX = 978307200
-WORDS = (
-    "ok sure tomorrow dinner train late coffee meeting call later thanks great see you soon running "
-    "home weekend plan tickets photo birthday movie lunch park rain sunny traffic boarding gate "
-    "call me back love it haha nice done sent address parking keys groceries milk bread"
-).split()
+WORDS = [
+    "ok",
+    "sure",
+    "tomorrow",
+    "dinner",
+    "train",
+    "late",
+    "coffee",
+    "meeting",
+    "call",
+    "later",
+    "thanks",
+    "great",
+    "see",
+    "you",
+    "soon",
+    "running",
+    "home",
+    "weekend",
+    "plan",
+    "tickets",
+    "photo",
+    "birthday",
+    "movie",
+    "lunch",
+    "park",
+    "rain",
+    "sunny",
+    "traffic",
+    "boarding",
+    "gate",
+    "call",
+    "me",
+    "back",
+    "love",
+    "it",
+    "haha",
+    "nice",
+    "done",
+    "sent",
+    "address",
+    "parking",
+    "keys",
+    "groceries",
+    "milk",
+    "bread",
+]
 NAMES = ["+15550100", "+15550101", "+15550102", "alex@example.com", "sam@example.com", "+447700900123", "+15550103"]
 
 
@@ -139,7 +182,9 @@ def rows(count: int, *, seed: int = 1, start: datetime | None = None, step_secon
             if recent and roll < 0.1:
                 row["thread_originator_guid"] = rng.choice(recent)
             if roll > 0.96:
-                row["attachment"] = rng.choice([("IMG_%04d.HEIC" % i, "image/heic"), ("voice.caf", "audio/x-caf"), ("doc.pdf", "application/pdf")])
+                row["attachment"] = rng.choice(
+                    [(f"IMG_{i:04d}.HEIC", "image/heic"), ("voice.caf", "audio/x-caf"), ("doc.pdf", "application/pdf")]
+                )
         recent = [guid, *recent[:20]]
         yield row
         del i
@@ -161,7 +206,7 @@ def insert(conn: sqlite3.Connection, chats: SampleChats, batch: Iterator[dict[st
             mid = int(cur.lastrowid or 0)
             conn.execute("INSERT INTO chat_message_join(chat_id, message_id, message_date) VALUES (?, ?, ?)", (chat_id, mid, row["date"]))
             if attachment is not None:
-                name, mime = attachment  # type: ignore[misc]
+                name, mime = cast(tuple[str, str], attachment)
                 acur = conn.execute(
                     "INSERT INTO attachment(guid, filename, mime_type, transfer_name, total_bytes) VALUES (?, ?, ?, ?, ?)",
                     (str(uuid.uuid4()).upper(), f"~/Library/Messages/Attachments/{name}", mime, name, 1000 + mid),

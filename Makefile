@@ -1,0 +1,35 @@
+# memex: `make demo` runs the pipeline on generated sample data; `make test` runs every check.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/memex demo
+
+test: lint typecheck pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check memex pollers tests bench
+	$(BIN)/ruff format --check memex pollers tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/idle_poll.py
+	$(BIN)/python bench/throughput.py
+
+clean:
+	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache
