@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,19 +24,26 @@ from memex.statedir import ensure_private_dir
 REDACT = frozenset({"text", "body", "content", "password", "secret", "token", "subject"})
 
 
+_IMPORT_LOCK = threading.Lock()
+
+
 def _import_structlog() -> Any:
-    """Import structlog without its optional rich tracebacks (saves ~25 ms on every cron poll)."""
-    if "structlog" in sys.modules:
-        return sys.modules["structlog"]
-    blocked = "rich" not in sys.modules
-    if blocked:
-        sys.modules["rich"] = None  # type: ignore[assignment]  # makes `import rich` fail fast inside structlog.dev
-    try:
-        import structlog
-    finally:
-        if blocked and sys.modules.get("rich", 0) is None:
-            del sys.modules["rich"]
-    return structlog
+    """Import structlog without its optional rich tracebacks (saves ~25 ms on every cron poll).
+
+    Serialised by a lock: ``poll --all`` creates loggers from several threads.
+    """
+    with _IMPORT_LOCK:
+        if "structlog" in sys.modules:
+            return sys.modules["structlog"]
+        blocked = "rich" not in sys.modules
+        if blocked:
+            sys.modules["rich"] = None  # type: ignore[assignment]  # makes `import rich` fail fast inside structlog.dev
+        try:
+            import structlog
+        finally:
+            if blocked and sys.modules.get("rich", 0) is None:
+                del sys.modules["rich"]
+        return structlog
 
 
 def log_path(state_dir: Path, source: str) -> Path:

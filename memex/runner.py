@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from memex.config import Config
 from memex.cursors import CursorStore, utc_now
-from memex.errors import AlreadyRunning, CursorConflict, MemexError
+from memex.errors import AlreadyRunning, CursorConflict, MemexError, StateError
 from memex.locks import RunLock
 from memex.logs import source_logger
 from memex.objectstore import ObjectStore, open_store
@@ -171,10 +171,15 @@ def poll(
     started = time.monotonic()
     deadline = started + max_seconds
     stop = stop or threading.Event()
-    ensure_private_dir(cfg.state_dir)
+    try:
+        ensure_private_dir(cfg.state_dir)
+        lock = RunLock(ensure_private_dir(cfg.state_dir / "locks") / f"{name}.poll.lock")
+    except OSError as exc:
+        raise StateError(
+            f"cannot use the state folder ({exc.strerror}); fix its permissions or set state_dir", path=cfg.state_dir
+        ) from None
     log = source_logger(cfg.state_dir, name, console=console)
     result = PollResult(source=name)
-    lock = RunLock(ensure_private_dir(cfg.state_dir / "locks") / f"{name}.poll.lock")
     try:
         lock.acquire()
     except AlreadyRunning as exc:
@@ -312,7 +317,10 @@ def poll_many(
     results: dict[str, PollResult] = {}
 
     def one(n: str) -> None:
-        results[n] = poll(cfg, n, max_seconds=max_seconds, stop=stop, console=console)
+        try:
+            results[n] = poll(cfg, n, max_seconds=max_seconds, stop=stop, console=console)
+        except Exception as exc:  # poll() reports its own faults; this is a last line of defence
+            results[n] = PollResult(source=n, status="error", error=internal_error(exc), exit_code=1)
 
     threads = [threading.Thread(target=one, args=(n,), name=f"poll-{n}", daemon=True) for n in names]
     for t in threads:
@@ -320,4 +328,4 @@ def poll_many(
     for t in threads:
         while t.is_alive():
             t.join(0.2)
-    return [results[n] for n in names if n in results]
+    return [results.get(n) or PollResult(source=n, status="error", error="poll thread did not finish", exit_code=1) for n in names]
