@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -286,3 +287,104 @@ class IMessagePoller:
             deleted=bool(r.get("date_retracted")),
             extra=extra,
         )
+
+    # -- history (memex backfill) ------------------------------------------
+    HISTORY_CHUNK = 1000
+
+    def history(self, since: datetime | None, until: datetime | None, checkpoint: Cursor) -> Iterator[Item]:
+        """Every message with ``date`` in ``[since, until)`` after ``checkpoint``, in ROWID order.
+
+        Reads in chunks of :attr:`HISTORY_CHUNK` rows, each in its own short
+        read transaction (nothing is held open between chunks, so
+        Messages.app and the live poll keep writing and reading). History
+        cursors are ``{"rowid": N, "guid": G}``; on resume, a checkpoint whose
+        ROWID now holds another message means chat.db was rebuilt, and the
+        walk refuses rather than skip or repeat by the wrong numbering.
+        """
+        after = int(checkpoint.get("rowid", 0)) if checkpoint else 0
+        where, params = _date_filter(since, until)
+        first = True
+        while True:
+            conn = self._connect()
+            cols = ", ".join(f"m.{c}" for c in self._columns or ())
+            try:
+                conn.execute("BEGIN")
+                try:
+                    if first and checkpoint and checkpoint.get("guid"):
+                        self._check_history_checkpoint(conn, checkpoint)
+                    first = False
+                    rows = conn.execute(
+                        f"SELECT m.ROWID, {cols}, h.id FROM message m LEFT JOIN handle h ON h.ROWID = m.handle_id "
+                        f"WHERE m.ROWID > ?{where} ORDER BY m.ROWID LIMIT ?",
+                        (after, *params, self.HISTORY_CHUNK),
+                    ).fetchall()
+                    items = self._render(conn, rows, []) if rows else []
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise SourceError(f"{self.db}: read failed ({exc}); rerun the backfill to continue from its checkpoint") from None
+            if not rows:
+                return
+            for item in items:
+                rowid, guid = item.cursor["anchors"][0]
+                item.cursor = {"rowid": rowid, "guid": guid}
+                yield item
+            after = int(rows[-1][0])
+
+    def history_count(self, since: datetime | None, until: datetime | None, checkpoint: Cursor) -> int:
+        """How many messages :meth:`history` would yield now (for progress and ETA)."""
+        after = int(checkpoint.get("rowid", 0)) if checkpoint else 0
+        where, params = _date_filter(since, until)
+        conn = self._connect()
+        try:
+            row = conn.execute(f"SELECT COUNT(*) FROM message m WHERE m.ROWID > ?{where}", (after, *params)).fetchone()
+        except sqlite3.Error as exc:
+            raise SourceError(f"{self.db}: read failed ({exc})") from None
+        return int(row[0])
+
+    def _check_history_checkpoint(self, conn: sqlite3.Connection, checkpoint: Cursor) -> None:
+        rowid, guid = int(checkpoint["rowid"]), checkpoint["guid"]
+        found = conn.execute("SELECT ROWID FROM message WHERE guid = ?", (guid,)).fetchone()
+        if found is not None and found[0] != rowid:
+            raise SourceError(
+                f"{self.db}: chat.db was rebuilt since the backfill checkpoint (message ROWID {rowid} is now ROWID {found[0]}); "
+                "rerun with --restart (messages already stored are skipped as duplicates)"
+            )
+        if found is None:
+            other = conn.execute("SELECT guid FROM message WHERE ROWID = ?", (rowid,)).fetchone()
+            if other is not None:
+                raise SourceError(
+                    f"{self.db}: chat.db was replaced since the backfill checkpoint (ROWID {rowid} holds another message); "
+                    "rerun with --restart (messages already stored are skipped as duplicates)"
+                )
+
+
+def apple_nanoseconds(when: datetime) -> int:
+    """``when`` as exact nanoseconds since 2001-01-01 UTC (naive datetimes are taken as UTC)."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return ((when - APPLE_EPOCH) // timedelta(microseconds=1)) * 1000
+
+
+def _date_filter(since: datetime | None, until: datetime | None) -> tuple[str, list[int]]:
+    """SQL (``AND ...``) and parameters keeping rows whose ``date`` is in ``[since, until)``.
+
+    A table mixes second-resolution dates (before macOS 10.13) and
+    nanosecond ones; each row is compared in its own unit, exactly, with
+    integers: for whole seconds ``d >= x`` is ``d >= ceil(x)``, and
+    ``d < x`` is ``d < ceil(x)``. Rows without a date are left out of a
+    bounded range.
+    """
+    if since is None and until is None:
+        return "", []
+    sql = " AND m.date IS NOT NULL AND m.date != 0"
+    params: list[int] = []
+    for bound, op in ((since, ">="), (until, "<")):
+        if bound is None:
+            continue
+        ns = apple_nanoseconds(bound)
+        seconds = -(-ns // 1_000_000_000)
+        big = f"abs(m.date) > {NANOSECOND_THRESHOLD}"
+        sql += f" AND (({big} AND m.date {op} ?) OR (NOT {big} AND m.date {op} ?))"
+        params += [ns, seconds]
+    return sql, params
