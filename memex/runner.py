@@ -98,11 +98,11 @@ def internal_error(exc: BaseException) -> str:
 class Uploader:
     """Stores items for one source: blobs, then the record (create-only), or quarantine."""
 
-    def __init__(self, cfg: Config, source: str, log: Any) -> None:
+    def __init__(self, cfg: Config, source: str, log: Any, *, store: ObjectStore | None = None) -> None:
         self.cfg = cfg
         self.source = source
         self.log = log
-        self._store: ObjectStore | None = None
+        self._store: ObjectStore | None = store  # given: shared by backfill's upload threads
 
     @property
     def store(self) -> ObjectStore:
