@@ -12,16 +12,20 @@ before anything is written.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
 from memex.statedir import ensure_private_dir
 
 REDACT = frozenset({"text", "body", "content", "password", "secret", "token", "subject"})
+LOG_MAX_BYTES = 10 * 1024 * 1024  # the config's log_max_bytes / log_backups defaults
+LOG_BACKUPS = 5
 
 
 _IMPORT_LOCK = threading.Lock()
@@ -44,6 +48,28 @@ def _import_structlog() -> Any:
             if blocked and sys.modules.get("rich", 0) is None:
                 del sys.modules["rich"]
         return structlog
+
+
+def _append_line(path: Path, data: bytes) -> None:
+    """One O_APPEND write of a whole line (file created 0600)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _flock(fd: int, mode: int, timeout: float = 10.0) -> None:
+    """Take a flock, waiting at most ``timeout`` s; past that, go on without it (never drop a log line)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.002)
 
 
 def log_path(state_dir: Path, source: str) -> Path:
@@ -75,19 +101,65 @@ def human_line(event: dict[str, Any]) -> str:
 class SourceSink:
     """The structlog logger behind a source's events: appends JSON lines, echoes to the console."""
 
-    def __init__(self, path: Path, console: IO[str] | None, console_is_tty: bool) -> None:
+    def __init__(
+        self, path: Path, console: IO[str] | None, console_is_tty: bool, *, max_bytes: int = LOG_MAX_BYTES, backups: int = LOG_BACKUPS
+    ) -> None:
         self.path = path
         self.console = console
         self.console_is_tty = console_is_tty
+        self.max_bytes = max_bytes  # 0: never rotate
+        self.backups = max(1, backups)
+        self.lock_path = path.parent.parent / "locks" / f"{path.stem}.log.lock"
+
+    def _append(self, data: bytes) -> None:
+        """Append one line; rotate first if it would pass ``max_bytes``.
+
+        Every append holds a shared lock on ``locks/<source>.log.lock`` and
+        rotation holds it exclusively, so two writers (a poll and a backfill)
+        never both rotate, and no line is written to a file after it was
+        renamed away: a follower that finishes the old file after seeing the
+        rename has every line. ``<source>.jsonl`` becomes ``.jsonl.1``, ``.1``
+        becomes ``.2``, ..., and ``.<backups>`` is dropped.
+        """
+        ensure_private_dir(self.path.parent)
+        if self.max_bytes <= 0:
+            _append_line(self.path, data)
+            return
+        ensure_private_dir(self.lock_path.parent)
+        lock = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            _flock(lock, fcntl.LOCK_SH)
+            try:
+                size = os.stat(self.path).st_size
+            except FileNotFoundError:
+                size = 0
+            if size > 0 and size + len(data) > self.max_bytes:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                _flock(lock, fcntl.LOCK_EX)
+                self._rotate(len(data))
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                _flock(lock, fcntl.LOCK_SH)
+            _append_line(self.path, data)
+        finally:
+            os.close(lock)  # drops the lock
+
+    def _rotate(self, incoming: int) -> None:
+        """Shift the rotated files up by one (under the exclusive lock), unless another writer just did."""
+        try:
+            size = os.stat(self.path).st_size
+        except FileNotFoundError:
+            return
+        if size == 0 or size + incoming <= self.max_bytes:
+            return
+        for index in range(self.backups - 1, 0, -1):
+            older = self.path.with_name(f"{self.path.name}.{index}")
+            if older.exists():
+                os.replace(older, self.path.with_name(f"{self.path.name}.{index + 1}"))
+        os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
 
     def _emit(self, **event: Any) -> None:
         line = json.dumps(event, sort_keys=True, ensure_ascii=False, default=str) + "\n"
-        ensure_private_dir(self.path.parent)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+        self._append(line.encode())
         if self.console is None:
             return
         level = event.get("level", "info")
@@ -111,11 +183,17 @@ def _as_kwargs(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any
     return event
 
 
-def source_logger(state_dir: Path, source: str, *, console: IO[str] | None = None) -> Any:
-    """A structlog logger bound to ``source`` that writes its JSON-lines log (and the console, if given)."""
+def source_logger(
+    state_dir: Path, source: str, *, console: IO[str] | None = None, max_bytes: int = LOG_MAX_BYTES, backups: int = LOG_BACKUPS
+) -> Any:
+    """A structlog logger bound to ``source`` that writes its JSON-lines log (and the console, if given).
+
+    The log is rotated at ``max_bytes`` keeping ``backups`` old files (pass
+    the config's ``log_max_bytes`` / ``log_backups``).
+    """
     structlog = _import_structlog()
     is_tty = bool(console is not None and console.isatty())
-    sink = SourceSink(log_path(state_dir, source), console, is_tty)
+    sink = SourceSink(log_path(state_dir, source), console, is_tty, max_bytes=max_bytes, backups=backups)
     return structlog.wrap_logger(
         sink,
         processors=[
