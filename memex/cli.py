@@ -245,3 +245,57 @@ def demo(directory: Path, messages: int) -> None:
     from memex.demo import run_demo
 
     sys.exit(run_demo(directory, messages))
+
+
+def _utc_datetime(value: str | None, option: str) -> Any:
+    """Parse ``YYYY-MM-DD`` or RFC 3339 as an aware UTC datetime (no offset given: UTC)."""
+    from datetime import UTC, datetime
+
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a date; use YYYY-MM-DD or RFC 3339 (2019-05-01T12:00:00Z)", param_hint=option) from None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+@main.command()
+@click.argument("source")
+@click.option("--since", metavar="DATE", help="Messages sent at or after DATE (YYYY-MM-DD or RFC 3339; UTC unless it has an offset).")
+@click.option("--until", metavar="DATE", help="Only messages sent before DATE (same forms as --since).")
+@click.option("--rewrite", is_flag=True, help="Replace stored objects that differ (after a parser fix) instead of skipping them.")
+@click.option("--workers", type=click.IntRange(min=1, max=256), default=8, show_default=True, help="Concurrent uploads.")
+@click.option("--restart", is_flag=True, help="Forget this source's backfill checkpoint and start over.")
+@json_option
+@click.pass_context
+@reports_errors
+def backfill(ctx: click.Context, source: str, since: str | None, until: str | None, rewrite: bool, workers: int, restart: bool,
+             as_json: bool) -> None:  # fmt: skip
+    """Store SOURCE's whole history, or the messages sent in [--since, --until).
+
+    Runs beside cron: it never moves the live cursor or takes the poll's
+    lock (duplicates are skipped). Progress is checkpointed: Ctrl-C or
+    SIGTERM stops cleanly (exit 130) and the same command continues; other
+    options than the stopped run's are refused until --restart. Exit codes:
+    0 done, 1 some messages failed or another backfill of SOURCE is running,
+    2 usage or configuration error, 130 interrupted.
+    """
+    from memex.backfill import backfill as run_backfill
+
+    start, end = _utc_datetime(since, "--since"), _utc_datetime(until, "--until")
+    if start is not None and end is not None and start >= end:
+        raise click.UsageError("--since must be before --until")
+    cfg = load_config(ctx)
+    cfg.source(source)
+    with stop_on_signals() as stop:
+        result = run_backfill(cfg, source, since=start, until=end, rewrite=rewrite, workers=workers, restart=restart,
+                              stop_event=stop, console=sys.stderr)  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(result.summary(), indent=2, sort_keys=True))
+    elif result.status == "refused":
+        click.echo(f"memex: error: {result.error}", err=True)
+    else:
+        click.echo(result.human())
+    if result.exit_code:
+        sys.exit(result.exit_code)
