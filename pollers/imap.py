@@ -1,0 +1,530 @@
+"""IMAP mailboxes (``type = "imap"``), through the standard library's imaplib.
+
+Keys: ``host``, ``port`` (default 993 with ``security = "ssl"``, else 143),
+``security`` (``"ssl"``, the default, ``"starttls"``, or ``"none"`` for a
+loopback host only), ``user``, exactly one of ``password_cmd`` (a shell
+command line whose stdout is the password) or ``password_env`` (the name of
+an environment variable), ``mailboxes`` (names or globs, default
+``["INBOX"]``) and ``timeout`` (seconds per network operation, default 30).
+The password is read when the poll connects and is never stored or logged.
+
+Cursor: ``{"mailboxes": {NAME: {"uidvalidity": V, "last_uid": U}}}``;
+positions are ``{NAME: U}``. Each fetch EXAMINEs (read-only SELECT) the
+mailboxes in sorted order and takes new UIDs from the first one that has
+any, with ``UID SEARCH UID U+1:*`` (whose answer includes the highest UID
+even when it is not above U, so UIDs <= U are dropped) and ``UID FETCH`` of
+``BODY.PEEK[]`` (never sets \\Seen) for up to :data:`FETCH_CHUNK` UIDs per
+command. A mailbox whose UIDVALIDITY changed is declared a reset: its cursor
+restarts at UID 0 under the new UIDVALIDITY and the rescan is absorbed by
+create-only, Message-ID keyed uploads.
+
+Transient network failures after login (connection reset, timeout, a
+server BYE) are retried with a fresh connection and backoff (see
+:data:`BACKOFF`, read at call time) within :data:`RETRY_BUDGET` seconds;
+failures to connect or log in are reported at once (cron retries next
+minute).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import imaplib
+import ipaddress
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from memex.config import SourceConfig
+from memex.errors import SourceError
+from memex.source import Batch, Cursor, Item
+from pollers.email_render import sent_or, to_item
+
+FETCH_CHUNK = 250  # UIDs per UID FETCH command
+BACKOFF: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)  # seconds between retries of a transient failure
+RETRY_BUDGET = 40.0  # seconds a poll may spend retrying (the runner's default time budget is 50)
+PASSWORD_CMD_TIMEOUT = 30.0
+SECURITY = ("ssl", "starttls", "none")
+T = TypeVar("T")
+
+_UID_RE = re.compile(rb"UID (\d+)")
+_DATE_RE = re.compile(rb'INTERNALDATE "([^"]+)"')
+_LIST_RE = re.compile(rb'^\((?P<flags>[^)]*)\) (?P<delim>"(?:[^"\\]|\\.)*"|NIL) (?P<name>.*)$')
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback name or address (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def quote(name: str) -> str:
+    """A mailbox name as an IMAP quoted string."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A validated ``[sources.NAME]`` of type imap."""
+
+    host: str
+    port: int
+    security: str
+    user: str
+    password_cmd: str | None
+    password_env: str | None
+    mailboxes: tuple[str, ...]
+    timeout: float
+
+
+def make(source: SourceConfig) -> ImapPoller:
+    """Validate ``[sources.NAME]`` of type imap and build its poller (no network yet)."""
+    keys = source.keys()
+    host = keys.text("host")
+    if not host:
+        raise keys.error("host", "must not be empty")
+    security = keys.text("security", default="ssl")
+    if security not in SECURITY:
+        raise keys.error("security", f'must be "ssl", "starttls" or "none", not {security!r}')
+    if security == "none" and not is_loopback(host):
+        raise keys.error("security", f'"none" sends the password in clear text; it is allowed only for a loopback host, not {host!r}')
+    port = keys.number("port", default=993 if security == "ssl" else 143, minimum=1, maximum=65535)
+    user = keys.text("user")
+    password_cmd = keys.text("password_cmd", default=None)
+    password_env = keys.text("password_env", default=None)
+    if (password_cmd is None) == (password_env is None):
+        raise keys.error("password_cmd", "set exactly one of password_cmd (a command printing the password) or password_env")
+    mailboxes = keys.strings("mailboxes", default=["INBOX"])
+    if not mailboxes or not all(mailboxes):
+        raise keys.error("mailboxes", "must list at least one non-empty mailbox name or glob")
+    timeout = keys.number("timeout", default=30, minimum=1, maximum=600)
+    keys.finish()
+    settings = Settings(host, port, security, user, password_cmd, password_env, tuple(mailboxes), float(timeout))
+    return ImapPoller(source.name, settings)
+
+
+class _Transient(Exception):
+    """A network failure after login that a fresh connection may cure."""
+
+
+class ImapPoller:
+    """Reads new UIDs of the configured mailboxes, one mailbox per fetch."""
+
+    def __init__(self, name: str, settings: Settings, *, backoff: tuple[float, ...] | None = None) -> None:
+        self.name = name
+        self.settings = settings
+        self.backoff = backoff
+        self.fetch_chunk = FETCH_CHUNK
+        self.commands = 0  # IMAP commands sent (round trips), for the benchmark
+        self._conn: imaplib.IMAP4 | None = None
+        self._selected: str | None = None
+        self._names: list[str] | None = None
+        self._caught_up: set[str] = set()
+        self._retry_deadline: float | None = None
+        me = user.lower() if "@" in (user := settings.user) else None
+        self.me = frozenset([me] if me else [])
+
+    # -- connection --------------------------------------------------------
+    def _where(self) -> str:
+        return f"{self.settings.host}:{self.settings.port}"
+
+    def _password(self) -> str:
+        s = self.settings
+        if s.password_env is not None:
+            value = os.environ.get(s.password_env)
+            if not value:
+                raise SourceError(f"source {self.name!r}: environment variable {s.password_env} (password_env) is not set or empty")
+            return value
+        assert s.password_cmd is not None
+        try:
+            done = subprocess.run(s.password_cmd, shell=True, capture_output=True, timeout=PASSWORD_CMD_TIMEOUT, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise SourceError(f"source {self.name!r}: password_cmd did not finish within {PASSWORD_CMD_TIMEOUT:g}s") from None
+        if done.returncode != 0:
+            raise SourceError(
+                f"source {self.name!r}: password_cmd failed with exit status {done.returncode}; "
+                "run it by hand to see why (its output is not shown here)"
+            )
+        password = done.stdout.decode("utf-8", "replace").strip()
+        if not password:
+            raise SourceError(f"source {self.name!r}: password_cmd printed nothing; it must print the password on stdout")
+        return password
+
+    def _connect(self) -> imaplib.IMAP4:
+        if self._conn is not None:
+            return self._conn
+        s = self.settings
+        password = self._password()
+        try:
+            if s.security == "ssl":
+                import ssl
+
+                conn: imaplib.IMAP4 = imaplib.IMAP4_SSL(s.host, s.port, ssl_context=ssl.create_default_context(), timeout=s.timeout)
+            else:
+                conn = imaplib.IMAP4(s.host, s.port, timeout=s.timeout)
+                if s.security == "starttls":
+                    import ssl
+
+                    conn.starttls(ssl.create_default_context())
+        except TimeoutError:
+            raise SourceError(f"source {self.name!r}: connecting to {self._where()} timed out after {s.timeout:g}s") from None
+        except ConnectionRefusedError:
+            raise SourceError(
+                f"source {self.name!r}: connection to {self._where()} refused; is the server up and the port right?"
+            ) from None
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise SourceError(f"source {self.name!r}: cannot connect to {self._where()} ({reason})") from None
+        except imaplib.IMAP4.error as exc:
+            raise SourceError(f"source {self.name!r}: {self._where()} refused the session ({_server_text(exc)})") from None
+        try:
+            self.commands += 1
+            conn.login(s.user, password)
+        except imaplib.IMAP4.error as exc:
+            _shutdown(conn)
+            raise SourceError(
+                f"source {self.name!r}: login as {s.user!r} at {self._where()} failed ({_server_text(exc)}); check the user and the password"
+            ) from None
+        except OSError as exc:
+            _shutdown(conn)
+            raise SourceError(f"source {self.name!r}: connection to {self._where()} lost during login ({type(exc).__name__})") from None
+        self._conn = conn
+        self._selected = None
+        return conn
+
+    def close(self) -> None:
+        """Log out and close the connection."""
+        conn, self._conn = self._conn, None
+        self._selected = None
+        if conn is not None:
+            try:
+                conn.logout()
+            except Exception:
+                _shutdown(conn)
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        self._selected = None
+        if conn is not None:
+            _shutdown(conn)
+
+    def _retrying(self, what: str, operation: Callable[[], T]) -> T:
+        """Run ``operation``; on a transient failure reconnect and retry with backoff within the poll's budget."""
+        delays = BACKOFF if self.backoff is None else self.backoff
+        if self._retry_deadline is None:
+            self._retry_deadline = time.monotonic() + RETRY_BUDGET
+        attempt = 0
+        while True:
+            try:
+                return operation()
+            except (_Transient, imaplib.IMAP4.abort, OSError) as exc:
+                self._drop()
+                if attempt >= len(delays) or time.monotonic() + delays[attempt] > self._retry_deadline:
+                    kind = "timed out" if isinstance(exc, TimeoutError) else f"failed ({type(exc).__name__})"
+                    raise SourceError(
+                        f"source {self.name!r}: {what} at {self._where()} {kind} after {attempt + 1} attempt(s); the next poll resumes"
+                    ) from None
+                time.sleep(delays[attempt])
+                attempt += 1
+
+    def _cmd(self, conn: imaplib.IMAP4, what: str, typ_data: tuple[str, list[Any]]) -> list[Any]:
+        typ, data = typ_data
+        if typ != "OK":
+            raise SourceError(f"source {self.name!r}: {what} refused by {self._where()} ({_text(data)})")
+        return data
+
+    # -- mailboxes ---------------------------------------------------------
+    def _mailbox_names(self) -> list[str]:
+        """The configured mailboxes (globs expanded with LIST), sorted and unique."""
+        if self._names is not None:
+            return self._names
+        patterns = self.settings.mailboxes
+        if not any(ch in p for p in patterns for ch in "*?["):
+            self._names = sorted(set(patterns))
+            return self._names
+
+        def listing() -> list[str]:
+            conn = self._connect()
+            self.commands += 1
+            data = self._cmd(conn, "LIST", conn.list('""', "*"))
+            return [n for n in (_parse_list(d) for d in data) if n is not None]
+
+        available = self._retrying("LIST", listing)
+        chosen = {n for n in available for p in patterns if fnmatch.fnmatchcase(n, p) or n == p}
+        self._names = sorted(chosen)
+        return self._names
+
+    def _examine(self, mailbox: str) -> tuple[int, int | None]:
+        """EXAMINE (read-only SELECT) ``mailbox``; return its UIDVALIDITY and UIDNEXT (if sent)."""
+        conn = self._connect()
+        self.commands += 1
+        typ, data = conn.select(quote(mailbox), readonly=True)
+        if typ != "OK":
+            self._selected = None
+            raise SourceError(
+                f"source {self.name!r}: mailbox {mailbox!r} cannot be opened at {self._where()} ({_text(data)}); "
+                "check `mailboxes` in the source's config section"
+            )
+        self._selected = mailbox
+        validity = _untagged_int(conn, "UIDVALIDITY")
+        if validity is None:
+            raise SourceError(f"source {self.name!r}: {self._where()} sent no UIDVALIDITY for {mailbox!r}; cannot keep a cursor")
+        return validity, _untagged_int(conn, "UIDNEXT")
+
+    def _search(self, first: int) -> list[int]:
+        """UIDs >= ``first`` in the selected mailbox (dropping the highest UID that ``n:*`` returns below n)."""
+        conn = self._connect()
+        self.commands += 1
+        data = self._cmd(conn, "UID SEARCH", conn.uid("SEARCH", f"UID {first}:*"))
+        return sorted(u for u in _ints(data) if u >= first)
+
+    def _search_criteria(self, criteria: str) -> list[int]:
+        conn = self._connect()
+        self.commands += 1
+        data = self._cmd(conn, "UID SEARCH", conn.uid("SEARCH", criteria))
+        return sorted(_ints(data))
+
+    def _fetch_raw(self, uids: list[int]) -> list[tuple[int, bytes, datetime | None]]:
+        """``(uid, raw bytes, INTERNALDATE)`` of ``uids`` in the selected mailbox, in one UID FETCH."""
+        conn = self._connect()
+        self.commands += 1
+        data = self._cmd(conn, "UID FETCH", conn.uid("FETCH", _uid_set(uids), "(UID INTERNALDATE BODY.PEEK[])"))
+        wanted = set(uids)
+        out: dict[int, tuple[bytes, datetime | None]] = {}
+        pending: tuple[bytes, bytes] | None = None
+        for element in data:
+            if isinstance(element, tuple):
+                pending = (element[0], element[1])
+                head = element[0]
+            elif isinstance(element, bytes) and pending is not None:
+                head = pending[0] + element  # UID or INTERNALDATE may come after the literal
+            else:
+                continue
+            if pending is None:
+                continue
+            m = _UID_RE.search(head)
+            if m is None:
+                continue
+            uid = int(m.group(1))
+            if uid in wanted and uid not in out:
+                d = _DATE_RE.search(head)
+                out[uid] = (pending[1], _internaldate(d.group(1)) if d else None)
+                pending = None
+        return [(u, *out[u]) for u in sorted(out)]
+
+    def _in(self, mailbox: str, operation: Callable[[], T]) -> T:
+        """Run ``operation`` with ``mailbox`` selected (again, after a reconnect)."""
+        if self._conn is None or self._selected != mailbox:
+            self._examine(mailbox)
+        return operation()
+
+    # -- the Poller interface ----------------------------------------------
+    def positions(self, cursor: Cursor) -> dict[str, int]:
+        """``{mailbox: last UID}``."""
+        if not cursor:
+            return {}
+        return {name: int(st.get("last_uid", 0)) for name, st in (cursor.get("mailboxes") or {}).items()}
+
+    def fetch(self, cursor: Cursor, limit: int) -> Batch:
+        """New messages of the first mailbox (in sorted order) that has any, up to ``limit``."""
+        return self._retrying("fetch", lambda: self._fetch_once(cursor, limit))
+
+    def _fetch_once(self, cursor: Cursor, limit: int) -> Batch:
+        state: dict[str, Any] = {"mailboxes": dict((cursor or {}).get("mailboxes") or {})}
+        for mailbox in self._mailbox_names():
+            if mailbox in self._caught_up:
+                continue
+            validity, uidnext = self._examine(mailbox)
+            known = state["mailboxes"].get(mailbox)
+            if known is not None and int(known["uidvalidity"]) != validity:
+                old = known["uidvalidity"]
+                state["mailboxes"][mailbox] = {"uidvalidity": validity, "last_uid": 0}
+                return Batch(items=[], cursor=state, reset=f"{mailbox}: UIDVALIDITY changed from {old} to {validity}; rescanning")
+            last = int(known["last_uid"]) if known else 0
+            if known is None:
+                state["mailboxes"][mailbox] = {"uidvalidity": validity, "last_uid": 0}
+            if uidnext is not None and uidnext <= last + 1:
+                uids: list[int] = []
+            else:
+                uids = self._search(last + 1)[:limit]
+            if not uids:
+                self._caught_up.add(mailbox)
+                if known is None:
+                    return Batch(items=[], cursor=state)
+                continue
+            items: list[Item] = []
+            for start in range(0, len(uids), self.fetch_chunk):
+                for uid, raw, internal in self._fetch_raw(uids[start : start + self.fetch_chunk]):
+                    boxes = dict(state["mailboxes"])
+                    boxes[mailbox] = {"uidvalidity": validity, "last_uid": uid}
+                    state = {"mailboxes": boxes}
+                    extra: dict[str, Any] = {"mailbox": mailbox, "uid": uid, "uidvalidity": validity}
+                    if internal is not None:
+                        extra["received_at"] = internal.strftime("%Y-%m-%dT%H:%M:%SZ")
+                    items.append(to_item(raw, self.name, state, ref=f"{mailbox} UID {uid}", me=self.me, extra=extra))
+            # UIDs expunged between SEARCH and FETCH are gone; move past them.
+            boxes = dict(state["mailboxes"])
+            boxes[mailbox] = {"uidvalidity": validity, "last_uid": uids[-1]}
+            return Batch(items=items, cursor={"mailboxes": boxes})
+        self._caught_up.clear()
+        return Batch(items=[], cursor=state)
+
+    def head(self) -> Cursor:
+        """A cursor at each mailbox's newest UID now (UIDNEXT - 1)."""
+
+        def once() -> Cursor:
+            boxes: dict[str, Any] = {}
+            for mailbox in self._mailbox_names():
+                validity, uidnext = self._examine(mailbox)
+                if uidnext is None:
+                    found = self._search(1)
+                    last = found[-1] if found else 0
+                else:
+                    last = max(0, uidnext - 1)
+                boxes[mailbox] = {"uidvalidity": validity, "last_uid": last}
+            return {"mailboxes": boxes}
+
+        return self._retrying("head", once)
+
+    def history(self, since: datetime | None, until: datetime | None, checkpoint: Cursor) -> Iterator[Item]:
+        """Messages sent in ``[since, until)``, mailbox by mailbox (sorted), in UID order.
+
+        The server narrows by day (SENTSINCE / SENTBEFORE, with a day's
+        slack for time zones); the exact bound is applied to the parsed Date
+        header, or to INTERNALDATE when the header is unusable. Checkpoint:
+        ``{"mailbox", "uidvalidity", "uid"}`` of the last item yielded; a
+        mailbox whose UIDVALIDITY changed since is walked again from its
+        start (dedup absorbs it).
+        """
+        names = self._mailbox_names()
+        start_index, after_uid, old_validity = 0, 0, None
+        if checkpoint:
+            if checkpoint.get("mailbox") in names:
+                start_index = names.index(checkpoint["mailbox"])
+                after_uid = int(checkpoint.get("uid", 0))
+                old_validity = checkpoint.get("uidvalidity")
+            else:
+                start_index = sum(1 for n in names if n < str(checkpoint.get("mailbox", "")))
+        criteria = []
+        if since is not None:
+            criteria.append(f"SENTSINCE {_imap_day(since - timedelta(days=1))}")
+        if until is not None:
+            criteria.append(f"SENTBEFORE {_imap_day(until + timedelta(days=2))}")
+        search = " ".join(criteria) or "ALL"
+        for index in range(start_index, len(names)):
+            mailbox = names[index]
+            validity = self._retrying("EXAMINE", lambda m=mailbox: self._examine(m)[0])  # type: ignore[misc]
+            floor = after_uid if index == start_index and old_validity == validity else 0
+            found = self._retrying("UID SEARCH", lambda m=mailbox: self._in(m, lambda: self._search_criteria(search)))  # type: ignore[misc]
+            uids = [u for u in found if u > floor]
+            for start in range(0, len(uids), self.fetch_chunk):
+                chunk = uids[start : start + self.fetch_chunk]
+
+                def get(m: str = mailbox, c: list[int] = chunk) -> list[tuple[int, bytes, datetime | None]]:
+                    return self._in(m, lambda: self._fetch_raw(c))
+
+                for uid, raw, internal in self._retrying("UID FETCH", get):
+                    point = {"mailbox": mailbox, "uidvalidity": validity, "uid": uid}
+                    extra: dict[str, Any] = {"mailbox": mailbox, "uid": uid, "uidvalidity": validity}
+                    if internal is not None:
+                        extra["received_at"] = internal.strftime("%Y-%m-%dT%H:%M:%SZ")
+                    item = to_item(raw, self.name, point, ref=f"{mailbox} UID {uid}", me=self.me, extra=extra)
+                    when = sent_or(item.message, internal)
+                    if when is not None and ((since is not None and when < since) or (until is not None and when >= until)):
+                        continue
+                    yield item
+
+
+def _shutdown(conn: imaplib.IMAP4) -> None:
+    try:
+        conn.shutdown()
+    except Exception:
+        pass
+
+
+def _text(data: Any) -> str:
+    """A server reply as one short line."""
+    if isinstance(data, list | tuple):
+        data = b" ".join(d if isinstance(d, bytes) else str(d).encode() for d in data if d is not None)
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", "replace")
+    return " ".join(str(data).split())[:200]
+
+
+def _server_text(exc: BaseException) -> str:
+    return _text(exc.args[0] if exc.args else type(exc).__name__)
+
+
+def _untagged_int(conn: imaplib.IMAP4, name: str) -> int | None:
+    _, values = conn.response(name)
+    for value in values or []:
+        if value is None:
+            continue
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        try:
+            return int(text.strip().split()[0])
+        except (ValueError, IndexError):
+            continue
+    return None
+
+
+def _ints(data: list[Any]) -> list[int]:
+    out: list[int] = []
+    for line in data:
+        if isinstance(line, bytes):
+            out.extend(int(x) for x in line.split() if x.isdigit())
+    return out
+
+
+def _uid_set(uids: list[int]) -> str:
+    """A compact UID set: ``1:5,7,9:12``."""
+    parts: list[str] = []
+    run_start = prev = uids[0]
+    for u in uids[1:]:
+        if u == prev + 1:
+            prev = u
+            continue
+        parts.append(f"{run_start}:{prev}" if prev != run_start else str(run_start))
+        run_start = prev = u
+    parts.append(f"{run_start}:{prev}" if prev != run_start else str(run_start))
+    return ",".join(parts)
+
+
+def _internaldate(value: bytes) -> datetime | None:
+    try:
+        return datetime.strptime(value.decode(), "%d-%b-%Y %H:%M:%S %z").astimezone(UTC)
+    except ValueError:
+        return None
+
+
+def _imap_day(dt: datetime) -> str:
+    months = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+    return f"{dt.day}-{months[dt.month - 1]}-{dt.year}"
+
+
+def _parse_list(line: Any) -> str | None:
+    """The mailbox name of one LIST reply line, or None for \\Noselect or unparseable lines."""
+    if isinstance(line, tuple):  # name sent as a literal
+        head, name_bytes = line[0], line[1]
+        if b"\\noselect" in head.lower():
+            return None
+        return str(name_bytes.decode("utf-8", "replace"))
+    if not isinstance(line, bytes):
+        return None
+    m = _LIST_RE.match(line)
+    if m is None:
+        return None
+    if b"\\noselect" in m.group("flags").lower() or b"\\nonexistent" in m.group("flags").lower():
+        return None
+    name = m.group("name")
+    if name.startswith(b'"') and name.endswith(b'"'):
+        name = re.sub(rb"\\(.)", rb"\1", name[1:-1])
+    return name.decode("utf-8", "replace")
