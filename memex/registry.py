@@ -17,6 +17,8 @@ ENTRY_POINT_GROUP = "memex.pollers"
 
 BUILTIN: dict[str, str] = {
     "imessage": "pollers.imessage:make",
+    "imap": "pollers.imap:make",
+    "maildir": "pollers.maildir:make",
 }
 
 
