@@ -153,3 +153,72 @@ def read_log(state_dir: Path, source: str) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class FaultProxy:
+    """A real HTTP proxy in front of the S3 server that answers 500 to the PUTs a rule picks.
+
+    Faults are injected at the network boundary, so memex's own I/O runs unpatched.
+    """
+
+    def __init__(self, upstream: str, fail_put: Any) -> None:
+        import http.client
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import urlsplit
+
+        self.fail_put = fail_put
+        self.puts = 0
+        self.failed: list[str] = []
+        up = urlsplit(upstream)
+        lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                if self.command == "PUT":
+                    with lock:
+                        proxy.puts += 1
+                        fail = proxy.fail_put(self.path, proxy.puts)
+                        if fail:
+                            proxy.failed.append(self.path)
+                    if fail:
+                        msg = b"<Error><Code>InternalError</Code><Message>injected</Message></Error>"
+                        self.send_response(500)
+                        self.send_header("Content-Length", str(len(msg)))
+                        self.end_headers()
+                        self.wfile.write(msg)
+                        return
+                conn = http.client.HTTPConnection(up.hostname, up.port, timeout=30)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection",)}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        """Stop serving."""
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,58 @@
+"""A plugin poller used by runner tests: numbered messages from a JSON file, with a misbehaving mode.
+
+It is a real poller registered like any third-party one; nothing of memex is patched.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from memex.config import SourceConfig
+from memex.records import Message
+from memex.source import Batch, Item
+
+
+class FakePoller:
+    """Messages 1..N from ``{"count": N, "backward": bool}`` in a JSON file."""
+
+    def __init__(self, name: str, spec: Path) -> None:
+        self.name = name
+        self.spec = spec
+
+    def _load(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.spec.read_text())
+        return data
+
+    def positions(self, cursor: Any) -> dict[str, int]:
+        """``{"n": N}``."""
+        return {"n": int(cursor["n"])} if cursor else {}
+
+    def head(self) -> Any:
+        """The newest message number."""
+        return {"n": self._load()["count"]}
+
+    def fetch(self, cursor: Any, limit: int) -> Batch:
+        """Messages after ``cursor``; in backward mode, claims a cursor below the current one."""
+        spec = self._load()
+        after = int(cursor["n"]) if cursor else 0
+        if spec.get("backward") and after:
+            return Batch(items=[], cursor={"n": after - 1})
+        last = min(spec["count"], after + limit)
+        items = [
+            Item(cursor={"n": i}, message=Message(source=self.name, type="message", native_id=f"m{i}", sent_at=None, text=f"body {i}"))
+            for i in range(after + 1, last + 1)
+        ]
+        return Batch(items=items, cursor={"n": last} if items else cursor)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def make(source: SourceConfig) -> FakePoller:
+    """Build from ``spec = "path.json"``."""
+    keys = source.keys()
+    spec = keys.path("spec")
+    keys.finish()
+    return FakePoller(source.name, Path(spec))
