@@ -25,7 +25,7 @@ from memex.errors import ConfigError
 
 CONFIG_ENV = "MEMEX_CONFIG"
 SOURCE_COMMON_KEYS = ("type", "enabled", "start", "interval", "heartbeat_url")
-_GLOBAL_KEYS = ("state_dir", "store", "sources", "log_max_bytes", "log_backups")
+_GLOBAL_KEYS = ("state_dir", "store", "sources", "log_max_bytes", "log_backups", "metrics_textfile")
 _STORE_KEYS = ("url", "endpoint_url", "region", "profile")
 _MISSING: Any = object()
 
@@ -84,6 +84,7 @@ class Config:
     sources: dict[str, SourceConfig] = field(default_factory=dict)
     log_max_bytes: int = 10 * 1024 * 1024
     log_backups: int = 5
+    metrics_textfile: Path | None = None  # Prometheus textfile; None: <state_dir>/metrics/memex.prom
 
     def source(self, name: str) -> SourceConfig:
         """The named source, or a ConfigError listing the configured ones."""
@@ -128,6 +129,7 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
     state_dir = top.path("state_dir", default=None) or user_state_dir()
     log_max_bytes = top.number("log_max_bytes", default=10 * 1024 * 1024, minimum=4096)
     log_backups = top.number("log_backups", default=5, minimum=1, maximum=1000)
+    metrics_textfile = top.path("metrics_textfile", default=None)
     store_table = top.table("store", default={})
     sources_table = top.table("sources", default={})
     top.finish(_GLOBAL_KEYS)
@@ -171,7 +173,8 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
             interval=keys.number("interval", default=60, minimum=1),
             heartbeat_url=keys.text("heartbeat_url", default=None),
         )
-    return Config(path=path, state_dir=state_dir, store=store, sources=sources, log_max_bytes=log_max_bytes, log_backups=log_backups)
+    return Config(path=path, state_dir=state_dir, store=store, sources=sources, log_max_bytes=log_max_bytes, log_backups=log_backups,
+                  metrics_textfile=metrics_textfile)  # fmt: skip
 
 
 def _check_source_name(name: str, path: Path | None) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from memex import heartbeat, metrics
 from memex.config import Config
 from memex.cursors import CursorStore, utc_now
 from memex.errors import AlreadyRunning, CursorConflict, MemexError, StateError
@@ -178,7 +179,7 @@ def poll(
         raise StateError(
             f"cannot use the state folder ({exc.strerror}); fix its permissions or set state_dir", path=cfg.state_dir
         ) from None
-    log = source_logger(cfg.state_dir, name, console=console)
+    log = source_logger(cfg.state_dir, name, console=console, max_bytes=cfg.log_max_bytes, backups=cfg.log_backups)
     result = PollResult(source=name)
     try:
         lock.acquire()
@@ -186,7 +187,9 @@ def poll(
         result.status, result.holder_pid = "skipped", exc.pid
         result.duration_ms = int((time.monotonic() - started) * 1000)
         log.info("poll", **result.log_fields())
+        metrics.after_poll(cfg, name, result.log_fields(), log)  # no heartbeat: the running poll reports
         return result
+    beat = heartbeat.start(cfg, name, log)  # None unless the source has a heartbeat_url
     poller: Poller | None = None
     try:
         source = cfg.source(name)
@@ -208,6 +211,9 @@ def poll(
         log.error("poll", **result.log_fields())
     else:
         log.info("poll", **result.log_fields())
+    if beat is not None:
+        beat.finish(result.log_fields(), name)
+    metrics.after_poll(cfg, name, result.log_fields(), log)
     return result
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, TypedDict
 
 from memex.config import Config
 from memex.cursors import CursorStore
 from memex.errors import StateError
+from memex.health import source_health
 from memex.logread import last_ok_poll, last_polls
 from memex.logs import log_path
 from memex.source import describe
@@ -26,11 +28,14 @@ class SourceStatus(TypedDict):
     last_dup: int | None
     last_ok_at: str | None
     last_error: str | None
+    state: str  # from memex.health: OK, IDLE, SKIPPED, FAILING, STALE, STUCK, REGRESSED, SPOOL, DISABLED
+    state_reason: str
 
 
 def collect(cfg: Config) -> list[SourceStatus]:
     """Build every source's status row (a corrupt cursors file raises StateError)."""
     sections = CursorStore(cfg.state_dir).load()
+    now = time.time()
     rows: list[SourceStatus] = []
     for name, source in sorted(cfg.sources.items()):
         section: dict[str, Any] = sections.get(name, {})
@@ -55,6 +60,8 @@ def collect(cfg: Config) -> list[SourceStatus]:
                 last_dup=last.get("dup"),
                 last_ok_at=ok.get("ts") if ok else None,
                 last_error=error,
+                state=(health := source_health(cfg, name, now=now)).state,
+                state_reason=health.reason,
             )
         )
     return rows
@@ -62,7 +69,7 @@ def collect(cfg: Config) -> list[SourceStatus]:
 
 def render_table(rows: list[SourceStatus]) -> str:
     """Plain-text table of status rows."""
-    header = ("SOURCE", "TYPE", "CURSOR", "LAST POLL", "LAST OK", "RESULT")
+    header = ("SOURCE", "TYPE", "CURSOR", "LAST POLL", "LAST OK", "STATE", "RESULT")
     body = []
     for r in rows:
         result = r["last_status"] or "never polled"
@@ -74,7 +81,7 @@ def render_table(rows: list[SourceStatus]) -> str:
             result += f": {r['last_error']}"
         if not r["enabled"]:
             result = "disabled; " + result
-        body.append((r["source"], r["type"], r["cursor"], _short(r["last_poll_at"]), _short(r["last_ok_at"]), result))
+        body.append((r["source"], r["type"], r["cursor"], _short(r["last_poll_at"]), _short(r["last_ok_at"]), r["state"], result))
     widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(len(header) - 1)]
     out = []
     for row in [header, *body]:
