@@ -12,10 +12,10 @@ set: then they fail, so CI never silently skips them.
 
 from __future__ import annotations
 
+import grp
 import imaplib
 import os
 import pwd
-import grp
 import shutil
 import socket
 import subprocess
@@ -236,8 +236,8 @@ def stop(server: Dovecot) -> None:
     shutil.rmtree(server.root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def dovecot() -> Iterator[Dovecot]:
+@pytest.fixture(scope="session", name="dovecot")
+def dovecot_server() -> Iterator[Dovecot]:
     """A Dovecot server for the whole session (tests isolate themselves with :meth:`Dovecot.new_user`)."""
     server = start()
     try:
