@@ -299,3 +299,65 @@ def backfill(ctx: click.Context, source: str, since: str | None, until: str | No
         click.echo(result.human())
     if result.exit_code:
         sys.exit(result.exit_code)
+
+
+@main.command()
+@click.argument("sources", nargs=-1)
+@click.option("-f", "--follow", "follow", is_flag=True, help="Keep printing new lines as they are logged (across log rotation).")
+@click.option("-n", "--lines", type=click.IntRange(min=0), default=10, show_default=True, help="How many latest lines to print first.")
+@json_option
+@click.pass_context
+@reports_errors
+def tail(ctx: click.Context, sources: tuple[str, ...], follow: bool, lines: int, as_json: bool) -> None:
+    """Print the latest poll lines of SOURCES (default: every configured source), merged by time.
+
+    Warnings and errors (cursor.set, source.reset, quarantined records) are
+    shown too. With -f, follow new lines like tail -F until Ctrl-C; --json
+    prints the raw JSON lines.
+    """
+    from memex.tail import Line, colour, format_line, last_lines
+    from memex.tail import follow as follow_logs
+
+    cfg = load_config(ctx)
+    names = list(sources) or sorted(cfg.sources)
+    for name in names:
+        cfg.source(name)
+
+    def emit(line: Line) -> None:
+        if as_json:
+            click.echo(line.raw.decode("utf-8", "replace"))
+        else:
+            click.echo(click.style(format_line(line.event), fg=colour(line.event)))
+
+    if not follow:
+        for line in last_lines(cfg, names, lines):
+            emit(line)
+        return
+    with stop_on_signals() as stop:
+        follow_logs(cfg, names, emit, stop, initial=lines)
+
+
+@main.command()
+@click.option("--once", is_flag=True, help="Print the dashboard once as plain text and exit (for scripts and logs).")
+@click.option("--width", type=click.IntRange(min=60), default=None, help="Width of the --once text (default: the terminal's).")
+@click.pass_context
+@reports_errors
+def dashboard(ctx: click.Context, once: bool, width: int | None) -> None:
+    """A live terminal dashboard: every source's health state at a glance.
+
+    A row per configured source: state (OK, IDLE, SKIPPED, FAILING, STALE,
+    STUCK, REGRESSED, SPOOL), cursor, age of the last poll and of the last
+    successful one, new/duplicate counts of the last poll, messages ingested
+    in the last hour and day with a sparkline, last error; below, the latest
+    poll lines of all sources. Updated when the logs or the cursors change.
+    Press q or Ctrl-C to quit.
+    """
+    from memex.dashboard import render_text, run
+
+    cfg = load_config(ctx)
+    if once:
+        import shutil
+
+        click.echo(render_text(cfg, width=width or shutil.get_terminal_size().columns), nl=False)
+        return
+    run(cfg)

@@ -50,6 +50,7 @@ class RecentReader:
     max_bytes: int = 8 * 1024 * 1024
     bytes_read: int = 0
     lines_parsed: int = 0
+    limits: dict[tuple[int, int], int] = field(default_factory=dict)  # (dev, inode) -> read only up to this offset
     _inodes: set[tuple[int, int]] = field(default_factory=set)
 
     def lines(self) -> Iterator[bytes]:
@@ -69,7 +70,7 @@ class RecentReader:
                 if ident in self._inodes:  # rotated under us: already read under its previous name
                     continue
                 self._inodes.add(ident)
-                yield from self._backward(fd, st.st_size)
+                yield from self._backward(fd, min(st.st_size, self.limits.get(ident, st.st_size)))
             finally:
                 os.close(fd)
 
@@ -118,6 +119,11 @@ class Follower:
         self._fd, self._ident = fd, (st.st_dev, st.st_ino)
         self._offset = st.st_size if from_end else 0
         self._partial = b""
+
+    @property
+    def position(self) -> dict[tuple[int, int], int]:
+        """``{(dev, inode): offset}`` of the followed file, for a :class:`RecentReader` that must stop where this starts."""
+        return {self._ident: self._offset} if self._ident is not None else {}
 
     @property
     def offset(self) -> int:
