@@ -1,0 +1,68 @@
+"""Helpers shared by the benchmarks: timed child processes with their own peak memory, a moto server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+FAKE_AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@dataclass
+class Run:
+    """One child process: wall seconds, CPU seconds (user+sys) and peak RSS in MiB."""
+
+    wall: float
+    cpu: float
+    rss_mib: float
+    returncode: int
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None) -> Run:
+    """Run ``cmd`` and measure it with wait4 (its own rusage, not the sum of all children)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env={**os.environ, **FAKE_AWS, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    rss = usage.ru_maxrss / 1024 if sys.platform != "darwin" else usage.ru_maxrss / 1024 / 1024
+    return Run(wall, usage.ru_utime + usage.ru_stime, rss, proc.returncode)
+
+
+def median(runs: list[Run], attr: str) -> float:
+    """Median of one measure over runs."""
+    return statistics.median(getattr(r, attr) for r in runs)
+
+
+@contextmanager
+def moto_server() -> Iterator[str]:
+    """A moto S3 server on a free loopback port, in its own process."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/moto-api/", timeout=1):
+                break
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("moto server did not start") from None
+            time.sleep(0.1)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)

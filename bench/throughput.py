@@ -1,0 +1,86 @@
+"""Poll throughput: a large chat.db polled into the file store and into a local S3 server.
+
+Prints messages per second, client CPU and peak RSS for memex, next to a naive baseline measured in the
+same run on the same rows (file store: one json.dump per row to a file, no fsync, no dedup; S3: one
+plain put_object per row, no conditional header), and the peak RSS for a history 10x smaller, to show
+memory does not grow with history size.
+Run: .venv/bin/python bench/throughput.py [--messages 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import FAKE_AWS, Run, moto_server, run
+from pollers import imessage_samples
+
+NAIVE_FILE = """
+import json, sqlite3, sys, pathlib
+out = pathlib.Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
+conn = sqlite3.connect(sys.argv[1])
+for rowid, guid, text, date in conn.execute("SELECT ROWID, guid, text, date FROM message ORDER BY ROWID"):
+    (out / (guid + ".json")).write_text(json.dumps({"native_id": guid, "text": text, "date": date}))
+"""
+
+NAIVE_S3 = """
+import json, sqlite3, sys, boto3
+client = boto3.client("s3", endpoint_url=sys.argv[2])
+conn = sqlite3.connect(sys.argv[1])
+for rowid, guid, text, date in conn.execute("SELECT ROWID, guid, text, date FROM message ORDER BY ROWID"):
+    client.put_object(Bucket=sys.argv[3], Key="naive/" + guid + ".json", Body=json.dumps({"native_id": guid, "text": text, "date": date}))
+"""
+
+
+def memex_poll(d: Path, db: Path, store: str, name: str) -> Run:
+    """Poll ``db`` into ``store`` until caught up, in one process with no time limit."""
+    cfg = d / f"{name}.toml"
+    cfg.write_text(f'state_dir = "{d}/{name}-state"\n[store]\n{store}\n[sources.imessage]\ntype = "imessage"\ndb = "{db}"\n')
+    r = run([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage", "--max-seconds", "100000"])
+    assert r.returncode == 0, f"memex poll failed ({name})"
+    return r
+
+
+def line(label: str, n: int, r: Run, base: Run | None = None) -> str:
+    """One row of the table."""
+    rate = n / r.wall
+    ratio = f"{(n / r.wall) / (n / base.wall):>8.2f}" if base else f"{'':>8}"
+    return f"{label:34}{rate:>10.0f}{r.cpu / n * 1000:>12.2f}{r.rss_mib:>10.1f}{ratio}"
+
+
+def main() -> None:
+    """Build the chat.db files, run every contender, print the table."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=100_000)
+    args = parser.parse_args()
+    n, small = args.messages, args.messages // 10
+    import boto3
+
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        imessage_samples.build(d / "big.db", n, seed=1)
+        imessage_samples.build(d / "small.db", small, seed=2)
+        header = f"{'':34}{'msg/s':>10}{'CPU ms/1k':>12}{'RSS MiB':>10}{'vs base':>8}"
+        rows = [header]
+        naive = run([sys.executable, "-c", NAIVE_FILE, str(d / "big.db"), str(d / "naive")])
+        rows.append(line("file: naive json writes (base)", n, naive))
+        rows.append(line("file: memex poll", n, memex_poll(d, d / "big.db", f'url = "{d}/store"', "file"), naive))
+        small_run = memex_poll(d, d / "small.db", f'url = "{d}/store-small"', "file-small")
+        rows.append(line(f"file: memex poll, {small:,} msgs", small, small_run))
+        with moto_server() as url:
+            boto3.client("s3", endpoint_url=url, **{k.lower(): v for k, v in FAKE_AWS.items() if k != "AWS_DEFAULT_REGION"},
+                         region_name="us-east-1").create_bucket(Bucket="bench")  # fmt: skip
+            s3_base = run([sys.executable, "-c", NAIVE_S3, str(d / "big.db"), url, "bench"])
+            rows.append(line("s3: naive put_object loop (base)", n, s3_base))
+            s3 = memex_poll(d, d / "big.db", f'url = "s3://bench/memex"\nendpoint_url = "{url}"', "s3")
+            rows.append(line("s3: memex poll (If-None-Match)", n, s3, s3_base))
+        print(f"poll throughput, {n:,} messages (client process only; the S3 server is moto on the same 2 cores)")
+        print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()

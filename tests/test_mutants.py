@@ -1,0 +1,105 @@
+"""The safety tests can fail: each one is run against a copy of memex with one safety mechanism undone.
+
+For every mutant, a copy of ``memex/`` and ``pollers/`` gets one textual change that brings back a
+naive version (cursor saved before the data, no lock, corrupt state read as empty, ...), and the test
+that guards that property is run against the copy (first on PYTHONPATH, so the CLI subprocesses use it
+too). The test must fail. If the text a mutation targets is no longer in the source, this test fails
+too, so the list cannot silently rot.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+MUTANTS = [
+    pytest.param(
+        "memex/runner.py",
+        [("            _check_direction(poller, name, current, batch, log, result)\n",
+          "            _check_direction(poller, name, current, batch, log, result)\n            current = batch.cursor\n            commit()\n"),
+         ("                current = item.cursor\n", "                pass\n")],
+        ["tests/test_poll.py::test_upload_failure_mid_batch_stops_the_cursor_before_it",
+         "tests/test_poll.py::test_kill_9_at_random_moments_loses_nothing_and_duplicates_nothing"],
+        id="cursor-saved-before-data",
+    ),
+    pytest.param(
+        "memex/locks.py",
+        [("                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n                break\n", "                break\n")],
+        ["tests/test_cursors.py::test_five_processes_lose_no_update"],
+        id="cursor-store-without-lock",
+    ),
+    pytest.param(
+        "memex/cursors.py",
+        [('        raise StateError(f"corrupt cursors file', '        return {}\n        raise StateError(f"corrupt cursors file')],
+        ["tests/test_poll.py::test_corrupt_cursors_file_stops_the_poll_and_is_untouched"],
+        id="corrupt-cursors-read-as-empty",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("    if current is None:\n        return\n    before, after", "    return\n    before, after")],
+        ["tests/test_poll.py::test_a_poller_moving_its_cursor_backward_is_refused"],
+        id="backward-cursor-allowed",
+    ),
+    pytest.param(
+        "memex/cursors.py",
+        [("            if current != expected:\n", "            if False:\n")],
+        ["tests/test_cursors.py::test_advance_is_compare_and_swap"],
+        id="no-compare-and-swap",
+    ),
+    pytest.param(
+        "pollers/imessage.py",
+        [("                if cursor:\n                    reason = self._identity_changed(conn, cursor)",
+          "                if False:\n                    reason = self._identity_changed(conn, cursor)")],
+        ["tests/test_imessage.py::test_replaced_chat_db_with_lower_rowids_costs_no_message",
+         "tests/test_imessage.py::test_rebuilt_chat_db_costs_no_message"],
+        id="no-chat-db-rebuild-detection",
+    ),
+    pytest.param(
+        "memex/objectstore.py",
+        [('extra = {"IfNoneMatch": "*"} if create_only else {}', "extra: dict[str, str] = {}")],
+        ["tests/test_objectstore.py::test_s3_store_create_only_over_http"],
+        id="s3-put-without-if-none-match",
+    ),
+    pytest.param(
+        "memex/objectstore.py",
+        [("        if path.exists():\n            return False\n        path.parent.mkdir", "        path.parent.mkdir"),
+         ("            os.link(tmp, path)\n        except FileExistsError:", "            os.replace(tmp, path)\n        except FileExistsError:")],
+        ["tests/test_objectstore.py::test_file_store_is_create_only"],
+        id="file-store-write-temp-and-rename",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("    uploader = Uploader(cfg, name, log)\n",
+          "    uploader = Uploader(cfg, name, log)\n    uploader.store.get('messages/probe')  # a startup check, as a naive poller might do\n")],
+        ["tests/test_poll.py::test_idle_poll_makes_no_s3_request_and_imports_no_boto3"],
+        id="idle-poll-opens-the-store",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "changes", "tests"), MUTANTS)
+def test_safety_test_catches_the_naive_version(tmp_path: Path, path: str, changes: list[tuple[str, str]], tests: list[str]) -> None:
+    """With the mechanism undone, the guarding test fails (and the mutation still applies to today's code)."""
+    for package in ("memex", "pollers", "tests"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    target = tmp_path / path
+    source = target.read_text()
+    for old, new in changes:
+        assert source.count(old) == 1, f"mutation anchor not found exactly once in {path}; update MUTANTS"
+        source = source.replace(old, new)
+    target.write_text(source)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    for test in tests:
+        out = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert out.returncode == 1 and " failed" in out.stdout, f"{test} did not catch the mutant:\n{out.stdout[-1500:]}"
