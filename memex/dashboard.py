@@ -29,7 +29,7 @@ from memex import health
 from memex.config import Config, SourceConfig
 from memex.cursors import CursorStore
 from memex.errors import StateError
-from memex.follow import Follower, RecentReader, parse_line
+from memex.follow import Follower, parse_line
 from memex.logs import human_line, log_path
 from memex.source import describe
 
@@ -118,7 +118,7 @@ class Dashboard:
             view = SourceView(name, conf, horizon_s=max(DAY, rules.horizon_s(conf.interval)))
             path = log_path(cfg.state_dir, name)
             view.follower = Follower(path, cfg.log_backups, from_end=True)  # first: nothing falls between
-            reader = RecentReader(path, cfg.log_backups, limits=view.follower.position)
+            reader = view.follower.history()
             newest_first = []
             for event in reader.events():
                 ts = health.parse_ts(event.get("ts"))

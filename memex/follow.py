@@ -50,11 +50,16 @@ class RecentReader:
     max_bytes: int = 8 * 1024 * 1024
     bytes_read: int = 0
     lines_parsed: int = 0
-    limits: dict[tuple[int, int], int] = field(default_factory=dict)  # (dev, inode) -> read only up to this offset
+    # Set by Follower.history(): skip files newer than this (dev, inode), read it only up to this offset.
+    start: tuple[tuple[int, int], int] | None = None
+    nothing: bool = False
     _inodes: set[tuple[int, int]] = field(default_factory=set)
 
     def lines(self) -> Iterator[bytes]:
         """Complete lines newest first, live file then ``.1``, ``.2``, ..., within ``max_bytes``."""
+        if self.nothing:
+            return
+        waiting = self.start is not None
         for index in range(self.backups + 1):
             if self.bytes_read >= self.max_bytes:
                 return
@@ -70,7 +75,12 @@ class RecentReader:
                 if ident in self._inodes:  # rotated under us: already read under its previous name
                     continue
                 self._inodes.add(ident)
-                yield from self._backward(fd, min(st.st_size, self.limits.get(ident, st.st_size)))
+                end = st.st_size
+                if waiting and self.start is not None:
+                    if ident != self.start[0]:
+                        continue  # newer than where the follower starts: the follower reads it
+                    waiting, end = False, min(end, self.start[1])
+                yield from self._backward(fd, end)
             finally:
                 os.close(fd)
 
@@ -120,10 +130,11 @@ class Follower:
         self._offset = st.st_size if from_end else 0
         self._partial = b""
 
-    @property
-    def position(self) -> dict[tuple[int, int], int]:
-        """``{(dev, inode): offset}`` of the followed file, for a :class:`RecentReader` that must stop where this starts."""
-        return {self._ident: self._offset} if self._ident is not None else {}
+    def history(self, max_bytes: int = 8 * 1024 * 1024) -> RecentReader:
+        """A reader of the lines before the point this follower started from (so together: every line once)."""
+        if self._ident is None:
+            return RecentReader(self.path, self.backups, max_bytes, nothing=True)  # the follower will read the whole log
+        return RecentReader(self.path, self.backups, max_bytes, start=(self._ident, self._offset))
 
     @property
     def offset(self) -> int:

@@ -119,7 +119,9 @@ class SourceSink:
         never both rotate, and no line is written to a file after it was
         renamed away: a follower that finishes the old file after seeing the
         rename has every line. ``<source>.jsonl`` becomes ``.jsonl.1``, ``.1``
-        becomes ``.2``, ..., and ``.<backups>`` is dropped.
+        becomes ``.2``, ..., and ``.<backups>`` is dropped. Writers append
+        side by side, so a file can pass ``max_bytes`` by a line per
+        concurrent writer.
         """
         ensure_private_dir(self.path.parent)
         if self.max_bytes <= 0:

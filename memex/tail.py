@@ -61,8 +61,8 @@ def last_lines(cfg: Config, sources: list[str], count: int, followers: dict[str,
     """
     found: list[Line] = []
     for name in sources:
-        limits = followers[name].position if followers else {}
-        reader = RecentReader(log_path(cfg.state_dir, name), cfg.log_backups, limits=limits)
+        path = log_path(cfg.state_dir, name)
+        reader = followers[name].history() if followers else RecentReader(path, cfg.log_backups)
         taken = 0
         for raw in reader.lines():
             if taken >= count:
