@@ -267,11 +267,12 @@ def _utc_datetime(value: str | None, option: str) -> Any:
 @click.option("--rewrite", is_flag=True, help="Replace stored objects that differ (after a parser fix) instead of skipping them.")
 @click.option("--workers", type=click.IntRange(min=1, max=256), default=8, show_default=True, help="Concurrent uploads.")
 @click.option("--restart", is_flag=True, help="Forget this source's backfill checkpoint and start over.")
+@click.option("--retry-delay", type=click.FloatRange(min=0), default=0.5, hidden=True, help="First retry's backoff (tests).")
 @json_option
 @click.pass_context
 @reports_errors
 def backfill(ctx: click.Context, source: str, since: str | None, until: str | None, rewrite: bool, workers: int, restart: bool,
-             as_json: bool) -> None:  # fmt: skip
+             retry_delay: float, as_json: bool) -> None:  # fmt: skip
     """Store SOURCE's whole history, or the messages sent in [--since, --until).
 
     Runs beside cron: it never moves the live cursor or takes the poll's
@@ -290,7 +291,7 @@ def backfill(ctx: click.Context, source: str, since: str | None, until: str | No
     cfg.source(source)
     with stop_on_signals() as stop:
         result = run_backfill(cfg, source, since=start, until=end, rewrite=rewrite, workers=workers, restart=restart,
-                              stop_event=stop, console=sys.stderr)  # fmt: skip
+                              stop_event=stop, console=sys.stderr, retry_delay=retry_delay)  # fmt: skip
     if as_json:
         click.echo(json.dumps(result.summary(), indent=2, sort_keys=True))
     elif result.status == "refused":

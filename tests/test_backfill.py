@@ -278,7 +278,7 @@ def test_sigint_mid_run_then_rerun_stores_everything_exactly_once_from_the_check
     tmp_path: Path, s3_endpoint: str, s3_bucket: str, proxy: FaultProxy
 ) -> None:
     """SIGINT stops a running backfill (exit 130, checkpoint saved); the same command continues from it, exactly once."""
-    total = 1500
+    total = 800
     db = build_db(tmp_path / "chat.db", total)
     proxy.delay = 0.01  # ~200 PUT/s with 2 workers: the run lasts seconds, long enough to interrupt
     config = s3_config(tmp_path, db, s3_bucket, proxy.url)
@@ -328,21 +328,22 @@ def test_backfill_beside_repeated_cron_polls_loses_nothing_and_keeps_the_live_cu
     tmp_path: Path, s3_endpoint: str, s3_bucket: str, proxy: FaultProxy
 ) -> None:
     """Polls of the same source run (real processes) during a backfill while messages arrive: all stored once, cursor monotonic."""
-    db = build_db(tmp_path / "chat.db", 1200)
-    proxy.delay = 0.005
-    config = s3_config(tmp_path, db, s3_bucket, proxy.url)
+    db = build_db(tmp_path / "chat.db", 600)
+    proxy.delay = 0.01
+    config = s3_config(tmp_path, db, s3_bucket, proxy.url, start="now")  # cron takes what is new, backfill the history
     state = tmp_path / "state"
     proc = popen_cli(config, "backfill", "im", "--workers", "3", "--json")
     cursors: list[int] = []
-    polls = 0
+    polls = overlapped = 0
     try:
         seed = 100
         while proc.poll() is None or polls < 2:
-            imessage_samples.append(db, 15, seed=seed)
+            imessage_samples.append(db, 10, seed=seed)
             seed += 1
             poll = run_cli("poll", "im", "--max-seconds", "5", config=config)
             assert poll.returncode == 0, poll.stderr
             polls += 1
+            overlapped += proc.poll() is None
             cursors.append(section(state)["positions"]["rowid"])
         out, err = proc.communicate(timeout=CLI_TIMEOUT)
     finally:
@@ -352,7 +353,7 @@ def test_backfill_beside_repeated_cron_polls_loses_nothing_and_keeps_the_live_cu
     assert proc.returncode == 0, err
     assert run_cli("poll", "im", config=config).returncode == 0  # catch up with the last appended messages
     cursors.append(section(state)["positions"]["rowid"])
-    assert polls >= 2
+    assert overlapped >= 1  # at least one whole poll ran while the backfill did
     assert cursors == sorted(cursors)  # the live cursor only ever moved forward
     guids = db_guids(db)
     assert cursors[-1] == max(guids)
@@ -463,7 +464,7 @@ def test_failed_uploads_are_reported_and_the_checkpoint_stops_before_the_first(
     proxy.rule = lambda method, key: "403" if method == "PUT" and any(g in key for g in bad) else None
     config = s3_config(tmp_path, db, s3_bucket, proxy.url)
     state = tmp_path / "state"
-    proc = run_cli("backfill", "im", "--workers", "4", "--json", config=config)
+    proc = run_cli("backfill", "im", "--workers", "4", "--retry-delay", "0.05", "--json", config=config)
     assert proc.returncode == 1, proc.stderr
     first = summary(proc)
     assert first["status"] == "failed" and first["failed"] == 3 and first["new"] == total - 3
