@@ -153,7 +153,7 @@ class Frontier:
     """
 
     def __init__(self, start: Cursor) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._next = 0  # lowest sequence number not yet in the contiguous prefix
         self._cursor: Cursor = start
         self._pending: dict[int, Cursor] = {}
@@ -168,6 +168,7 @@ class Frontier:
             while self._next in self._pending:
                 self._cursor = self._pending.pop(self._next)
                 self._next += 1
+            self._lock.notify_all()
 
     def block(self, seq: int) -> None:
         """Item ``seq`` will not be stored in this run: the frontier stops before it."""
@@ -176,6 +177,17 @@ class Frontier:
                 self._blocked = seq
                 for k in [k for k in self._pending if k > seq]:
                     del self._pending[k]
+            self._lock.notify_all()
+
+    def wait_for_room(self, seq: int, window: int, timeout: float) -> bool:
+        """Wait until handing out ``seq`` keeps at most ``window`` items above the frontier; False on timeout.
+
+        This bounds the completions kept above the frontier while one item is
+        slow (retrying): the reader waits instead of racing ahead. Once an
+        item is blocked nothing more is kept, so there is always room.
+        """
+        with self._lock:
+            return self._lock.wait_for(lambda: self._blocked is not None or seq - self._next < window, timeout)
 
     def snapshot(self) -> tuple[Cursor, int]:
         """The frontier's cursor and how many items are behind it."""
@@ -414,7 +426,7 @@ class _Run:
         items: queue.Queue[tuple[int, Item] | None] = queue.Queue(maxsize=self.workers * READ_AHEAD_PER_WORKER)
         halt = _Either(self.stop, self.abort)
 
-        reader = threading.Thread(target=self._read, args=(items, halt), name=f"backfill-read-{self.source}", daemon=True)
+        reader = threading.Thread(target=self._read, args=(items, frontier, halt), name=f"backfill-read-{self.source}", daemon=True)
         pool = [
             threading.Thread(target=self._upload, args=(items, frontier, uploader, halt), name=f"backfill-put-{i}", daemon=True)
             for i in range(self.workers)
@@ -443,6 +455,11 @@ class _Run:
                     self._draw(now - began, total)
                     last_draw = now
             reader.join()
+        except BaseException:
+            self.abort.set()  # a second Ctrl-C or a failed save: stop the threads, keep what is durable
+            for t in [reader, *pool]:
+                t.join(30)
+            raise
         finally:
             status = "done"
             if self.stop.is_set():
@@ -467,12 +484,15 @@ class _Run:
         elif status == "stopped":
             result.exit_code = EXIT_INTERRUPTED
 
-    def _read(self, items: queue.Queue[tuple[int, Item] | None], halt: _Either) -> None:
+    def _read(self, items: queue.Queue[tuple[int, Item] | None], frontier: Frontier, halt: _Either) -> None:
         """The reader thread: history items, numbered, into the bounded queue; then one end mark per uploader."""
         walk: Iterator[Item] | None = None
         try:
             walk = iter(self.poller.history(self.since, self.until, self.start))
+            window = self.workers * READ_AHEAD_PER_WORKER * 4
             for seq, item in enumerate(walk):
+                while not halt.is_set() and not frontier.wait_for_room(seq, window, 0.1):
+                    pass
                 while not halt.is_set():
                     try:
                         items.put((seq, item), timeout=0.1)

@@ -244,6 +244,20 @@ def test_frontier_never_passes_an_unfinished_item_and_catches_the_naive_max() ->
     assert checkpoint_passes_unfinished(NaiveFrontier(None))
 
 
+def test_reader_waits_while_one_slow_item_holds_the_frontier() -> None:
+    """While item 0 is still uploading, the reader may run at most ``window`` items ahead, so pending stays bounded."""
+    frontier = Frontier(None)
+    for seq in range(1, 8):
+        frontier.complete(seq, {"rowid": seq + 1})
+    assert frontier.wait_for_room(7, 8, 0)
+    assert not frontier.wait_for_room(8, 8, 0.01)  # 8 ahead of a frontier still at 0: wait
+    frontier.complete(0, {"rowid": 1})
+    assert frontier.snapshot() == ({"rowid": 8}, 8) and frontier.pending == 0
+    assert frontier.wait_for_room(15, 8, 0)
+    frontier.block(8)  # failed for good: nothing above it is kept, so the reader never waits on it
+    assert frontier.wait_for_room(10_000, 8, 0)
+
+
 # -- start = "now" -----------------------------------------------------------------------------------------------------
 
 
