@@ -10,6 +10,7 @@ until the first request, so an idle poll pays for neither.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -69,6 +70,7 @@ class FileStore:
         self.url = root.as_uri()
         self._tmp: Path | None = None
         self._dirty: set[Path] = set()
+        self._dirty_lock = threading.Lock()  # backfill writes from several threads while sync() runs
 
     def _tmp_dir(self) -> Path:
         if self._tmp is None:
@@ -98,7 +100,8 @@ class FileStore:
             raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
         finally:
             tmp.unlink(missing_ok=True)
-        self._dirty.add(path.parent)
+        with self._dirty_lock:
+            self._dirty.add(path.parent)
         return True
 
     def put(self, key: str, body: bytes) -> None:
@@ -111,7 +114,8 @@ class FileStore:
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
-        self._dirty.add(path.parent)
+        with self._dirty_lock:
+            self._dirty.add(path.parent)
 
     def get(self, key: str) -> bytes | None:
         """Read ``key``'s bytes, or None."""
@@ -122,7 +126,8 @@ class FileStore:
 
     def sync(self) -> None:
         """fsync every folder a link or rename went into since the last sync."""
-        dirty, self._dirty = self._dirty, set()
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
         for d in sorted(dirty):
             fsync_dir(d)
 
