@@ -165,11 +165,13 @@ WRITER = """
 import sys, time
 from pathlib import Path
 from pollers import imessage_samples
-db, rounds = Path(sys.argv[1]), int(sys.argv[2])
-for r in range(rounds):
+db, stop = Path(sys.argv[1]), Path(sys.argv[2])
+r = 0
+while not stop.exists() or r < 10:
     imessage_samples.append(db, 25, seed=1000 + r)
-    time.sleep(0.03)  # pace the producer like a live conversation, so polls interleave with writes
-print("done", flush=True)
+    r += 1
+    time.sleep(0.05)  # pace the producer like a live conversation, so polls interleave with writes
+print(r, flush=True)
 """
 
 
@@ -178,16 +180,20 @@ def test_polls_during_concurrent_wal_writes_miss_nothing(tmp_path: Path) -> None
     db = tmp_path / "chat.db"
     imessage_samples.build(db, 200, seed=3)
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}})
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(db), "40"], stdout=subprocess.PIPE, text=True)
+    stop = tmp_path / "stop"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(stop)], stdout=subprocess.PIPE, text=True)
     polls = 0
     try:
-        while writer.poll() is None and polls < 200:
-            out = run_cli("poll", "imessage", config=cfg)
+        while polls < 5:  # the writer keeps writing until these polls are done
+            out = run_cli("poll", "imessage", "--max-seconds", "1", config=cfg)
             assert out.returncode == 0, out.stderr
             polls += 1
-        assert writer.wait(timeout=120) == 0
+        stop.touch()
+        rounds_out, _ = writer.communicate(timeout=120)
+        assert writer.returncode == 0
     finally:
         writer.kill()
+    rounds = int(rounds_out)
     assert run_cli("poll", "imessage", config=cfg).returncode == 0
     conn = sqlite3.connect(db)
     guids = {g for (g,) in conn.execute("SELECT guid FROM message")}
@@ -195,9 +201,8 @@ def test_polls_during_concurrent_wal_writes_miss_nothing(tmp_path: Path) -> None
     conn.close()
     objects = file_objects(tmp_path / "state" / "store")
     stored = {json.loads(body)["native_id"] for body in objects.values()}
-    assert len(guids) == 200 + 40 * 25
+    assert len(guids) == 200 + rounds * 25
     assert stored == guids and len(objects) == len(guids)
-    assert polls >= 2
     events = [e for e in read_log(tmp_path / "state", "imessage") if e["event"] == "poll"]
     assert sum(e["new"] for e in events) == len(guids)  # nothing counted new twice
     assert events[-1]["positions_after"] == {"rowid": max_rowid}
