@@ -181,7 +181,7 @@ def cursor_show(ctx: click.Context, source: str | None, as_json: bool) -> None:
 
 def _explicit_change(cfg: Any, source: str, value: Any, reason: str) -> None:
     from memex.cursors import CursorStore
-    from memex.logs import source_logger
+    from memex.logs import config_logger
     from memex.registry import make_poller
     from memex.source import describe
 
@@ -191,7 +191,7 @@ def _explicit_change(cfg: Any, source: str, value: Any, reason: str) -> None:
     pos_before = poller.positions(before) if before is not None else {}
     pos_after = poller.positions(value) if value is not None else {}
     store.set_cursor(source, value, reason=reason, positions=pos_after if value is not None else None)
-    log = source_logger(cfg.state_dir, source)
+    log = config_logger(cfg, source)
     log.warning(f"cursor.{reason}", positions_before=pos_before, positions_after=pos_after,
                 cursor_before=describe(pos_before), cursor_after=describe(pos_after))  # fmt: skip
     click.echo(f"{source}: cursor {describe(pos_before)} -> {describe(pos_after)}")

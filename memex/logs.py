@@ -185,6 +185,11 @@ def _as_kwargs(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any
     return event
 
 
+def config_logger(cfg: Any, source: str, *, console: IO[str] | None = None) -> Any:
+    """:func:`source_logger` for a loaded :class:`memex.config.Config`, with its rotation limits."""
+    return source_logger(cfg.state_dir, source, console=console, max_bytes=cfg.log_max_bytes, backups=cfg.log_backups)
+
+
 def source_logger(
     state_dir: Path, source: str, *, console: IO[str] | None = None, max_bytes: int = LOG_MAX_BYTES, backups: int = LOG_BACKUPS
 ) -> Any:

@@ -30,7 +30,7 @@ from memex.config import Config
 from memex.cursors import CursorStore, utc_now
 from memex.errors import AlreadyRunning, CursorConflict, MemexError, StateError
 from memex.locks import RunLock
-from memex.logs import source_logger
+from memex.logs import config_logger
 from memex.objectstore import ObjectStore, open_store
 from memex.records import canonical_json, encode_id, message_key
 from memex.registry import make_poller
@@ -179,7 +179,7 @@ def poll(
         raise StateError(
             f"cannot use the state folder ({exc.strerror}); fix its permissions or set state_dir", path=cfg.state_dir
         ) from None
-    log = source_logger(cfg.state_dir, name, console=console, max_bytes=cfg.log_max_bytes, backups=cfg.log_backups)
+    log = config_logger(cfg, name, console=console)
     result = PollResult(source=name)
     try:
         lock.acquire()
