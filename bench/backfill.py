@@ -76,6 +76,21 @@ def line(label: str, n: int, r: Run) -> str:
     return f"{label:44}{n / r.wall:>10.0f}{r.cpu / n * 1000:>14.3f}{r.rss_mib:>10.1f}"
 
 
+def report(n: int, workers: int, total_bytes: int, results: list[tuple[str, int, Run]], mem: list[tuple[str, int, Run]]) -> None:
+    """Print the table (before the servers and temp folders are torn down, which can be slow)."""
+    print(f"\n{n:,} messages, mean record {total_bytes / n:.0f} bytes, {workers} memex workers, moto S3 on loopback\n")
+    print(f"{'':44}{'msg/s':>10}{'CPU s/1000':>14}{'RSS MiB':>10}")
+    for label, count, r in results + mem:
+        print(line(label, count, r))
+    for label, count, r in results[1:]:
+        base = results[0][2]
+        print(f"memex / {label}: rate x{(n / base.wall) / (count / r.wall):.2f}, CPU per message x{(base.cpu / n) / (r.cpu / count):.2f}")
+    if len(mem) == 2:
+        print(f"peak RSS {mem[1][1]:,} / {mem[0][1]:,} messages: x{mem[1][2].rss_mib / mem[0][2].rss_mib:.2f}")
+    print(json.dumps({label: {"msg_s": round(c / r.wall), "cpu_s_per_1000": round(r.cpu / c * 1000, 3), "rss_mib": round(r.rss_mib, 1)}
+                      for label, c, r in results + mem}))  # fmt: skip
+
+
 def main() -> None:
     """Run every contender and print the table."""
     parser = argparse.ArgumentParser()
@@ -137,18 +152,7 @@ def main() -> None:
                 r = memex_backfill(d, mdb, f'url = "file://{store}"', f"file{m}", args.workers)
                 mem.append((f"memex backfill, file store, {m:,} messages", m, r))
                 shutil.rmtree(store, ignore_errors=True)
-
-    print(f"\n{n:,} messages, mean record {total_bytes / n:.0f} bytes, {args.workers} memex workers, moto S3 on loopback\n")
-    print(f"{'':44}{'msg/s':>10}{'CPU s/1000':>14}{'RSS MiB':>10}")
-    for label, count, r in results + mem:
-        print(line(label, count, r))
-    for label, count, r in results[1:]:
-        base = results[0][2]
-        print(f"memex / {label}: rate x{(n / base.wall) / (count / r.wall):.2f}, CPU per message x{(base.cpu / n) / (r.cpu / count):.2f}")
-    if len(mem) == 2:
-        print(f"peak RSS {mem[1][1]:,} / {mem[0][1]:,} messages: x{mem[1][2].rss_mib / mem[0][2].rss_mib:.2f}")
-    print(json.dumps({label: {"msg_s": round(c / r.wall), "cpu_s_per_1000": round(r.cpu / c * 1000, 3), "rss_mib": round(r.rss_mib, 1)}
-                      for label, c, r in results + mem}))  # fmt: skip
+        report(n, args.workers, total_bytes, results, mem)
 
 
 if __name__ == "__main__":
