@@ -232,6 +232,9 @@ class IMessagePoller:
                     Attachment(id=guid, filename=transfer or (Path(filename).name if filename else None), mime_type=mime, size=size)
                 )
         chats = self._load_chats(conn)
+        if not set(chat_of.values()) <= chats.keys():
+            self._chats = None  # a chat created since the cache was filled (a long poll or backfill)
+            chats = self._load_chats(conn)
         items = []
         for r in records:
             message = self._message(r, chats.get(chat_of.get(r["ROWID"], -1)), attachments.get(r["ROWID"], []))

@@ -328,3 +328,24 @@ def test_head_is_the_newest_row(tmp_path: Path) -> None:
         assert poller.fetch(head, 10).items == []
     finally:
         poller.close()
+
+
+def test_a_chat_created_while_polling_keeps_its_conversation(tmp_path: Path) -> None:
+    """The poller caches chats; a chat created after the cache was filled is still found for its messages."""
+    db = tmp_path / "chat.db"
+    imessage_samples.build(db, 10, seed=13)
+    poller = poller_for(db)
+    try:
+        first = poller.fetch(None, 100)
+        conn = sqlite3.connect(db)
+        conn.execute(
+            "INSERT INTO chat(ROWID, guid, chat_identifier, display_name) VALUES (99, 'iMessage;+;chat-new', 'chat-new', 'New group')"
+        )
+        conn.execute("INSERT INTO message(ROWID, guid, text, date, handle_id) VALUES (11, 'G-NEW', 'hello', 1, 1)")
+        conn.execute("INSERT INTO chat_message_join VALUES (99, 11, 1)")
+        conn.commit()
+        conn.close()
+        batch = poller.fetch(first.cursor, 100)
+    finally:
+        poller.close()
+    assert [i.message.conversation["id"] for i in batch.items if i.message] == ["iMessage;+;chat-new"]
