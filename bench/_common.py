@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -27,14 +29,26 @@ class Run:
 
 
 def run(cmd: list[str], env: dict[str, str] | None = None) -> Run:
-    """Run ``cmd`` and measure it with wait4 (its own rusage, not the sum of all children)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env={**os.environ, **FAKE_AWS, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    """Run ``cmd``: wall and CPU seconds and peak RSS of the command itself.
+
+    Peak RSS comes from GNU time when it is installed: ``wait4`` on a child of this process can report
+    the size of this process (Linux carries the pre-exec high-water mark into ``ru_maxrss``).
+    """
+    gnu_time = shutil.which("time", path="/usr/bin:/bin")
+    full_env = {**os.environ, **FAKE_AWS, **(env or {})}
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as out:
+        prefix = [gnu_time, "-o", out.name, "-f", "%U %S %M"] if gnu_time else []
+        start = time.perf_counter()
+        proc = subprocess.Popen([*prefix, *cmd], env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        code = os.waitstatus_to_exitcode(status)
+        if gnu_time:
+            fields = out.read().split()
+            user, system, rss_kib = fields[-3:]
+            return Run(wall, float(user) + float(system), int(rss_kib) / 1024, code)
     rss = usage.ru_maxrss / 1024 if sys.platform != "darwin" else usage.ru_maxrss / 1024 / 1024
-    return Run(wall, usage.ru_utime + usage.ru_stime, rss, proc.returncode)
+    return Run(wall, usage.ru_utime + usage.ru_stime, rss, code)
 
 
 def median(runs: list[Run], attr: str) -> float:
