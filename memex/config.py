@@ -26,7 +26,7 @@ from memex.errors import ConfigError
 CONFIG_ENV = "MEMEX_CONFIG"
 SOURCE_COMMON_KEYS = ("type", "enabled", "start", "interval", "heartbeat_url")
 _GLOBAL_KEYS = ("state_dir", "store", "sources", "log_max_bytes", "log_backups", "metrics_textfile")
-_STORE_KEYS = ("url", "endpoint_url", "region", "profile")
+_STORE_KEYS = ("url", "endpoint_url", "region", "profile", "client")
 _MISSING: Any = object()
 
 
@@ -54,6 +54,7 @@ class StoreConfig:
     endpoint_url: str | None = None
     region: str | None = None
     profile: str | None = None
+    client: str = "lean"  # S3 request path: "lean" (memex.s3lean) or "boto3"
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,10 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
         endpoint_url=skeys.text("endpoint_url", default=None),
         region=skeys.text("region", default=None),
         profile=skeys.text("profile", default=None),
+        client=skeys.text("client", default="lean"),
     )
+    if store.client not in ("lean", "boto3"):
+        raise ConfigError(f'must be "lean" or "boto3", not {store.client!r}', path=path, key="store.client")
     skeys.finish(_STORE_KEYS)
 
     sources: dict[str, SourceConfig] = {}

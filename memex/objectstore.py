@@ -21,8 +21,10 @@ from memex.statedir import ensure_private_dir, fsync_dir, write_temp
 
 if TYPE_CHECKING:
     from memex.config import StoreConfig
+    from memex.s3lean import LeanS3
 
 TMP_DIR = ".memex-tmp"
+CLIENTS = ("lean", "boto3")  # the S3 request paths [store] client may name
 STALE_TMP_SECONDS = 3600.0
 
 
@@ -152,8 +154,11 @@ class S3Store:
 
     A 412 answer means the key exists: a duplicate. A 409 (a concurrent
     conditional write) is retried. Throttling, 5xx and connection errors are
-    retried by botocore's standard retry mode. boto3 is imported on the first
-    request only.
+    retried with exponential backoff (5 attempts). ``client="lean"`` (the
+    default) sends hand-signed requests over one keep-alive connection per
+    thread (:mod:`memex.s3lean`) and uses boto3 only to find credentials and
+    region; ``client="boto3"`` uses a boto3 client (botocore's standard retry
+    mode). boto3 is imported on the first request only.
     """
 
     CONFLICT_RETRIES = 5
@@ -168,6 +173,8 @@ class S3Store:
         profile: str | None = None,
         max_pool_connections: int = 10,
         max_attempts: int = 5,
+        client: str = "lean",
+        retry_base_delay: float = 1.0,
     ) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
@@ -177,11 +184,35 @@ class S3Store:
         self.profile = profile
         self.max_pool_connections = max_pool_connections
         self.max_attempts = max_attempts
+        if client not in CLIENTS:
+            raise ConfigError(f"unknown S3 client {client!r}; use one of {', '.join(CLIENTS)}", key="store.client")
+        self.kind = client
+        self.retry_base_delay = retry_base_delay
         self._client: Any = None
+        self._lean: LeanS3 | None = None
+        self._lean_lock = threading.Lock()
+
+    @property
+    def lean(self) -> LeanS3:
+        """The lean client, created (credentials and region resolved through boto3) on first use."""
+        if self._lean is None:
+            with self._lean_lock:
+                if self._lean is None:
+                    from memex.s3lean import LeanS3, boto_credentials
+
+                    credentials, region = boto_credentials(self.profile, self.region)
+                    self._lean = LeanS3(self.bucket, credentials=credentials, region=region, endpoint_url=self.endpoint_url,
+                                        max_attempts=self.max_attempts, retry_base_delay=self.retry_base_delay)  # fmt: skip
+        return self._lean
 
     @property
     def client(self) -> Any:
-        """The boto3 S3 client, created (and boto3 imported) on first use."""
+        """The client requests go through, created on first use (boto3 imported then, never before).
+
+        With ``client="boto3"`` it is the boto3 S3 client; with ``"lean"`` the :class:`~memex.s3lean.LeanS3`.
+        """
+        if self.kind == "lean":
+            return self.lean
         if self._client is None:
             import boto3
             from botocore.config import Config
@@ -211,9 +242,11 @@ class S3Store:
         self._put(key, body, create_only=False)
 
     def _put(self, key: str, body: bytes, *, create_only: bool) -> bool:
+        full = self._key(key)
+        if self.kind == "lean":
+            return self.lean.put(full, body, content_type(key), create_only=create_only)
         from botocore.exceptions import BotoCoreError, ClientError
 
-        full = self._key(key)
         extra = {"IfNoneMatch": "*"} if create_only else {}
         for attempt in range(self.CONFLICT_RETRIES + 1):
             try:
@@ -238,9 +271,11 @@ class S3Store:
 
     def get(self, key: str) -> bytes | None:
         """GET the object's bytes, or None on 404."""
+        full = self._key(key)
+        if self.kind == "lean":
+            return self.lean.get(full)
         from botocore.exceptions import BotoCoreError, ClientError
 
-        full = self._key(key)
         try:
             return bytes(self.client.get_object(Bucket=self.bucket, Key=full)["Body"].read())
         except ClientError as exc:
@@ -267,5 +302,6 @@ def open_store(cfg: StoreConfig, *, max_pool_connections: int = 10) -> ObjectSto
             region=cfg.region,
             profile=cfg.profile,
             max_pool_connections=max_pool_connections,
+            client=cfg.client,
         )
     raise ConfigError(f"unsupported store URL {cfg.url!r}; use file:///path or s3://bucket/prefix", key="store.url")
