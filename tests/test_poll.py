@@ -285,7 +285,7 @@ def test_a_poller_moving_its_cursor_backward_is_refused(tmp_path: Path, monkeypa
     cfg = config_mod.load(write_config(tmp_path, {"f": {"type": "fake", "spec": str(spec)}}))
     assert runner.poll(cfg, "f").new == 30
     spec.write_text(json.dumps({"count": 30, "backward": True}))
-    result = runner.poll(cfg, "f")
+    result = runner.poll(cfg, "f", max_seconds=5)  # bounded: a runner without the check would walk down until its deadline
     assert result.status == "error" and "backward" in (result.error or "")
     assert json.loads((tmp_path / "state" / "cursors.json").read_text())["sources"]["f"]["cursor"] == {"n": 30}
 
