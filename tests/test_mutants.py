@@ -64,8 +64,14 @@ MUTANTS = [
     pytest.param(
         "memex/objectstore.py",
         [('extra = {"IfNoneMatch": "*"} if create_only else {}', "extra: dict[str, str] = {}")],
-        ["tests/test_objectstore.py::test_s3_store_create_only_over_http"],
+        ["tests/test_s3lean.py::test_boto3_stays_selectable"],
         id="s3-put-without-if-none-match",
+    ),
+    pytest.param(
+        "memex/s3lean.py",
+        [('            headers["if-none-match"] = "*"\n', "")],
+        ["tests/test_objectstore.py::test_s3_store_create_only_over_http"],
+        id="s3-lean-put-without-if-none-match",
     ),
     pytest.param(
         "memex/objectstore.py",
