@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import http.client
+import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -155,52 +158,77 @@ def read_log(state_dir: Path, source: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+Rule = Callable[[str, str], str | None]  # (method, object key) -> None (forward), "500"/"503"/"403", or "close"
+
+
 class FaultProxy:
-    """A real HTTP proxy in front of the S3 server that answers 500 to the PUTs a rule picks.
+    """A real HTTP proxy on loopback that forwards to S3 and, per a rule, answers errors or drops connections."""
 
-    Faults are injected at the network boundary, so memex's own I/O runs unpatched.
-    """
-
-    def __init__(self, upstream: str, fail_put: Any) -> None:
-        import http.client
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        from urllib.parse import urlsplit
-
-        self.fail_put = fail_put
-        self.puts = 0
-        self.failed: list[str] = []
-        up = urlsplit(upstream)
-        lock = threading.Lock()
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream.removeprefix("http://")
+        self.rule: Rule = lambda _m, _k: None
+        self.delay = 0.0  # seconds added to every PUT (makes a run long enough to interrupt)
+        self.faults: list[tuple[str, str]] = []
+        self.puts = 0  # PUTs seen, counted before the rule is asked (a rule may read it)
+        self.lock = threading.Lock()
         proxy = self
+        local = threading.local()
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, *args: Any) -> None:
+            def log_message(self, *_args: Any) -> None:
                 pass
 
-            def _forward(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                if self.command == "PUT":
-                    with lock:
+            def _body(self) -> bytes:
+                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                    out = b""
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0], 16)
+                        if size == 0:
+                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                                pass
+                            return out
+                        out += self.rfile.read(size)
+                        self.rfile.readline()
+                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+            def _any(self) -> None:
+                body = self._body()
+                key = self.path.split("?")[0].split("/", 2)[-1]
+                if self.command == "PUT" and proxy.delay:
+                    time.sleep(proxy.delay)
+                with proxy.lock:
+                    if self.command == "PUT":
                         proxy.puts += 1
-                        fail = proxy.fail_put(self.path, proxy.puts)
-                        if fail:
-                            proxy.failed.append(self.path)
-                    if fail:
-                        msg = b"<Error><Code>InternalError</Code><Message>injected</Message></Error>"
-                        self.send_response(500)
-                        self.send_header("Content-Length", str(len(msg)))
-                        self.end_headers()
-                        self.wfile.write(msg)
+                fault = proxy.rule(self.command, key)
+                if fault is not None:
+                    with proxy.lock:
+                        proxy.faults.append((fault, key))
+                    if fault == "close":
+                        self.close_connection = True
+                        self.connection.shutdown(2)
                         return
-                conn = http.client.HTTPConnection(up.hostname, up.port, timeout=30)
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection",)}
-                conn.request(self.command, self.path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
+                    code = {"403": "AccessDenied", "500": "InternalError", "503": "ServiceUnavailable"}.get(fault, "InternalError")
+                    payload = f"<Error><Code>{code}</Code><Message>injected</Message></Error>".encode()
+                    self.send_response(int(fault))
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                conn = getattr(local, "conn", None)
+                if conn is None:
+                    conn = local.conn = http.client.HTTPConnection(proxy.upstream, timeout=30)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "connection", "expect")}
+                headers["Content-Length"] = str(len(body))
+                try:
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                except (OSError, http.client.HTTPException):
+                    local.conn = None
+                    raise
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
                     if k.lower() not in ("transfer-encoding", "connection", "content-length"):
@@ -209,16 +237,30 @@ class FaultProxy:
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
-                conn.close()
 
-            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _any
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
 
-    def close(self) -> None:
-        """Stop serving."""
+    def __enter__(self) -> FaultProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def put_fault(proxy: FaultProxy, when: Callable[[int], bool], fault: str = "500") -> Rule:
+    """A rule answering ``fault`` to the n-th PUT through ``proxy`` whenever ``when(n)``."""
+    return lambda method, _key: fault if method == "PUT" and when(proxy.puts) else None
+
+
+@pytest.fixture
+def proxy(s3_endpoint: str) -> Iterator[FaultProxy]:
+    """A fault proxy in front of the session's moto server."""
+    with FaultProxy(s3_endpoint) as p:
+        yield p

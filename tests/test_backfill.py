@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import http.client
-import http.server
 import json
 import os
 import signal
@@ -12,122 +10,19 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import boto3
-import pytest
 
 from memex.backfill import Frontier
 from memex.locks import RunLock
 from pollers import imessage_samples
 from pollers.imessage import apple_nanoseconds, apple_time
-from tests.conftest import CLI_TIMEOUT, ROOT, file_objects, read_log, run_cli, s3_objects, wait_until, write_config
+from tests.conftest import CLI_TIMEOUT, ROOT, FaultProxy, file_objects, read_log, run_cli, s3_objects, wait_until, write_config
 
 PREFIX = "idx"
-
-# -- a fault-injecting, optionally slow HTTP proxy in front of the moto server ----------------------------------------
-
-Rule = Callable[[str, str], str | None]  # (method, object key) -> None (forward), "500"/"503"/"403", or "close"
-
-
-class FaultProxy:
-    """A real HTTP proxy on loopback that forwards to S3 and, per a rule, answers errors or drops connections."""
-
-    def __init__(self, upstream: str) -> None:
-        self.upstream = upstream.removeprefix("http://")
-        self.rule: Rule = lambda _m, _k: None
-        self.delay = 0.0  # seconds added to every PUT (makes a run long enough to interrupt)
-        self.faults: list[tuple[str, str]] = []
-        self.lock = threading.Lock()
-        proxy = self
-        local = threading.local()
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-            def _body(self) -> bytes:
-                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                    out = b""
-                    while True:
-                        size = int(self.rfile.readline().split(b";")[0], 16)
-                        if size == 0:
-                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                                pass
-                            return out
-                        out += self.rfile.read(size)
-                        self.rfile.readline()
-                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
-            def _any(self) -> None:
-                body = self._body()
-                key = self.path.split("?")[0].split("/", 2)[-1]
-                if self.command == "PUT" and proxy.delay:
-                    time.sleep(proxy.delay)
-                fault = proxy.rule(self.command, key)
-                if fault is not None:
-                    with proxy.lock:
-                        proxy.faults.append((fault, key))
-                    if fault == "close":
-                        self.close_connection = True
-                        self.connection.shutdown(2)
-                        return
-                    payload = f"<Error><Code>{'AccessDenied' if fault == '403' else 'ServiceUnavailable'}</Code></Error>".encode()
-                    self.send_response(int(fault))
-                    self.send_header("Content-Type", "application/xml")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                    return
-                conn = getattr(local, "conn", None)
-                if conn is None:
-                    conn = local.conn = http.client.HTTPConnection(proxy.upstream, timeout=30)
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "connection", "expect")}
-                headers["Content-Length"] = str(len(body))
-                try:
-                    conn.request(self.command, self.path, body=body, headers=headers)
-                    resp = conn.getresponse()
-                    data = resp.read()
-                except (OSError, http.client.HTTPException):
-                    local.conn = None
-                    raise
-                self.send_response(resp.status)
-                for k, v in resp.getheaders():
-                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-
-            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _any
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FaultProxy:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def proxy(s3_endpoint: str) -> Iterator[FaultProxy]:
-    """A fault proxy in front of the session's moto server."""
-    with FaultProxy(s3_endpoint) as p:
-        yield p
-
 
 # -- helpers -----------------------------------------------------------------------------------------------------------
 

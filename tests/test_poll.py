@@ -16,7 +16,7 @@ import pytest
 from memex import config as config_mod
 from memex import registry, runner
 from pollers import imessage_samples
-from tests.conftest import FaultProxy, file_objects, read_log, run_cli, s3_objects, wait_until, write_config
+from tests.conftest import FaultProxy, file_objects, put_fault, read_log, run_cli, s3_objects, wait_until, write_config
 
 
 def imessage_setup(tmp_path: Path, count: int, store: dict[str, str] | None = None, seed: int = 1) -> tuple[Path, Path]:
@@ -99,25 +99,22 @@ def test_unreachable_s3_fails_clearly_and_keeps_the_cursor(tmp_path: Path) -> No
     assert not (tmp_path / "state" / "cursors.json").exists()
 
 
-def test_upload_failure_mid_batch_stops_the_cursor_before_it(tmp_path: Path, s3_endpoint: str, s3_bucket: str) -> None:
+def test_upload_failure_mid_batch_stops_the_cursor_before_it(tmp_path: Path, s3_endpoint: str, s3_bucket: str, proxy: FaultProxy) -> None:
     """S3 answers 500 from the 40th PUT on: the cursor covers exactly the stored prefix, and the rerun completes."""
-    proxy = FaultProxy(s3_endpoint, lambda path, n: n >= 40)
-    try:
-        cfg, db = imessage_setup(tmp_path, 100, store={"url": f"s3://{s3_bucket}/p", "endpoint_url": proxy.url})
-        out = run_cli("poll", "imessage", config=cfg, env={"AWS_MAX_ATTEMPTS": "2"})
-        assert out.returncode == 1
-        assert "upload refused" in out.stderr
-        cursor = json.loads((tmp_path / "state" / "cursors.json").read_text())["sources"]["imessage"]["cursor"]
-        stored = {json.loads(b)["native_id"] for b in s3_objects(s3_endpoint, s3_bucket).values()}
-        conn = sqlite3.connect(db)
-        upto = {g for (g,) in conn.execute("SELECT guid FROM message WHERE ROWID <= ?", (cursor["rowid"],))}
-        conn.close()
-        assert cursor["rowid"] == 39 and upto <= stored  # never past a message that is not stored
-        proxy.fail_put = lambda path, n: False
-        assert run_cli("poll", "imessage", config=cfg).returncode == 0
-        assert {json.loads(b)["native_id"] for b in s3_objects(s3_endpoint, s3_bucket).values()} == guids(db)
-    finally:
-        proxy.close()
+    proxy.rule = put_fault(proxy, lambda n: n >= 40)
+    cfg, db = imessage_setup(tmp_path, 100, store={"url": f"s3://{s3_bucket}/p", "endpoint_url": proxy.url})
+    out = run_cli("poll", "imessage", config=cfg, env={"AWS_MAX_ATTEMPTS": "2"})
+    assert out.returncode == 1
+    assert "upload refused" in out.stderr
+    cursor = json.loads((tmp_path / "state" / "cursors.json").read_text())["sources"]["imessage"]["cursor"]
+    stored = {json.loads(b)["native_id"] for b in s3_objects(s3_endpoint, s3_bucket).values()}
+    conn = sqlite3.connect(db)
+    upto = {g for (g,) in conn.execute("SELECT guid FROM message WHERE ROWID <= ?", (cursor["rowid"],))}
+    conn.close()
+    assert cursor["rowid"] == 39 and upto <= stored  # never past a message that is not stored
+    proxy.rule = lambda _m, _k: None
+    assert run_cli("poll", "imessage", config=cfg).returncode == 0
+    assert {json.loads(b)["native_id"] for b in s3_objects(s3_endpoint, s3_bucket).values()} == guids(db)
 
 
 HOLD_LOCK = """

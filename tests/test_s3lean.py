@@ -22,8 +22,7 @@ from memex.config import StoreConfig, parse
 from memex.errors import ConfigError, StoreError
 from memex.objectstore import S3Store, open_store
 from memex.s3lean import EMPTY_SHA256, Credentials, Endpoint, LeanS3, Signer, encode_key, endpoint_for
-from tests.conftest import FAKE_AWS, FaultProxy, free_port, s3_objects, wait_until
-from tests.test_backfill import FaultProxy as DroppingProxy
+from tests.conftest import FAKE_AWS, FaultProxy, free_port, put_fault, s3_objects, wait_until
 
 EXAMPLE = Credentials("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
 ODD_KEYS = [
@@ -222,43 +221,30 @@ def test_eight_threads_share_one_store(s3_endpoint: str, s3_bucket: str) -> None
 # -- faults through real proxies ---------------------------------------------------------------------------------------
 
 
-def test_a_500_then_success_is_retried(s3_endpoint: str, s3_bucket: str) -> None:
+def test_a_500_then_success_is_retried(s3_endpoint: str, s3_bucket: str, proxy: FaultProxy) -> None:
     """A PUT answered 500 once is sent again and stored; the caller sees success."""
-    proxy = FaultProxy(s3_endpoint, lambda _path, n: n == 1)
-    try:
-        store = lean_store(proxy.url, s3_bucket)
-        assert store.put_new("messages/s/a.json", b"one") is True
-        assert proxy.puts == 2 and len(proxy.failed) == 1
-    finally:
-        proxy.close()
+    proxy.rule = put_fault(proxy, lambda n: n == 1)
+    store = lean_store(proxy.url, s3_bucket)
+    assert store.put_new("messages/s/a.json", b"one") is True
+    assert proxy.puts == 2 and len(proxy.faults) == 1
     assert s3_objects(s3_endpoint, s3_bucket) == {"p/messages/s/a.json": b"one"}
 
 
-def test_persistent_500_raises_store_error_after_five_attempts(s3_endpoint: str, s3_bucket: str) -> None:
+def test_persistent_500_raises_store_error_after_five_attempts(s3_bucket: str, proxy: FaultProxy) -> None:
     """Five 500s: a one-line StoreError naming bucket, key and code (not the body); nothing is reported stored."""
-    proxy = FaultProxy(s3_endpoint, lambda _path, _n: True)
-    try:
-        store = lean_store(proxy.url, s3_bucket)
-        with pytest.raises(StoreError) as err:
-            store.put_new("messages/s/a.json", b"one")
-        assert proxy.puts == 5
-    finally:
-        proxy.close()
+    proxy.rule = put_fault(proxy, lambda _n: True)
+    store = lean_store(proxy.url, s3_bucket)
+    with pytest.raises(StoreError) as err:
+        store.put_new("messages/s/a.json", b"one")
+    assert proxy.puts == 5
     msg = str(err.value)
     assert msg == f"s3://{s3_bucket}/p/messages/s/a.json: upload refused (InternalError); check the bucket, credentials and endpoint"
     assert "injected" not in msg and "testing" not in msg
 
 
-@pytest.fixture
-def dropping(s3_endpoint: str) -> Iterator[DroppingProxy]:
-    """A proxy that can drop connections or answer 403/503 per request."""
-    with DroppingProxy(s3_endpoint) as p:
-        yield p
-
-
-def test_dropped_connections_reconnect(s3_bucket: str, dropping: DroppingProxy) -> None:
+def test_dropped_connections_reconnect(s3_bucket: str, proxy: FaultProxy) -> None:
     """A connection the server drops (on a kept-alive one and on a fresh one) is reopened; the PUT is stored once."""
-    store = lean_store(dropping.url, s3_bucket)
+    store = lean_store(proxy.url, s3_bucket)
     assert store.put_new("messages/s/warm.json", b"w") is True  # the thread now holds a kept-alive connection
     drops = {"n": 0}
 
@@ -268,25 +254,25 @@ def test_dropped_connections_reconnect(s3_bucket: str, dropping: DroppingProxy) 
             return "close"
         return None
 
-    dropping.rule = rule
+    proxy.rule = rule
     assert store.put_new("messages/s/a.json", b"one") is True
     assert drops["n"] == 2
     assert store.get("messages/s/a.json") == b"one"
-    dropping.rule = lambda m, k: "close" if m == "PUT" else None
+    proxy.rule = lambda m, k: "close" if m == "PUT" else None
     with pytest.raises(StoreError, match=r"upload failed \(RemoteDisconnected\); check the endpoint and network"):
         store.put_new("messages/s/b.json", b"two")
 
 
-def test_403_is_not_retried_and_names_credentials(s3_bucket: str, dropping: DroppingProxy) -> None:
+def test_403_is_not_retried_and_names_credentials(s3_bucket: str, proxy: FaultProxy) -> None:
     """AccessDenied is final: one request, and the error says to check credentials and permissions."""
-    dropping.rule = lambda m, _k: "403" if m == "PUT" else None
-    store = lean_store(dropping.url, s3_bucket)
+    proxy.rule = lambda m, _k: "403" if m == "PUT" else None
+    store = lean_store(proxy.url, s3_bucket)
     with pytest.raises(StoreError, match=r"upload refused \(AccessDenied\); check the credentials and their permissions"):
         store.put_new("messages/s/a.json", b"one")
-    assert len(dropping.faults) == 1
+    assert len(proxy.faults) == 1
 
 
-def test_503_is_retried(s3_bucket: str, dropping: DroppingProxy) -> None:
+def test_503_is_retried(s3_bucket: str, proxy: FaultProxy) -> None:
     """ServiceUnavailable twice, then through: stored, three requests."""
     seen: list[int] = []
 
@@ -296,8 +282,8 @@ def test_503_is_retried(s3_bucket: str, dropping: DroppingProxy) -> None:
             return "503" if len(seen) <= 2 else None
         return None
 
-    dropping.rule = rule
-    assert lean_store(dropping.url, s3_bucket).put_new("messages/s/a.json", b"one") is True
+    proxy.rule = rule
+    assert lean_store(proxy.url, s3_bucket).put_new("messages/s/a.json", b"one") is True
     assert len(seen) == 3
 
 
