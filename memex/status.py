@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, TypedDict
 
 from memex.config import Config
 from memex.cursors import CursorStore
 from memex.errors import StateError
+from memex.follow import RecentReader
 from memex.health import source_health
-from memex.logread import last_ok_poll, last_polls
 from memex.logs import log_path
 from memex.source import describe
 
@@ -39,14 +40,8 @@ def collect(cfg: Config) -> list[SourceStatus]:
     rows: list[SourceStatus] = []
     for name, source in sorted(cfg.sources.items()):
         section: dict[str, Any] = sections.get(name, {})
-        path = log_path(cfg.state_dir, name)
-        polls = last_polls(path, 1)
-        last = polls[0] if polls else {}
-        ok = last if last.get("status") in ("ok", "idle") else last_ok_poll(path)
-        error = None
-        for event in polls:
-            if event.get("status") == "error":
-                error = event.get("error")
+        last, ok = _last_polls(log_path(cfg.state_dir, name), cfg.log_backups)
+        error = last.get("error") if last.get("status") == "error" else None
         rows.append(
             SourceStatus(
                 source=name,
@@ -65,6 +60,19 @@ def collect(cfg: Config) -> list[SourceStatus]:
             )
         )
     return rows
+
+
+def _last_polls(path: Path, backups: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The newest poll event and the newest successful one, read from the end across rotated files."""
+    last: dict[str, Any] | None = None
+    for event in RecentReader(path, backups=backups, max_bytes=4 * 1024 * 1024).events():
+        if event.get("event") != "poll":
+            continue
+        if last is None:
+            last = event
+        if event.get("status") in ("ok", "idle"):
+            return last, event
+    return last or {}, None
 
 
 def render_table(rows: list[SourceStatus]) -> str:
