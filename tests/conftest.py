@@ -14,6 +14,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +48,13 @@ def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.05
         time.sleep(interval)
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A moto S3 server in its own process on a loopback port; yields its URL."""
+@contextmanager
+def moto_server(log: Path) -> Iterator[str]:
+    """Run a moto S3 server in its own process on a free loopback port (output to ``log``); yield its URL."""
     port = free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=out,
+                                stderr=subprocess.STDOUT)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
@@ -78,6 +75,13 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A moto S3 server shared by the session, over real HTTP; yields its URL."""
+    with moto_server(tmp_path_factory.mktemp("moto") / "moto.log") as url:
+        yield url
 
 
 @pytest.fixture

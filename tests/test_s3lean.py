@@ -22,7 +22,7 @@ from memex.config import StoreConfig, parse
 from memex.errors import ConfigError, StoreError
 from memex.objectstore import S3Store, open_store
 from memex.s3lean import EMPTY_SHA256, Credentials, Endpoint, LeanS3, Signer, encode_key, endpoint_for
-from tests.conftest import FAKE_AWS, FaultProxy, free_port, put_fault, s3_objects, wait_until
+from tests.conftest import FAKE_AWS, FaultProxy, moto_server, put_fault, s3_objects
 
 EXAMPLE = Credentials("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
 ODD_KEYS = [
@@ -350,22 +350,7 @@ def test_unexpected_answers_are_never_success(status: int) -> None:
 @pytest.fixture(scope="module")
 def verifying_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Credentials]]:
     """A separate moto server that verifies SigV4 signatures (IAM auth on); yields URL, bucket and valid credentials."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("moto-auth") / "moto.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=out,
-                                stderr=subprocess.STDOUT)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            with urllib.request.urlopen(url + "/moto-api/", timeout=1):
-                return True
-        except OSError:
-            return False
-
-    try:
-        wait_until(up, 30, "moto server to listen")
+    with moto_server(tmp_path_factory.mktemp("moto-auth") / "moto.log") as url:
         iam = boto3.client("iam", endpoint_url=url, region_name="us-east-1")
         iam.create_user(UserName="memex")
         policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
@@ -377,12 +362,6 @@ def verifying_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
         with urllib.request.urlopen(req, timeout=10):
             pass
         yield url, bucket, Credentials(key["AccessKeyId"], key["SecretAccessKey"])
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def test_a_verifying_server_accepts_our_signatures(verifying_s3: tuple[str, str, Credentials]) -> None:
