@@ -242,6 +242,9 @@ def _run(
     result.cursor_before = describe(result.positions_before)
     result.positions_after, result.cursor_after = result.positions_before, result.cursor_before
     uploader = Uploader(cfg, name, log)
+    set_deadline = getattr(poller, "set_deadline", None)  # memex.source.DeadlineAware
+    if set_deadline is not None:
+        set_deadline(deadline)
 
     def commit() -> None:
         nonlocal committed

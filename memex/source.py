@@ -79,6 +79,18 @@ class Poller(Protocol):
         ...
 
 
+class DeadlineAware(Protocol):
+    """Optional: a poller that waits on a network (retries, backoff) is told when the poll must end.
+
+    The runner calls ``set_deadline`` with a :func:`time.monotonic` value before the first ``fetch``,
+    so retries stop in time for the cron minute instead of running past ``--max-seconds``.
+    """
+
+    def set_deadline(self, deadline: float) -> None:
+        """Stop retrying (raise) rather than sleep past ``deadline``."""
+        ...
+
+
 class HistoryPoller(Poller, Protocol):
     """A poller that can also report its head (``start = "now"``) and walk its history (``memex backfill``)."""
 

@@ -216,6 +216,10 @@ class ImapPoller:
         if conn is not None:
             _shutdown(conn)
 
+    def set_deadline(self, deadline: float) -> None:
+        """Cap the retry budget at the runner's deadline (``--max-seconds``): see memex.source.DeadlineAware."""
+        self._retry_deadline = min(time.monotonic() + RETRY_BUDGET, deadline)
+
     def _retrying(self, what: str, operation: Callable[[], T]) -> T:
         """Run ``operation``; on a transient failure reconnect and retry with backoff within the poll's budget."""
         delays = BACKOFF if self.backoff is None else self.backoff

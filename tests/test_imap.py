@@ -8,6 +8,7 @@ import imaplib
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -460,5 +461,23 @@ def test_transient_errors_are_retried_then_reported(dovecot: Dovecot) -> None:
         poller._conn.sock.shutdown(socket.SHUT_RDWR)
         with pytest.raises(SourceError, match="after 1 attempt"):
             poller.fetch(batch.cursor, 10)
+    finally:
+        poller.close()
+
+
+def test_retries_stop_at_the_runners_deadline(dovecot: Dovecot) -> None:
+    """With the poll's deadline already reached, a broken connection is reported at once instead of retried past it."""
+    user = dovecot.new_user()
+    dovecot.append(user, "INBOX", mail(1))
+    poller = imap.ImapPoller(
+        "mail", imap.Settings("127.0.0.1", dovecot.port, "none", user, f"printf %s {PASSWORD}", None, ("INBOX",), 10.0), backoff=(0.0, 0.0)
+    )
+    try:
+        poller.head()
+        poller.set_deadline(time.monotonic() - 1)
+        assert poller._conn is not None
+        poller._conn.sock.shutdown(socket.SHUT_RDWR)
+        with pytest.raises(SourceError, match="after 1 attempt"):
+            poller.fetch({"mailboxes": {}}, 10)
     finally:
         poller.close()
