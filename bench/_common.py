@@ -35,7 +35,9 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> Run:
     the size of this process (Linux carries the pre-exec high-water mark into ``ru_maxrss``).
     """
     gnu_time = shutil.which("time", path="/usr/bin:/bin")
-    full_env = {**os.environ, **FAKE_AWS, **(env or {})}
+    # Measure what cron runs: bytecode cached (a developer shell may set PYTHONDONTWRITEBYTECODE).
+    full_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    full_env.update({**FAKE_AWS, **(env or {})})
     with tempfile.NamedTemporaryFile("r", suffix=".time") as out:
         prefix = [gnu_time, "-o", out.name, "-f", "%U %S %M"] if gnu_time else []
         start = time.perf_counter()
@@ -78,5 +80,9 @@ def moto_server() -> Iterator[str]:
     try:
         yield url
     finally:
-        proc.terminate()
-        proc.wait(10)
+        proc.terminate()  # a moto holding 100,000 objects can take a while to exit: wait, then kill
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)

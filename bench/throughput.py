@@ -52,6 +52,15 @@ def line(label: str, n: int, r: Run, base: Run | None = None) -> str:
     return f"{label:34}{rate:>10.0f}{r.cpu / n * 1000:>12.2f}{r.rss_mib:>10.1f}{ratio}"
 
 
+class Rows(list[str]):
+    """Table rows, each printed as soon as it is measured (a slow server shutdown cannot lose them)."""
+
+    def append(self, row: str) -> None:
+        """Print and keep ``row``."""
+        print(row, flush=True)
+        super().append(row)
+
+
 def main() -> None:
     """Build the chat.db files, run every contender, print the table."""
     parser = argparse.ArgumentParser()
@@ -64,8 +73,9 @@ def main() -> None:
         d = Path(tmp)
         imessage_samples.build(d / "big.db", n, seed=1)
         imessage_samples.build(d / "small.db", small, seed=2)
-        header = f"{'':34}{'msg/s':>10}{'CPU ms/1k':>12}{'RSS MiB':>10}{'vs base':>8}"
-        rows = [header]
+        print(f"poll throughput, {n:,} messages (client process only; the S3 server is moto on the same 2 cores)")
+        rows = Rows()
+        rows.append(f"{'':34}{'msg/s':>10}{'CPU ms/1k':>12}{'RSS MiB':>10}{'vs base':>8}")
         naive = run([sys.executable, "-c", NAIVE_FILE, str(d / "big.db"), str(d / "naive")])
         rows.append(line("file: naive json writes (base)", n, naive))
         rows.append(line("file: memex poll", n, memex_poll(d, d / "big.db", f'url = "{d}/store"', "file"), naive))
@@ -78,8 +88,6 @@ def main() -> None:
             rows.append(line("s3: naive put_object loop (base)", n, s3_base))
             s3 = memex_poll(d, d / "big.db", f'url = "s3://bench/memex"\nendpoint_url = "{url}"', "s3")
             rows.append(line("s3: memex poll (If-None-Match)", n, s3, s3_base))
-        print(f"poll throughput, {n:,} messages (client process only; the S3 server is moto on the same 2 cores)")
-        print("\n".join(rows))
 
 
 if __name__ == "__main__":
