@@ -142,7 +142,11 @@ def poll(ctx: click.Context, sources: tuple[str, ...], all_sources: bool, max_se
 @click.pass_context
 @reports_errors
 def status(ctx: click.Context, as_json: bool) -> None:
-    """Show a row per source: cursor, last poll, last successful poll, last result."""
+    """Show a row per source: cursor, last poll, last successful poll, health state, last result.
+
+    States (OK, IDLE, SKIPPED, FAILING, STALE, STUCK, REGRESSED, SPOOL,
+    DISABLED) are explained in the README; --json adds state_reason.
+    """
     from memex.status import collect, render_table
 
     rows = collect(load_config(ctx))
