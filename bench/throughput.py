@@ -75,7 +75,7 @@ def main() -> None:
         imessage_samples.build(d / "small.db", small, seed=2)
         print(f"poll throughput, {n:,} messages (client process only; the S3 server is moto on the same 2 cores)")
         rows = Rows()
-        rows.append(f"{'':34}{'msg/s':>10}{'CPU ms/1k':>12}{'RSS MiB':>10}{'vs base':>8}")
+        rows.append(f"{'':34}{'msg/s':>10}{'CPU ms/msg':>12}{'RSS MiB':>10}{'vs base':>8}")
         naive = run([sys.executable, "-c", NAIVE_FILE, str(d / "big.db"), str(d / "naive")])
         rows.append(line("file: naive json writes (base)", n, naive))
         rows.append(line("file: memex poll", n, memex_poll(d, d / "big.db", f'url = "{d}/store"', "file"), naive))
