@@ -47,7 +47,7 @@ from memex.locks import RunLock
 from memex.logs import source_logger
 from memex.objectstore import open_store
 from memex.records import rfc3339
-from memex.registry import make_poller
+from memex.registry import open_poller
 from memex.runner import Uploader, internal_error
 from memex.source import Cursor, Item
 from memex.statedir import ensure_private_dir
@@ -292,17 +292,17 @@ def backfill(
         )
         log.info("backfill.refused", holder_pid=exc.pid)
         return result
-    poller: Any = None
     try:
-        poller = make_poller(src)
-        if not callable(getattr(poller, "history", None)):
-            raise ConfigError(f"source type {src.type!r} cannot walk its history yet; backfill is not available for it", path=cfg.path,
-                              key=f"sources.{source}.type")  # fmt: skip
-        run = _Run(cfg, source, poller, log, result, since=since, until=until, rewrite=rewrite, workers=workers, stop=stop_event,
-                   console=console, retries=retries, retry_delay=retry_delay, checkpoint_seconds=checkpoint_seconds,
-                   checkpoint_items=checkpoint_items, progress_seconds=progress_seconds, max_failures=max_failures)  # fmt: skip
-        run.prepare(restart)
-        run.execute()
+        with open_poller(src) as poller:
+            if not callable(getattr(poller, "history", None)):
+                raise ConfigError(f"source type {src.type!r} cannot walk its history yet; backfill is not available for it",
+                                  path=cfg.path, key=f"sources.{source}.type")  # fmt: skip
+            run = _Run(cfg, source, poller, log, result, since=since, until=until, rewrite=rewrite, workers=workers,
+                       stop=stop_event, console=console, retries=retries, retry_delay=retry_delay,
+                       checkpoint_seconds=checkpoint_seconds, checkpoint_items=checkpoint_items,
+                       progress_seconds=progress_seconds, max_failures=max_failures)  # fmt: skip
+            run.prepare(restart)
+            run.execute()
     except (ConfigError, BackfillConflict):
         raise
     except MemexError as exc:
@@ -310,11 +310,6 @@ def backfill(
     except Exception as exc:
         result.status, result.error, result.exit_code = "error", internal_error(exc), 1
     finally:
-        if poller is not None:
-            try:
-                poller.close()
-            except Exception:
-                pass
         lock.release()
     result.elapsed_s = time.monotonic() - started
     result.rate = result.processed / result.elapsed_s if result.elapsed_s > 0 else 0.0

@@ -8,6 +8,8 @@ for scanning every installed distribution's metadata.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from memex.config import SourceConfig
 from memex.errors import ConfigError
@@ -46,6 +48,22 @@ def known_types() -> list[str]:
     from importlib.metadata import entry_points
 
     return sorted(set(BUILTIN) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+
+
+@contextmanager
+def open_poller(source: SourceConfig) -> Iterator[Poller]:
+    """Build the source's poller for a ``with`` block and close it afterwards.
+
+    A failure to close is swallowed: it must not replace the run's own result or error.
+    """
+    poller = make_poller(source)
+    try:
+        yield poller
+    finally:
+        try:
+            poller.close()
+        except Exception:
+            pass
 
 
 def make_poller(source: SourceConfig) -> Poller:

@@ -33,7 +33,7 @@ from memex.locks import RunLock
 from memex.logs import config_logger
 from memex.objectstore import ObjectStore, open_store
 from memex.records import canonical_json, encode_id, message_key
-from memex.registry import make_poller
+from memex.registry import open_poller
 from memex.source import Batch, Cursor, Item, Poller, describe, moved_backward
 from memex.statedir import ensure_private_dir
 
@@ -190,21 +190,14 @@ def poll(
         metrics.after_poll(cfg, name, result.log_fields(), log)  # no heartbeat: the running poll reports
         return result
     beat = heartbeat.start(cfg, name, log)  # None unless the source has a heartbeat_url
-    poller: Poller | None = None
     try:
-        source = cfg.source(name)
-        poller = make_poller(source)
-        _run(cfg, name, poller, result, log, deadline=deadline, stop=stop, batch_size=batch_size)
+        with open_poller(cfg.source(name)) as poller:
+            _run(cfg, name, poller, result, log, deadline=deadline, stop=stop, batch_size=batch_size)
     except MemexError as exc:
         result.status, result.error, result.exit_code = "error", str(exc), exc.exit_code
     except Exception as exc:  # a bug: report it as one line, keep the process alive for --all
         result.status, result.error, result.exit_code = "error", internal_error(exc), 1
     finally:
-        if poller is not None:
-            try:
-                poller.close()
-            except Exception:
-                pass
         lock.release()
     result.duration_ms = int((time.monotonic() - started) * 1000)
     if result.status == "error":
