@@ -28,27 +28,37 @@ def _open_lock_file(path: Path) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
 
+def wait_flock(fd: int, mode: int, timeout: float) -> bool:
+    """Take ``flock`` ``mode`` (LOCK_EX or LOCK_SH) on ``fd``, waiting at most ``timeout`` seconds.
+
+    Retries with a short capped backoff on the monotonic clock; returns False
+    if the lock could not be had in time (the caller decides what that means).
+    """
+    deadline = time.monotonic() + timeout
+    delay = _POLL_START
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, _POLL_MAX)
+
+
 @contextmanager
 def exclusive(path: Path, timeout: float = 10.0) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` for the ``with`` block.
 
-    Waits at most ``timeout`` seconds (monotonic clock), retrying with a
-    short capped backoff, then raises :class:`LockTimeout` naming the path.
+    Waits at most ``timeout`` seconds (see :func:`wait_flock`), then raises
+    :class:`LockTimeout` naming the path.
     """
     fd = _open_lock_file(path)
     try:
-        deadline = time.monotonic() + timeout
-        delay = _POLL_START
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise LockTimeout(path, timeout) from None
-                time.sleep(min(delay, remaining))
-                delay = min(delay * 2, _POLL_MAX)
+        if not wait_flock(fd, fcntl.LOCK_EX, timeout):
+            raise LockTimeout(path, timeout)
         try:
             yield
         finally:

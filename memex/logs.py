@@ -17,15 +17,16 @@ import json
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import IO, Any
 
+from memex.locks import wait_flock
 from memex.statedir import ensure_private_dir
 
 REDACT = frozenset({"text", "body", "content", "password", "secret", "token", "subject"})
 LOG_MAX_BYTES = 10 * 1024 * 1024  # the config's log_max_bytes / log_backups defaults
 LOG_BACKUPS = 5
+LOG_LOCK_SECONDS = 10.0  # how long an append waits for the rotation lock
 
 
 _IMPORT_LOCK = threading.Lock()
@@ -57,19 +58,6 @@ def _append_line(path: Path, data: bytes) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
-
-
-def _flock(fd: int, mode: int, timeout: float = 10.0) -> None:
-    """Take a flock, waiting at most ``timeout`` s; past that, go on without it (never drop a log line)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(fd, mode | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.002)
 
 
 def log_path(state_dir: Path, source: str) -> Path:
@@ -130,17 +118,17 @@ class SourceSink:
         ensure_private_dir(self.lock_path.parent)
         lock = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            _flock(lock, fcntl.LOCK_SH)
+            wait_flock(lock, fcntl.LOCK_SH, LOG_LOCK_SECONDS)  # past that, append unlocked: never drop a log line
             try:
                 size = os.stat(self.path).st_size
             except FileNotFoundError:
                 size = 0
             if size > 0 and size + len(data) > self.max_bytes:
                 fcntl.flock(lock, fcntl.LOCK_UN)
-                _flock(lock, fcntl.LOCK_EX)
+                wait_flock(lock, fcntl.LOCK_EX, LOG_LOCK_SECONDS)
                 self._rotate(len(data))
                 fcntl.flock(lock, fcntl.LOCK_UN)
-                _flock(lock, fcntl.LOCK_SH)
+                wait_flock(lock, fcntl.LOCK_SH, LOG_LOCK_SECONDS)
             _append_line(self.path, data)
         finally:
             os.close(lock)  # drops the lock

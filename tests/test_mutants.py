@@ -31,7 +31,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/locks.py",
-        [("                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n                break\n", "                break\n")],
+        [("        if not wait_flock(fd, fcntl.LOCK_EX, timeout):\n            raise LockTimeout(path, timeout)\n", "")],
         ["tests/test_cursors.py::test_five_processes_lose_no_update"],
         id="cursor-store-without-lock",
     ),
