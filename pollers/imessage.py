@@ -155,12 +155,7 @@ class IMessagePoller:
                     reason = self._identity_changed(conn, cursor)
                     if reason:
                         return Batch(items=[], cursor={"rowid": 0, "anchors": []}, reset=reason)
-                cols = ", ".join(f"m.{c}" for c in self._columns or ())
-                rows = conn.execute(
-                    f"SELECT m.ROWID, {cols}, h.id FROM message m LEFT JOIN handle h ON h.ROWID = m.handle_id "
-                    "WHERE m.ROWID > ? ORDER BY m.ROWID LIMIT ?",
-                    (after, limit),
-                ).fetchall()
+                rows = self._rows_after(conn, after, limit)
                 if not rows:
                     return Batch(items=[], cursor=cursor)
                 items = self._render(conn, rows, list(cursor.get("anchors") or []) if cursor else [])
@@ -171,6 +166,18 @@ class IMessagePoller:
                 f"{self.db}: read failed ({exc}); if Messages.app is rebuilding the database, the next poll retries"
             ) from None
         return Batch(items=items, cursor=items[-1].cursor)
+
+    def _rows_after(self, conn: sqlite3.Connection, after: int, limit: int, where: str = "", params: list[int] | None = None) -> list[Any]:
+        """Up to ``limit`` message rows (known columns, then the sender's handle) after ROWID ``after``, in ROWID order.
+
+        ``where`` is extra SQL starting with `` AND`` (with ``params``), e.g. backfill's date range.
+        """
+        cols = ", ".join(f"m.{c}" for c in self._columns or ())
+        return conn.execute(
+            f"SELECT m.ROWID, {cols}, h.id FROM message m LEFT JOIN handle h ON h.ROWID = m.handle_id "
+            f"WHERE m.ROWID > ?{where} ORDER BY m.ROWID LIMIT ?",
+            (after, *(params or []), limit),
+        ).fetchall()
 
     # -- rebuild detection -------------------------------------------------
     def _identity_changed(self, conn: sqlite3.Connection, cursor: Cursor) -> str | None:
@@ -309,18 +316,13 @@ class IMessagePoller:
         first = True
         while True:
             conn = self._connect()
-            cols = ", ".join(f"m.{c}" for c in self._columns or ())
             try:
                 conn.execute("BEGIN")
                 try:
                     if first and checkpoint and checkpoint.get("guid"):
                         self._check_history_checkpoint(conn, checkpoint)
                     first = False
-                    rows = conn.execute(
-                        f"SELECT m.ROWID, {cols}, h.id FROM message m LEFT JOIN handle h ON h.ROWID = m.handle_id "
-                        f"WHERE m.ROWID > ?{where} ORDER BY m.ROWID LIMIT ?",
-                        (after, *params, self.HISTORY_CHUNK),
-                    ).fetchall()
+                    rows = self._rows_after(conn, after, self.HISTORY_CHUNK, where, params)
                     items = self._render(conn, rows, []) if rows else []
                 finally:
                     conn.execute("COMMIT")
