@@ -32,6 +32,7 @@ from memex.errors import StateError
 from memex.follow import Follower, parse_line
 from memex.logs import human_line, log_path
 from memex.source import describe
+from memex.tail import colour, shown
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -51,7 +52,6 @@ STATE_STYLE = {
     health.REGRESSED: "bold white on red",
     health.DISABLED: "bright_black",
 }
-STATUS_STYLE = {"ok": "green", "idle": "bright_black", "skipped": "yellow", "error": "red"}
 
 
 def sparkline(values: list[int]) -> str:
@@ -206,7 +206,7 @@ class Dashboard:
         for view in self.views.values():
             picked = []
             for event in reversed(view.events):
-                if event.get("event") == "poll" or event.get("level") in ("warning", "error"):
+                if shown(event):
                     picked.append(event)
                     if len(picked) >= count:
                         break
@@ -251,8 +251,7 @@ class Dashboard:
         for event in self.tail():
             ts = str(event.get("ts", ""))
             stamp = ts[11:19] if len(ts) >= 19 else "--:--:--"
-            style = STATUS_STYLE.get(str(event.get("status")), "") if event.get("event") == "poll" else "yellow"
-            parts.append(Text(f"{stamp} {human_line(event)}", style=style))
+            parts.append(Text(f"{stamp} {human_line(event)}", style=colour(event) or ""))
         parts.append(Text("q or Ctrl-C quits", style="bright_black"))
         return Group(*parts)
 

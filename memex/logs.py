@@ -65,6 +65,13 @@ def log_path(state_dir: Path, source: str) -> Path:
     return state_dir / "logs" / f"{source}.jsonl"
 
 
+def short_ts(ts: Any) -> str:
+    """An event's RFC 3339 time as ``2026-11-22 07:08:03Z`` (seconds), or ``-`` when it has none."""
+    if not ts:
+        return "-"
+    return str(ts)[:19].replace("T", " ") + "Z"
+
+
 def human_line(event: dict[str, Any]) -> str:
     """The terminal form of an event: ``poll ok: 4 new (cursor 89632 -> 89636)`` for polls."""
     name = event.get("event", "")

@@ -11,7 +11,7 @@ from memex.cursors import CursorStore
 from memex.errors import StateError
 from memex.follow import RecentReader
 from memex.health import source_health
-from memex.logs import log_path
+from memex.logs import log_path, short_ts
 from memex.source import describe
 
 
@@ -89,19 +89,13 @@ def render_table(rows: list[SourceStatus]) -> str:
             result += f": {r['last_error']}"
         if not r["enabled"]:
             result = "disabled; " + result
-        body.append((r["source"], r["type"], r["cursor"], _short(r["last_poll_at"]), _short(r["last_ok_at"]), r["state"], result))
+        body.append((r["source"], r["type"], r["cursor"], short_ts(r["last_poll_at"]), short_ts(r["last_ok_at"]), r["state"], result))
     widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(len(header) - 1)]
     out = []
     for row in [header, *body]:
         cells = [str(c).ljust(w) for c, w in zip(row[:-1], widths, strict=True)]
         out.append("  ".join([*cells, str(row[-1])]).rstrip())
     return "\n".join(out)
-
-
-def _short(ts: str | None) -> str:
-    if not ts:
-        return "-"
-    return ts[:19].replace("T", " ") + "Z"
 
 
 __all__ = ["SourceStatus", "StateError", "collect", "render_table"]

@@ -19,7 +19,7 @@ from typing import Any
 
 from memex.config import Config
 from memex.follow import Follower, RecentReader, parse_line
-from memex.logs import human_line, log_path
+from memex.logs import human_line, log_path, short_ts
 from memex.statedir import ensure_private_dir
 
 RECHECK_S = 2.0
@@ -33,9 +33,7 @@ def shown(event: dict[str, Any]) -> bool:
 
 def format_line(event: dict[str, Any]) -> str:
     """``2026-11-22 07:08:03Z imessage: poll ok: 4 new (cursor 89632 -> 89636)``."""
-    ts = str(event.get("ts", ""))
-    stamp = ts[:19].replace("T", " ") + "Z" if ts else "-"
-    return f"{stamp} {human_line(event)}"
+    return f"{short_ts(event.get('ts'))} {human_line(event)}"
 
 
 def colour(event: dict[str, Any]) -> str | None:
