@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,19 +219,3 @@ class Follower:
             self._offset, self._partial = 0, b""
             out.extend(self._drain())
         return out
-
-    def read_events(self) -> list[dict[str, Any]]:
-        """Like :meth:`read`, parsed (torn lines skipped)."""
-        return [e for e in (parse_line(line) for line in self.read()) if e is not None]
-
-
-def recent_events(
-    path: Path, backups: int, *, keep: Callable[[dict[str, Any]], bool], max_bytes: int = 8 * 1024 * 1024
-) -> list[dict[str, Any]]:
-    """Events newest first while ``keep(event)`` holds (the first that fails stops the read)."""
-    out = []
-    for event in RecentReader(path, backups, max_bytes).events():
-        if not keep(event):
-            break
-        out.append(event)
-    return out

@@ -153,11 +153,6 @@ def _is_poll(event: dict[str, Any]) -> bool:
     return event.get("event") == "poll"
 
 
-def _is_boundary(event: dict[str, Any]) -> bool:
-    """An explicit cursor change, or a poll that declared its source's numbering changed."""
-    return event.get("event") in EXPLICIT_EVENTS or (_is_poll(event) and bool(event.get("reset")))
-
-
 def find_regression(events: Sequence[dict[str, Any]]) -> tuple[float | None, str] | None:
     """The newest backward cursor move with no explicit change in between: (its poll's ts, description)."""
     found: tuple[float | None, str] | None = None
