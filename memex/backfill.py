@@ -282,7 +282,8 @@ def backfill(
     ensure_private_dir(cfg.state_dir)
     log = source_logger(cfg.state_dir, source, console=console)
     result = BackfillResult(source=source)
-    lock = RunLock(ensure_private_dir(cfg.state_dir / "locks") / f"{source}.backfill.lock")
+    ensure_private_dir(cfg.state_dir / "locks")
+    lock = RunLock(lock_path(cfg.state_dir, source))
     try:
         lock.acquire()
     except AlreadyRunning as exc:

@@ -174,7 +174,8 @@ def poll(
     stop = stop or threading.Event()
     try:
         ensure_private_dir(cfg.state_dir)
-        lock = RunLock(ensure_private_dir(cfg.state_dir / "locks") / f"{name}.poll.lock")
+        ensure_private_dir(cfg.state_dir / "locks")
+        lock = RunLock(run_lock_path(cfg.state_dir, name))
     except OSError as exc:
         raise StateError(
             f"cannot use the state folder ({exc.strerror}); fix its permissions or set state_dir", path=cfg.state_dir
