@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from memex.errors import ConfigError, StoreError
-from memex.statedir import ensure_private_dir, fsync_dir, write_temp
+from memex.statedir import ensure_private_dir, fsync_dir, stream_temp, write_temp
 
 if TYPE_CHECKING:
     from memex.config import StoreConfig
@@ -47,6 +48,14 @@ class ObjectStore(Protocol):
 
     def sync(self) -> None:
         """Make every write so far durable; the runner calls it before saving a cursor."""
+        ...
+
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` is stored."""
+        ...
+
+    def put_new_stream(self, key: str, open_body: Callable[[], IO[bytes]], size: int) -> bool:
+        """Create ``key`` from a stream of ``size`` bytes unless it exists; True if created (content-addressed attachments)."""
         ...
 
 
@@ -125,6 +134,34 @@ class FileStore:
             return self._path(key).read_bytes()
         except FileNotFoundError:
             return None
+
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` is there (its folder is then synced with the next :meth:`sync`, whoever wrote it)."""
+        path = self._path(key)
+        if not path.exists():
+            return False
+        with self._dirty_lock:
+            self._dirty.add(path.parent)
+        return True
+
+    def put_new_stream(self, key: str, open_body: Callable[[], IO[bytes]], size: int) -> bool:
+        """Create ``key`` by copying a stream into a fsynced temp file and linking it (never whole in memory)."""
+        path = self._path(key)
+        if path.exists():
+            return False
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = stream_temp(self._tmp_dir(), "obj", open_body)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
+        finally:
+            tmp.unlink(missing_ok=True)
+        with self._dirty_lock:
+            self._dirty.add(path.parent)
+        return True
 
     def sync(self) -> None:
         """fsync every folder a link or rename went into since the last sync."""
@@ -284,6 +321,33 @@ class S3Store:
             raise StoreError(f"s3://{self.bucket}/{full}: read refused ({exc.response.get('Error', {}).get('Code')})") from None
         except BotoCoreError as exc:
             raise StoreError(f"s3://{self.bucket}/{full}: read failed ({exc.__class__.__name__})") from None
+
+    def exists(self, key: str) -> bool:
+        """HEAD the object: True if it exists."""
+        full = self._key(key)
+        if self.kind == "lean":
+            return self.lean.head(full)
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=full)
+            return True
+        except ClientError as exc:
+            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                return False
+            raise StoreError(f"s3://{self.bucket}/{full}: check refused ({exc.response.get('Error', {}).get('Code')})") from None
+        except BotoCoreError as exc:
+            raise StoreError(f"s3://{self.bucket}/{full}: check failed ({exc.__class__.__name__})") from None
+
+    def put_new_stream(self, key: str, open_body: Callable[[], IO[bytes]], size: int) -> bool:
+        """Create ``key`` from a stream, ``If-None-Match: *``.
+
+        For now the body is read into memory and sent as one PUT (objects up to
+        5 GB); streaming and multipart upload for large files are to come.
+        """
+        with open_body() as f:
+            body = f.read()
+        return self.put_new(key, body)
 
     def sync(self) -> None:
         """Nothing to do: a PUT that returned is durable."""

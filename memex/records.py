@@ -37,12 +37,37 @@ class Sender(TypedDict):
 
 
 class Attachment(TypedDict, total=False):
-    """Metadata of one attachment (never its bytes)."""
+    """One attachment of a message: its metadata and, once stored, where its bytes are.
+
+    ``sha256`` names the content-addressed object ``attachments/<sha256>``
+    (see :mod:`memex.attachments`); ``missing`` is True when the source listed
+    the attachment but its bytes were not there to store (e.g. iCloud
+    "optimize storage" kept only the metadata).
+    """
 
     id: str
     filename: str | None
     mime_type: str | None
     size: int | None
+    sha256: str
+    missing: bool
+
+
+REVISION_KINDS = ("edit", "delete", "reactions", "update")
+
+
+class Revision(TypedDict):
+    """What makes a record a revision of an earlier message: an edit, an unsend, a change of reactions.
+
+    A revision never replaces the original object: it is a record of its own,
+    stored create-only at :func:`revision_key`, whose ``native_id`` is the
+    original's. ``id`` is stable for the same change (e.g. the edit's
+    timestamp), so a replayed revision is a duplicate, not a new one.
+    """
+
+    id: str
+    kind: str  # one of REVISION_KINDS ("delete" is a tombstone: the message was unsent or deleted)
+    at: str | None  # when the change happened (RFC 3339), if the source says
 
 
 @dataclass
@@ -61,12 +86,21 @@ class Message:
     edited_at: str | None = None
     deleted: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    revision: Revision | None = None  # set on a revision of the message ``native_id``; None on the original
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as a plain dict, schema tag included."""
+        """The record as a plain dict, schema tag included (``revision`` only on revisions)."""
         doc = asdict(self)
+        if doc["revision"] is None:
+            del doc["revision"]  # originals keep the bytes they always had
         doc["schema"] = SCHEMA
         return doc
+
+    def key(self) -> str:
+        """Where this record is stored: :func:`message_key` for an original, :func:`revision_key` for a revision."""
+        if self.revision is not None:
+            return revision_key(self.source, self.native_id, self.revision["id"])
+        return message_key(self.source, self.native_id)
 
     def to_json(self) -> bytes:
         """Canonical JSON bytes: sorted keys, compact, UTF-8, trailing newline."""
@@ -131,3 +165,13 @@ def decode_id(encoded: str) -> str | None:
 def message_key(source: str, native_id: str, suffix: str = ".json") -> str:
     """The store-relative key of a message: ``messages/<source>/<encoded id><suffix>``."""
     return f"messages/{encode_id(source)}/{encode_id(native_id)}{suffix}"
+
+
+def revision_key(source: str, native_id: str, revision_id: str) -> str:
+    """The key of one revision of a message: ``revisions/<source>/<encoded id>/<encoded revision id>.json``.
+
+    Derived from the original's key, so the revisions of ``messages/S/X.json``
+    are listed under the prefix ``revisions/S/X/``, and a revision's original
+    is ``messages/S/X.json`` (its ``native_id`` is the original's).
+    """
+    return f"revisions/{encode_id(source)}/{encode_id(native_id)}/{encode_id(revision_id)}.json"

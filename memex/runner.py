@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from memex import heartbeat, metrics
+from memex.attachments import store_content
 from memex.config import Config
 from memex.cursors import CursorStore, utc_now
 from memex.errors import AlreadyRunning, CursorConflict, MemexError, StateError
 from memex.locks import RunLock
 from memex.logs import config_logger
 from memex.objectstore import ObjectStore, open_store
-from memex.records import canonical_json, encode_id, message_key
+from memex.records import canonical_json, encode_id
 from memex.registry import open_poller
 from memex.source import Batch, Cursor, Item, Poller, describe, moved_backward
 from memex.statedir import ensure_private_dir
@@ -120,14 +121,15 @@ class Uploader:
     def put(self, item: Item, *, rewrite: bool = False) -> str:
         """Store one item; return ``new``, ``dup``, ``rewritten`` or ``quarantined``."""
         if item.message is not None:
-            native_id = item.message.native_id
+            for content in item.contents:
+                store_content(self.store, content, item.message.attachments[content.index])
             for suffix, blob in item.blobs.items():
-                key = message_key(self.source, native_id, suffix)
+                key = item.message.key()[: -len(".json")] + suffix
                 if rewrite:
                     self.store.put(key, blob)
                 else:
                     self.store.put_new(key, blob)
-            key = message_key(self.source, native_id)
+            key = item.message.key()
             body = item.message.to_json()
             if rewrite:
                 existing = self.store.get(key)

@@ -237,6 +237,16 @@ class LeanS3:
             return None
         raise self._refused(resp, where, "read")
 
+    def head(self, key: str) -> bool:
+        """HEAD ``key``: True if it exists, False on 404."""
+        where = f"s3://{self.bucket}/{key}"
+        resp = self._request("HEAD", key, b"", {}, where, "check")
+        if resp.status == 200:
+            return True
+        if resp.status == 404:
+            return False
+        raise self._refused(resp, where, "check")
+
     def close(self) -> None:
         """Close this thread's connection (others close when their threads end)."""
         conn = getattr(self._local, "conn", None)

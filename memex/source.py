@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from memex.attachments import Content
 from memex.config import SourceConfig
 from memex.records import Message
 
@@ -43,6 +44,7 @@ class Item:
     message: Message | None = None
     failure: Failure | None = None
     blobs: dict[str, bytes] = field(default_factory=dict)  # suffix -> bytes stored beside the record (".eml")
+    contents: list[Content] = field(default_factory=list)  # attachments' bytes, stored content-addressed first
 
 
 @dataclass

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -40,6 +43,22 @@ def write_temp(directory: Path, stem: str, data: bytes, mode: int = FILE_MODE) -
         while view:
             written = os.write(fd, view)
             view = view[written:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return tmp
+
+
+def stream_temp(directory: Path, stem: str, open_body: Callable[[], IO[bytes]], mode: int = FILE_MODE) -> Path:
+    """Like :func:`write_temp`, copying a stream in chunks instead of bytes held in memory."""
+    tmp = directory / f".{stem}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        with open_body() as src, os.fdopen(os.dup(fd), "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
         os.fsync(fd)
     except BaseException:
         os.close(fd)

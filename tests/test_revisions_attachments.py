@@ -1,0 +1,83 @@
+"""The core's revision model and content-addressed attachments, on the file store and on S3 over HTTP."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from memex.attachments import Content, content_key, store_content
+from memex.objectstore import FileStore, ObjectStore, S3Store
+from memex.records import Attachment, Message, Revision, message_key, revision_key
+
+
+def _message(**kw: object) -> Message:
+    return Message(source="src", type="message", native_id="id/1", sent_at=None, text="hello", **kw)  # type: ignore[arg-type]
+
+
+def test_original_bytes_unchanged_and_revision_keyed_under_original() -> None:
+    """An original has no ``revision`` field (old records keep their bytes); a revision lives under the original's key."""
+    original = _message()
+    assert "revision" not in original.to_dict()
+    assert original.key() == message_key("src", "id/1") == "messages/src/id%2F1.json"
+    rev = _message(revision=Revision(id="2026-01-01T00:00:00Z", kind="edit", at="2026-01-01T00:00:00Z"))
+    assert rev.key() == revision_key("src", "id/1", "2026-01-01T00:00:00Z")
+    assert rev.key().startswith("revisions/src/id%2F1/")
+    assert rev.to_dict()["revision"]["kind"] == "edit"
+    assert rev.to_dict()["native_id"] == "id/1"  # the original is found from the revision
+
+
+def _stores(tmp_path: Path, request: pytest.FixtureRequest) -> ObjectStore:
+    if request.param == "file":
+        return FileStore(tmp_path / "store")
+    endpoint = request.getfixturevalue("s3_endpoint")
+    bucket = request.getfixturevalue("s3_bucket")
+    return S3Store(bucket, "pfx", endpoint_url=endpoint, region="us-east-1", retry_base_delay=0.01)
+
+
+@pytest.fixture(params=["file", "s3"])
+def store(tmp_path: Path, request: pytest.FixtureRequest) -> ObjectStore:
+    """A file store and an S3 store on moto."""
+    return _stores(tmp_path, request)
+
+
+def test_same_bytes_stored_once(store: ObjectStore, tmp_path: Path) -> None:
+    """The same attachment sent with two messages is one object, filled into both records by hash and size."""
+    photo = tmp_path / "photo.jpg"
+    photo.write_bytes(b"\xff\xd8" + b"x" * 100_000)
+    first, second = Attachment(id="a1", filename="photo.jpg"), Attachment(id="a2", filename="copy.jpg")
+    assert store_content(store, Content(0, lambda: photo.open("rb")), first) == "new"
+    assert store_content(store, Content(0, lambda: photo.open("rb")), second) == "dup"
+    assert first["sha256"] == second["sha256"] and first["size"] == second["size"] == 100_002
+    assert store.get(content_key(first["sha256"])) == photo.read_bytes()
+
+
+def test_missing_bytes_are_recorded_not_raised(store: ObjectStore, tmp_path: Path) -> None:
+    """An attachment whose file is gone is marked missing; nothing is stored and nothing raises."""
+    gone = tmp_path / "gone.heic"
+    att = Attachment(id="a", filename="gone.heic")
+
+    def opener() -> IO[bytes]:
+        return gone.open("rb")
+
+    assert store_content(store, Content(0, opener), att) == "missing"
+    assert att["missing"] is True and "sha256" not in att
+
+
+def test_stream_is_read_in_chunks(tmp_path: Path) -> None:
+    """The file store copies a stream without one read of the whole body (bounded memory for big files)."""
+    sizes: list[int] = []
+
+    class Counting(io.BytesIO):
+        def read(self, n: int | None = -1) -> bytes:
+            sizes.append(-1 if n is None else n)
+            return super().read(n)
+
+    data = b"y" * (3 << 20)
+    store = FileStore(tmp_path / "s")
+    att = Attachment(id="big")
+    store_content(store, Content(0, lambda: Counting(data)), att)
+    assert sizes and all(0 < n <= 1 << 20 for n in sizes)
+    assert store.get(content_key(att["sha256"])) == data
