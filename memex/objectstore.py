@@ -98,11 +98,15 @@ class FileStore:
 
     def put_new(self, key: str, body: bytes) -> bool:
         """Atomically create ``key`` unless present (link(2) fails on an existing name)."""
+        return self._link_new(key, lambda tmp_dir: write_temp(tmp_dir, "obj", body))
+
+    def _link_new(self, key: str, make_temp: Callable[[Path], Path]) -> bool:
+        """Write a fsynced temp file with ``make_temp`` and link it to ``key``'s name; False if the name exists."""
         path = self._path(key)
         if path.exists():
             return False
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = write_temp(self._tmp_dir(), "obj", body)
+        tmp = make_temp(self._tmp_dir())
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -146,22 +150,7 @@ class FileStore:
 
     def put_new_stream(self, key: str, open_body: Callable[[], IO[bytes]], size: int) -> bool:
         """Create ``key`` by copying a stream into a fsynced temp file and linking it (never whole in memory)."""
-        path = self._path(key)
-        if path.exists():
-            return False
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = stream_temp(self._tmp_dir(), "obj", open_body)
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        except OSError as exc:
-            raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
-        finally:
-            tmp.unlink(missing_ok=True)
-        with self._dirty_lock:
-            self._dirty.add(path.parent)
-        return True
+        return self._link_new(key, lambda tmp_dir: stream_temp(tmp_dir, "obj", open_body))
 
     def sync(self) -> None:
         """fsync every folder a link or rename went into since the last sync."""
