@@ -366,3 +366,9 @@ def dashboard(ctx: click.Context, once: bool, width: int | None) -> None:
         click.echo(render_text(cfg, width=width or shutil.get_terminal_size().columns), nl=False)
         return
     run(cfg)
+
+
+from memex.cli_deploy import cron, launchd  # noqa: E402  (they use the helpers above)
+
+main.add_command(cron)
+main.add_command(launchd)

@@ -25,6 +25,8 @@ from memex.errors import ConfigError
 
 CONFIG_ENV = "MEMEX_CONFIG"
 SOURCE_COMMON_KEYS = ("type", "enabled", "start", "interval", "heartbeat_url")
+# Seconds between polls for a type when its section sets no `interval` (Graph throttles chatty clients).
+TYPE_INTERVALS: dict[str, int] = {"teams": 300}
 _GLOBAL_KEYS = ("state_dir", "store", "sources", "log_max_bytes", "log_backups", "metrics_textfile")
 _STORE_KEYS = ("url", "endpoint_url", "region", "profile", "client")
 _MISSING: Any = object()
@@ -174,7 +176,7 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
             options={k: v for k, v in table.items() if k not in SOURCE_COMMON_KEYS},
             enabled=keys.flag("enabled", default=True),
             start=start,
-            interval=keys.number("interval", default=60, minimum=1),
+            interval=keys.number("interval", default=TYPE_INTERVALS.get(stype, 60), minimum=1),
             heartbeat_url=keys.text("heartbeat_url", default=None),
         )
     return Config(path=path, state_dir=state_dir, store=store, sources=sources, log_max_bytes=log_max_bytes, log_backups=log_backups,
