@@ -41,15 +41,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from memex.config import Config
-from memex.cursors import CursorStore, Section, utc_now
+from memex.cursors import Section, utc_now
 from memex.errors import AlreadyRunning, ConfigError, MemexError, StoreError
-from memex.locks import RunLock
 from memex.logs import source_logger
 from memex.objectstore import open_store
 from memex.records import rfc3339
 from memex.registry import open_poller
 from memex.runner import Uploader, internal_error
 from memex.source import Cursor, Item
+from memex.statebackend import cursor_store, run_lock
 from memex.statedir import ensure_private_dir
 
 DEFAULT_WORKERS = 8
@@ -282,8 +282,7 @@ def backfill(
     ensure_private_dir(cfg.state_dir)
     log = source_logger(cfg.state_dir, source, console=console)
     result = BackfillResult(source=source)
-    ensure_private_dir(cfg.state_dir / "locks")
-    lock = RunLock(lock_path(cfg.state_dir, source))
+    lock = run_lock(cfg, f"{source}.backfill", lock_path(cfg.state_dir, source))
     try:
         lock.acquire()
     except AlreadyRunning as exc:
@@ -340,7 +339,7 @@ class _Run:
         self.checkpoint_seconds, self.checkpoint_items = checkpoint_seconds, checkpoint_items
         self.progress_seconds = progress_seconds
         self.max_failures = max_failures
-        self.cursors = CursorStore(cfg.state_dir)
+        self.cursors = cursor_store(cfg)
         self.args = backfill_args(since, until, rewrite)
         self.start: Cursor = None
         self.done_before = 0

@@ -168,10 +168,10 @@ def cursor() -> None:
 @reports_errors
 def cursor_show(ctx: click.Context, source: str | None, as_json: bool) -> None:
     """Print the stored cursor of SOURCE (or of every source)."""
-    from memex.cursors import CursorStore
+    from memex.statebackend import cursor_store
 
     cfg = load_config(ctx)
-    sections = CursorStore(cfg.state_dir).load()
+    sections = cursor_store(cfg).load()
     names = [source] if source else sorted(set(cfg.sources) | set(sections))
     if source:
         cfg.source(source)
@@ -184,13 +184,13 @@ def cursor_show(ctx: click.Context, source: str | None, as_json: bool) -> None:
 
 
 def _explicit_change(cfg: Any, source: str, value: Any, reason: str) -> None:
-    from memex.cursors import CursorStore
     from memex.logs import config_logger
     from memex.registry import make_poller
     from memex.source import describe
+    from memex.statebackend import cursor_store
 
     poller = make_poller(cfg.source(source))
-    store = CursorStore(cfg.state_dir)
+    store = cursor_store(cfg)
     before = store.section(source).get("cursor")
     pos_before = poller.positions(before) if before is not None else {}
     pos_after = poller.positions(value) if value is not None else {}

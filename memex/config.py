@@ -27,7 +27,7 @@ CONFIG_ENV = "MEMEX_CONFIG"
 SOURCE_COMMON_KEYS = ("type", "enabled", "start", "interval", "heartbeat_url")
 # Seconds between polls for a type when its section sets no `interval` (Graph throttles chatty clients).
 TYPE_INTERVALS: dict[str, int] = {"teams": 300}
-_GLOBAL_KEYS = ("state_dir", "store", "sources", "log_max_bytes", "log_backups", "metrics_textfile")
+_GLOBAL_KEYS = ("state_dir", "store", "sources", "log_max_bytes", "log_backups", "metrics_textfile", "state_url", "lease_seconds")
 _STORE_KEYS = ("url", "endpoint_url", "region", "profile", "client")
 _MISSING: Any = object()
 
@@ -88,6 +88,8 @@ class Config:
     log_max_bytes: int = 10 * 1024 * 1024
     log_backups: int = 5
     metrics_textfile: Path | None = None  # Prometheus textfile; None: <state_dir>/metrics/memex.prom
+    state_url: str | None = None  # s3://bucket/prefix: cursors and run leases shared by several hosts (memex.s3state)
+    lease_seconds: int = 90  # a run lease not renewed for this long (server clock) may be taken over
 
     def source(self, name: str) -> SourceConfig:
         """The named source, or a ConfigError listing the configured ones."""
@@ -133,6 +135,12 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
     log_max_bytes = top.number("log_max_bytes", default=10 * 1024 * 1024, minimum=4096)
     log_backups = top.number("log_backups", default=5, minimum=1, maximum=1000)
     metrics_textfile = top.path("metrics_textfile", default=None)
+    state_url = top.text("state_url", default=None)
+    if state_url is not None:
+        rest = state_url[len("s3://") :] if state_url.startswith("s3://") else ""
+        if not rest or rest.startswith("/"):
+            raise ConfigError("must be s3://bucket/prefix (cursors and leases shared by several hosts)", path=path, key="state_url")
+    lease_seconds = top.number("lease_seconds", default=90, minimum=2, maximum=3600)
     store_table = top.table("store", default={})
     sources_table = top.table("sources", default={})
     top.finish(_GLOBAL_KEYS)
@@ -180,7 +188,7 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
             heartbeat_url=keys.text("heartbeat_url", default=None),
         )
     return Config(path=path, state_dir=state_dir, store=store, sources=sources, log_max_bytes=log_max_bytes, log_backups=log_backups,
-                  metrics_textfile=metrics_textfile)  # fmt: skip
+                  metrics_textfile=metrics_textfile, state_url=state_url, lease_seconds=lease_seconds)  # fmt: skip
 
 
 def _check_source_name(name: str, path: Path | None) -> None:

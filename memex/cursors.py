@@ -40,7 +40,59 @@ def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class CursorStore:
+class CursorEdits:
+    """``advance`` and ``set_cursor``, written once over a store's ``update`` (local file or S3)."""
+
+    def update(self, source: str, change: Callable[[Section], Section]) -> Section:
+        """Apply ``change`` to ``source``'s section atomically (each store does it its own way)."""
+        raise NotImplementedError
+
+    def where(self, source: str) -> str:
+        """Where ``source``'s section is kept, for messages."""
+        raise NotImplementedError
+
+    def advance(self, source: str, expected: Any, new: Any, *, positions: dict[str, int] | None = None) -> None:
+        """Move the live cursor from ``expected`` to ``new`` (compare-and-swap).
+
+        Raises :class:`CursorConflict` if the stored cursor is no longer
+        ``expected`` (it was set or reset while the poll ran): the poll's view
+        is stale and writing would undo that change.
+        """
+
+        def change(section: Section) -> Section:
+            current = section.get("cursor")
+            if current != expected:
+                raise CursorConflict(
+                    f"{self.where(source)}: cursor of {source!r} changed while the poll ran "
+                    f"(expected {json.dumps(expected)}, found {json.dumps(current)}); not saving, the next poll resumes from it"
+                )
+            section["cursor"] = new
+            section["cursor_updated_at"] = utc_now()
+            if positions is not None:
+                section["positions"] = positions
+            return section
+
+        self.update(source, change)
+
+    def set_cursor(self, source: str, cursor: Any, *, reason: str, positions: dict[str, int] | None = None) -> Section:
+        """Set (or with None, clear) the live cursor unconditionally: the explicit, logged way back."""
+
+        def change(section: Section) -> Section:
+            if cursor is None:
+                section.pop("cursor", None)
+                section.pop("positions", None)
+            else:
+                section["cursor"] = cursor
+                if positions is not None:
+                    section["positions"] = positions
+            section["cursor_updated_at"] = utc_now()
+            section["cursor_set_reason"] = reason
+            return section
+
+        return self.update(source, change)
+
+
+class CursorStore(CursorEdits):
     """Read and change per-source sections of ``<state_dir>/cursors.json``."""
 
     def __init__(self, state_dir: Path, lock_timeout: float = 10.0) -> None:
@@ -90,45 +142,9 @@ class CursorStore:
             atomic_replace(self.path, data)
             return after
 
-    def advance(self, source: str, expected: Any, new: Any, *, positions: dict[str, int] | None = None) -> None:
-        """Move the live cursor from ``expected`` to ``new`` (compare-and-swap).
-
-        Raises :class:`CursorConflict` if the stored cursor is no longer
-        ``expected`` (it was set or reset while the poll ran): the poll's view
-        is stale and writing would undo that change.
-        """
-
-        def change(section: Section) -> Section:
-            current = section.get("cursor")
-            if current != expected:
-                raise CursorConflict(
-                    f"{self.path}: cursor of {source!r} changed while the poll ran "
-                    f"(expected {json.dumps(expected)}, found {json.dumps(current)}); not saving, the next poll resumes from it"
-                )
-            section["cursor"] = new
-            section["cursor_updated_at"] = utc_now()
-            if positions is not None:
-                section["positions"] = positions
-            return section
-
-        self.update(source, change)
-
-    def set_cursor(self, source: str, cursor: Any, *, reason: str, positions: dict[str, int] | None = None) -> Section:
-        """Set (or with None, clear) the live cursor unconditionally: the explicit, logged way back."""
-
-        def change(section: Section) -> Section:
-            if cursor is None:
-                section.pop("cursor", None)
-                section.pop("positions", None)
-            else:
-                section["cursor"] = cursor
-                if positions is not None:
-                    section["positions"] = positions
-            section["cursor_updated_at"] = utc_now()
-            section["cursor_set_reason"] = reason
-            return section
-
-        return self.update(source, change)
+    def where(self, source: str) -> str:
+        """The cursors file (every source's section is in it)."""
+        return str(self.path)
 
 
 def _parse(raw: bytes, path: Path) -> dict[str, Section]:

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 from memex import health
 from memex.config import Config, SourceConfig
-from memex.cursors import CursorStore
-from memex.errors import StateError
+from memex.errors import MemexError
 from memex.follow import Follower, parse_line
 from memex.logs import human_line, log_path
 from memex.source import describe
+from memex.statebackend import cursor_store
 from memex.tail import colour, shown
 
 if TYPE_CHECKING:
@@ -140,9 +140,9 @@ class Dashboard:
     def reload_cursors(self) -> None:
         """Re-read ``cursors.json`` (small; replaced whole by every writer)."""
         try:
-            self.sections = CursorStore(self.cfg.state_dir).load()
+            self.sections = cursor_store(self.cfg).load()
             self.cursor_error = None
-        except StateError as exc:
+        except MemexError as exc:  # corrupt state, or S3 state out of reach
             self.cursor_error = str(exc)
 
     def read_new(self, now: float | None = None) -> int:

@@ -37,7 +37,7 @@ class ConfigError(MemexError, ValueError):
 class StateError(MemexError):
     """A state file (cursors.json) is unreadable or corrupt; it is left untouched."""
 
-    def __init__(self, message: str, *, path: Path) -> None:
+    def __init__(self, message: str, *, path: Path | str) -> None:
         self.path = path
         super().__init__(f"{path}: {message}")
 
@@ -54,10 +54,12 @@ class LockTimeout(MemexError, TimeoutError):
 class AlreadyRunning(MemexError):
     """A non-blocking run lock is held by another process."""
 
-    def __init__(self, path: Path, pid: int | None) -> None:
+    def __init__(self, path: Path | str, pid: int | None, *, host: str | None = None) -> None:
         self.path = path
         self.pid = pid
-        super().__init__(f"{path}: already running (pid {pid if pid is not None else 'unknown'})")
+        self.host = host
+        on = f" on {host}" if host else ""
+        super().__init__(f"{path}: already running (pid {pid if pid is not None else 'unknown'}{on})")
 
 
 class SourceError(MemexError):
@@ -66,6 +68,10 @@ class SourceError(MemexError):
 
 class StoreError(MemexError):
     """The object store refused or failed a write or read."""
+
+
+class LeaseLost(MemexError):
+    """A cursor write under a run lease whose epoch is older than the stored one: another host took over."""
 
 
 class CursorConflict(MemexError):

@@ -75,6 +75,8 @@ class RunLock:
     file in place (the file itself is never replaced).
     """
 
+    epoch: int | None = None  # no fencing token: a flock cannot be taken over while its holder lives
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None

@@ -28,14 +28,14 @@ from typing import IO, Any
 from memex import heartbeat, metrics
 from memex.attachments import store_content
 from memex.config import Config
-from memex.cursors import CursorStore, utc_now
-from memex.errors import AlreadyRunning, CursorConflict, MemexError, StateError
-from memex.locks import RunLock
+from memex.cursors import utc_now
+from memex.errors import AlreadyRunning, CursorConflict, LeaseLost, MemexError, StateError
 from memex.logs import config_logger
 from memex.objectstore import ObjectStore, open_store
 from memex.records import canonical_json, encode_id
 from memex.registry import open_poller
 from memex.source import Batch, Cursor, Item, Poller, describe, moved_backward
+from memex.statebackend import cursor_store, run_lock
 from memex.statedir import ensure_private_dir
 
 DEFAULT_MAX_SECONDS = 50.0
@@ -61,6 +61,8 @@ class PollResult:
     reset: str | None = None
     stopped: str | None = None  # "deadline" or "signal" when the poll ended before catching up
     holder_pid: int | None = None
+    holder_host: str | None = None  # with S3 state: the host holding the lease
+    lease_epoch: int | None = None  # with S3 state: the fencing epoch this poll held
 
     def log_fields(self) -> dict[str, Any]:
         """The summary line's fields (no message text, ever)."""
@@ -75,7 +77,7 @@ class PollResult:
             "positions_after": self.positions_after,
             "duration_ms": self.duration_ms,
         }
-        for key in ("error", "reset", "stopped", "holder_pid"):
+        for key in ("error", "reset", "stopped", "holder_pid", "holder_host", "lease_epoch"):
             value = getattr(self, key)
             if value is not None:
                 fields[key] = value
@@ -176,8 +178,7 @@ def poll(
     stop = stop or threading.Event()
     try:
         ensure_private_dir(cfg.state_dir)
-        ensure_private_dir(cfg.state_dir / "locks")
-        lock = RunLock(run_lock_path(cfg.state_dir, name))
+        lock = run_lock(cfg, name, run_lock_path(cfg.state_dir, name), fenced_source=name)
     except OSError as exc:
         raise StateError(
             f"cannot use the state folder ({exc.strerror}); fix its permissions or set state_dir", path=cfg.state_dir
@@ -187,15 +188,19 @@ def poll(
     try:
         lock.acquire()
     except AlreadyRunning as exc:
-        result.status, result.holder_pid = "skipped", exc.pid
+        result.status, result.holder_pid, result.holder_host = "skipped", exc.pid, exc.host
         result.duration_ms = int((time.monotonic() - started) * 1000)
         log.info("poll", **result.log_fields())
         metrics.after_poll(cfg, name, result.log_fields(), log)  # no heartbeat: the running poll reports
         return result
+    result.lease_epoch = lock.epoch
     beat = heartbeat.start(cfg, name, log)  # None unless the source has a heartbeat_url
     try:
         with open_poller(cfg.source(name)) as poller:
-            _run(cfg, name, poller, result, log, deadline=deadline, stop=stop, batch_size=batch_size)
+            _run(cfg, name, poller, result, log, deadline=deadline, stop=stop, batch_size=batch_size, epoch=lock.epoch)
+    except LeaseLost as exc:  # fenced: another host took the lease over while this poll was paused
+        log.error("cursor.fenced", lease=str(lock.path), epoch=lock.epoch)
+        result.status, result.error, result.exit_code = "error", str(exc), exc.exit_code
     except MemexError as exc:
         result.status, result.error, result.exit_code = "error", str(exc), exc.exit_code
     except Exception as exc:  # a bug: report it as one line, keep the process alive for --all
@@ -223,8 +228,9 @@ def _run(
     deadline: float,
     stop: threading.Event,
     batch_size: int,
+    epoch: int | None = None,
 ) -> None:
-    cursors = CursorStore(cfg.state_dir)
+    cursors = cursor_store(cfg, epoch=epoch)
     committed: Cursor = cursors.cursor(name)
     if committed is None and cfg.source(name).start == "now":
         # First poll of a `start = "now"` source: begin at the source's head;

@@ -247,6 +247,36 @@ class LeanS3:
             return False
         raise self._refused(resp, where, "check")
 
+    def get_response(self, key: str) -> Response | None:
+        """GET ``key`` with its headers (``etag``, ``last-modified``, the server's ``date``); None on 404."""
+        where = f"s3://{self.bucket}/{key}"
+        resp = self._request("GET", key, b"", {}, where, "read")
+        if resp.status == 200:
+            return resp
+        if resp.status == 404 and resp.code() in ("NoSuchKey", ""):
+            return None
+        raise self._refused(resp, where, "read")
+
+    def put_if(self, key: str, body: bytes, content_type: str, *, etag: str | None) -> str | None:
+        """Compare-and-swap PUT: ``If-Match: etag`` (or ``If-None-Match: *`` when ``etag`` is None).
+
+        Returns the new ETag, or None when the condition failed (412) or a concurrent conditional write
+        won (409): the caller re-reads and decides. A retried attempt whose first response was lost meets
+        412 too, so callers must recognise their own write on the re-read.
+        """
+        where = f"s3://{self.bucket}/{key}"
+        headers = {"content-type": content_type}
+        if etag is None:
+            headers["if-none-match"] = "*"
+        else:
+            headers["if-match"] = etag
+        resp = self._request("PUT", key, body, headers, where, "conditional write")
+        if resp.status == 200:
+            return resp.headers.get("etag", "")
+        if resp.status in (409, 412):
+            return None
+        raise self._refused(resp, where, "conditional write")
+
     def close(self) -> None:
         """Close this thread's connection (others close when their threads end)."""
         conn = getattr(self._local, "conn", None)

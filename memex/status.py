@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from typing import Any, TypedDict
 
 from memex.config import Config
-from memex.cursors import CursorStore
 from memex.errors import StateError
 from memex.follow import RecentReader
 from memex.health import source_health
 from memex.logs import log_path, short_ts
 from memex.source import describe
+from memex.statebackend import cursor_store, leases
 
 
 class SourceStatus(TypedDict):
@@ -29,19 +30,31 @@ class SourceStatus(TypedDict):
     last_dup: int | None
     last_ok_at: str | None
     last_error: str | None
-    state: str  # from memex.health: OK, IDLE, SKIPPED, FAILING, STALE, STUCK, REGRESSED, SPOOL, DISABLED
+    state: str  # from memex.health: OK, IDLE, SKIPPED, FAILING, STALE, STUCK, REGRESSED, SPOOL, DISABLED; REMOTE here
     state_reason: str
+    polled_by: str | None  # with S3 state: the host of the last poll lease ("host pid N")
+    lease: str | None  # with S3 state: "held by host pid N" while a poll runs, else "free"
+
+
+REMOTE = "REMOTE"
 
 
 def collect(cfg: Config) -> list[SourceStatus]:
     """Build every source's status row (a corrupt cursors file raises StateError)."""
-    sections = CursorStore(cfg.state_dir).load()
+    sections = cursor_store(cfg).load()
+    held = leases(cfg)
     now = time.time()
     rows: list[SourceStatus] = []
     for name, source in sorted(cfg.sources.items()):
         section: dict[str, Any] = sections.get(name, {})
         last, ok = _last_polls(log_path(cfg.state_dir, name), cfg.log_backups)
         error = last.get("error") if last.get("status") == "error" else None
+        health = source_health(cfg, name, now=now)
+        state, reason = health.state, health.reason
+        lease = held.get(name)
+        if lease is not None and not last and lease.host != socket.gethostname():
+            # Never polled here, polled on another host: its logs (and health) are there.
+            state, reason = REMOTE, f"polled on {lease.host} {int(lease.age)}s ago; run memex status there for its health"
         rows.append(
             SourceStatus(
                 source=name,
@@ -55,8 +68,10 @@ def collect(cfg: Config) -> list[SourceStatus]:
                 last_dup=last.get("dup"),
                 last_ok_at=ok.get("ts") if ok else None,
                 last_error=error,
-                state=(health := source_health(cfg, name, now=now)).state,
-                state_reason=health.reason,
+                state=state,
+                state_reason=reason,
+                polled_by=f"{lease.host} pid {lease.pid}" if lease else None,
+                lease=(f"held by {lease.host} pid {lease.pid} (epoch {lease.epoch})" if lease.live else "free") if lease else None,
             )
         )
     return rows
@@ -77,8 +92,9 @@ def _last_polls(path: Path, backups: int) -> tuple[dict[str, Any], dict[str, Any
 
 def render_table(rows: list[SourceStatus]) -> str:
     """Plain-text table of status rows."""
-    header = ("SOURCE", "TYPE", "CURSOR", "LAST POLL", "LAST OK", "STATE", "RESULT")
-    body = []
+    with_host = any(r["lease"] is not None for r in rows)  # S3 state: say which host polls each source
+    header: tuple[str, ...] = ("SOURCE", "TYPE", "CURSOR", "LAST POLL", "LAST OK", "STATE", *(("HOST",) if with_host else ()), "RESULT")
+    body: list[tuple[str, ...]] = []
     for r in rows:
         result = r["last_status"] or "never polled"
         if r["last_status"] in ("ok", "idle"):
@@ -89,7 +105,11 @@ def render_table(rows: list[SourceStatus]) -> str:
             result += f": {r['last_error']}"
         if not r["enabled"]:
             result = "disabled; " + result
-        body.append((r["source"], r["type"], r["cursor"], short_ts(r["last_poll_at"]), short_ts(r["last_ok_at"]), r["state"], result))
+        cells = [r["source"], r["type"], r["cursor"], short_ts(r["last_poll_at"]), short_ts(r["last_ok_at"]), r["state"], result]
+        if with_host:
+            running = (r["lease"] or "").startswith("held")
+            cells.insert(6, (r["polled_by"] or "-").split(" pid ")[0] + (" (running)" if running else ""))
+        body.append(tuple(cells))
     widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(len(header) - 1)]
     out = []
     for row in [header, *body]:

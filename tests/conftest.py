@@ -162,7 +162,8 @@ def read_log(state_dir: Path, source: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-Rule = Callable[[str, str], str | None]  # (method, object key) -> None (forward), "500"/"503"/"403", or "close"
+# (method, object key) -> None (forward), "500"/"503"/"403", "close" (drop unanswered), or "lost" (forward, then drop the answer)
+Rule = Callable[[str, str], str | None]
 
 
 class FaultProxy:
@@ -209,6 +210,11 @@ class FaultProxy:
                 if fault is not None:
                     with proxy.lock:
                         proxy.faults.append((fault, key))
+                    if fault == "lost":
+                        self._forward(body)  # the server applies it; the client never hears back
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
                     if fault == "close":
                         self.close_connection = True
                         self.connection.shutdown(2)
@@ -221,6 +227,17 @@ class FaultProxy:
                     self.end_headers()
                     self.wfile.write(payload)
                     return
+                status, resp_headers, data = self._forward(body)
+                self.send_response(status)
+                for k, v in resp_headers:
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
                 conn = getattr(local, "conn", None)
                 if conn is None:
                     conn = local.conn = http.client.HTTPConnection(proxy.upstream, timeout=30)
@@ -233,14 +250,7 @@ class FaultProxy:
                 except (OSError, http.client.HTTPException):
                     local.conn = None
                     raise
-                self.send_response(resp.status)
-                for k, v in resp.getheaders():
-                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
+                return resp.status, resp.getheaders(), data
 
             do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _any
 
@@ -268,3 +278,29 @@ def proxy(s3_endpoint: str) -> Iterator[FaultProxy]:
     """A fault proxy in front of the session's moto server."""
     with FaultProxy(s3_endpoint) as p:
         yield p
+
+
+@pytest.fixture(scope="session")
+def seaweed_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real SeaweedFS S3 gateway shared by the session; yields its URL."""
+    from tests.seaweed import seaweed_server
+
+    with seaweed_server(tmp_path_factory.mktemp("seaweed")) as url:
+        yield url
+
+
+@pytest.fixture(params=["moto", "seaweedfs"])
+def any_s3(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """(endpoint, fresh bucket) on each S3 server in turn: moto's mock, then SeaweedFS, a real object store."""
+    name = f"memex-{uuid.uuid4().hex[:12]}"
+    if request.param == "moto":
+        endpoint = request.getfixturevalue("s3_endpoint")
+        import boto3
+
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=name)
+    else:
+        from tests.seaweed import create_bucket
+
+        endpoint = request.getfixturevalue("seaweed_endpoint")
+        create_bucket(endpoint, name)
+    return endpoint, name

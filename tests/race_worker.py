@@ -37,3 +37,40 @@ def naive_worker(state_dir: str, name: str, updates: int, barrier: Any) -> None:
         tmp = path.with_name(f".cursors.{os.getpid()}.{i}.tmp")
         tmp.write_text(json.dumps(doc))
         os.replace(tmp, path)
+
+
+def s3_cas_worker(config_path: str, source: str, key: str, updates: int, barrier: Any) -> None:
+    """Increment ``key`` in ``source``'s S3 cursor object ``updates`` times through S3CursorStore.update (If-Match)."""
+    from memex import config
+    from memex.s3state import S3CursorStore, open_state
+
+    store = S3CursorStore(open_state(config.load(config_path)), retry_delay=0.01)
+    barrier.wait(timeout=60)
+    for _ in range(updates):
+        store.update(source, lambda s: {**s, key: int(s.get(key, 0)) + 1})
+
+
+def s3_naive_worker(config_path: str, source: str, key: str, updates: int, barrier: Any) -> None:
+    """The same increments with GET + plain PUT (no If-Match): the idiom a CAS replaces."""
+    from memex import config
+    from memex.s3state import open_state
+
+    state = open_state(config.load(config_path))
+    barrier.wait(timeout=60)
+    for _ in range(updates):
+        raw = state.get(f"cursors/{source}.json")
+        doc = json.loads(raw) if raw else {"format": 1, "source": source, "section": {}}
+        doc["section"][key] = int(doc["section"].get(key, 0)) + 1
+        state.put(f"cursors/{source}.json", json.dumps(doc).encode())
+
+
+def host_worker(config_path: str, sources: list[str], rounds: int, barrier: Any) -> None:
+    """One "host": poll every source ``rounds`` times in a row, each poll a full runner.poll (lease, cursor, store)."""
+    from memex import config
+    from memex.runner import poll
+
+    cfg = config.load(config_path)
+    barrier.wait(timeout=60)
+    for _ in range(rounds):
+        for name in sources:
+            poll(cfg, name, max_seconds=60)

@@ -87,6 +87,31 @@ MUTANTS = [
         ["tests/test_poll.py::test_idle_poll_makes_no_s3_request_and_imports_no_boto3"],
         id="idle-poll-opens-the-store",
     ),
+    pytest.param(
+        "memex/s3lean.py",
+        [('            headers["if-match"] = etag\n', "            pass\n")],
+        ["tests/test_s3state.py::test_concurrent_writers_of_one_source_lose_no_update[moto]"],
+        id="s3-cursor-put-without-if-match",
+    ),
+    pytest.param(
+        "memex/s3state.py",
+        [("            if self.epoch is not None and isinstance(stored_epoch, int) and stored_epoch > self.epoch:\n",
+          "            if False:\n")],
+        ["tests/test_s3state.py::test_a_holder_paused_past_its_ttl_is_fenced_and_the_new_holder_wins"],
+        id="lease-without-fencing-epoch",
+    ),
+    pytest.param(
+        "memex/s3state.py",
+        [("            if attempt and before.get(\"write_id\") == write_id:\n", "            if False:\n")],
+        ["tests/test_s3state.py::test_a_lost_response_to_a_landed_write_is_recognised_not_reapplied"],
+        id="s3-cas-retry-reapplies-a-landed-write",
+    ),
+    pytest.param(
+        "memex/s3state.py",
+        [("            age=got.age,\n", "            age=time.time() - got.last_modified,\n")],
+        ["tests/test_s3state.py::test_a_host_whose_clock_is_far_ahead_does_not_steal_a_live_lease"],
+        id="lease-expiry-by-the-host-clock",
+    ),
 ]  # fmt: skip
 
 

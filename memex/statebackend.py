@@ -1,0 +1,58 @@
+"""Where cursors and run locks live: the local state dir (default) or S3 (``state_url``), chosen once here.
+
+Callers get objects with one interface either way: a cursor store (``load``, ``section``, ``cursor``,
+``update``, ``advance``, ``set_cursor``) and a run lock (``acquire`` raising AlreadyRunning, ``release``,
+and ``epoch``, the fencing token cursor writes carry: None for the local flock, which cannot be overtaken).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from memex.config import Config
+from memex.cursors import CursorStore
+from memex.locks import RunLock
+from memex.statedir import ensure_private_dir
+
+if TYPE_CHECKING:
+    from memex.s3state import LeaseInfo, S3CursorStore, S3Lease
+
+
+def cursor_store(cfg: Config, *, epoch: int | None = None) -> CursorStore | S3CursorStore:
+    """The cursor store of this configuration; ``epoch`` fences its writes (S3 state only)."""
+    if cfg.state_url is None:
+        return CursorStore(cfg.state_dir)
+    from memex.s3state import S3CursorStore, open_state
+
+    return S3CursorStore(open_state(cfg), sources=sorted(cfg.sources), epoch=epoch)
+
+
+def run_lock(cfg: Config, lease: str, local_path: Path, *, fenced_source: str | None = None) -> RunLock | S3Lease:
+    """A run lock: the flock at ``local_path``, or with S3 state the lease ``leases/<lease>.json``.
+
+    ``fenced_source``: the source whose cursor writes carry this lease's epoch; a new lease starts above
+    the epoch already stored there, so a deleted lease object cannot restart the count below the fence.
+    """
+    if cfg.state_url is None:
+        ensure_private_dir(cfg.state_dir)
+        ensure_private_dir(local_path.parent)
+        return RunLock(local_path)
+    from memex.s3state import S3Lease, open_state
+
+    return S3Lease(open_state(cfg), lease, ttl=float(cfg.lease_seconds), fenced_source=fenced_source)
+
+
+def leases(cfg: Config) -> dict[str, LeaseInfo]:
+    """With S3 state: each source's poll lease as last written (holder, epoch, age by the server's clock)."""
+    if cfg.state_url is None:
+        return {}
+    from memex.s3state import open_state, read_lease
+
+    state = open_state(cfg)
+    out = {}
+    for name in sorted(cfg.sources):
+        found = read_lease(state, f"leases/{name}.json")
+        if found is not None:
+            out[name] = found[0]
+    return out
