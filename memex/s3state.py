@@ -59,9 +59,14 @@ GRANULARITY_S = 1.0  # Last-Modified and Date have whole seconds
 log = structlog.get_logger("memex.s3state")
 
 
+def host_name() -> str:
+    """This host's name in leases and cursor writes: ``$MEMEX_HOST``, else the system's host name."""
+    return os.environ.get("MEMEX_HOST") or socket.gethostname()
+
+
 def owner() -> dict[str, Any]:
     """This process as a lease owner and cursor writer."""
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+    return {"host": host_name(), "pid": os.getpid()}
 
 
 def open_state(cfg: Config) -> S3Store:

@@ -43,6 +43,13 @@ def run_lock(cfg: Config, lease: str, local_path: Path, *, fenced_source: str | 
     return S3Lease(open_state(cfg), lease, ttl=float(cfg.lease_seconds), fenced_source=fenced_source)
 
 
+def host_name() -> str:
+    """This host's name as leases record it (``$MEMEX_HOST``, else the system's)."""
+    from memex.s3state import host_name as name
+
+    return name()
+
+
 def leases(cfg: Config) -> dict[str, LeaseInfo]:
     """With S3 state: each source's poll lease as last written (holder, epoch, age by the server's clock)."""
     if cfg.state_url is None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from pathlib import Path
 from typing import Any, TypedDict
@@ -13,7 +12,7 @@ from memex.follow import RecentReader
 from memex.health import source_health
 from memex.logs import log_path, short_ts
 from memex.source import describe
-from memex.statebackend import cursor_store, leases
+from memex.statebackend import cursor_store, host_name, leases
 
 
 class SourceStatus(TypedDict):
@@ -52,7 +51,7 @@ def collect(cfg: Config) -> list[SourceStatus]:
         health = source_health(cfg, name, now=now)
         state, reason = health.state, health.reason
         lease = held.get(name)
-        if lease is not None and not last and lease.host != socket.gethostname():
+        if lease is not None and not last and lease.host != host_name():
             # Never polled here, polled on another host: its logs (and health) are there.
             state, reason = REMOTE, f"polled on {lease.host} {int(lease.age)}s ago; run memex status there for its health"
         rows.append(

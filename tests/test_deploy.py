@@ -9,7 +9,9 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,3 +149,43 @@ def test_systemd_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
                          capture_output=True, text=True, cwd=tmp_path, timeout=60,
                          env={**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": str(runtime)})  # fmt: skip
     assert (out.returncode, out.stderr) == (0, "")
+
+
+def _manifests() -> list[dict[str, Any]]:
+    import yaml
+
+    return [d for d in yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "memex.yaml").read_text()) if d]
+
+
+def test_kubernetes_manifests_pass_the_cronjob_schema_and_reject_a_typo() -> None:
+    """Every object validates against Kubernetes' own schema (strict: unknown keys fail); a misspelt key is caught."""
+    import kubernetes_validate
+
+    docs = _manifests()
+    assert sorted({d["kind"] for d in docs}) == ["ConfigMap", "CronJob", "Secret"]
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.30.0", strict=True)
+    job = next(d for d in docs if d["kind"] == "CronJob")
+    job["spec"]["concurrencyPolice"] = job["spec"].pop("concurrencyPolicy")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(job, "1.30.0", strict=True)
+
+
+def test_kubernetes_cronjobs_match_the_config_they_mount() -> None:
+    """The ConfigMap is a valid memex config with state on S3; each CronJob polls a configured source, once at a time, at its interval."""
+    docs = _manifests()
+    data = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["config.toml"]
+    cfg = config.parse(tomllib.loads(data), Path("/etc/memex/config.toml"))
+    assert cfg.state_url is not None and cfg.state_url.startswith("s3://") and cfg.store.url.startswith("s3://")
+    jobs = [d for d in docs if d["kind"] == "CronJob"]
+    assert jobs
+    for job in jobs:
+        spec = job["spec"]
+        (container,) = spec["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+        args = container["args"]
+        source = cfg.source(args[args.index("poll") + 1])
+        assert spec["concurrencyPolicy"] == "Forbid"
+        assert spec["schedule"] == deploy.cron_schedule(source.interval)
+        assert args[-2:] == ["--max-seconds", str(deploy.max_seconds(source.interval))]
+        secret_vars = {k for d in docs if d["kind"] == "Secret" for k in d["stringData"]}
+        assert {source.options.get("password_env")} - {None} <= secret_vars

@@ -303,3 +303,18 @@ def test_hosts_contending_for_the_same_sources_never_overlap_lose_or_repeat(any_
     assert len(stored) == 2 * (40 + 30)
     sections = S3CursorStore(_state(final), sources=list(dbs)).load()
     assert {n: s["positions"]["rowid"] for n, s in sections.items()} == {"a": 70, "b": 70}
+
+
+def test_a_source_polled_only_on_another_host_is_remote_not_stale(s3_endpoint: str, s3_bucket: str, tmp_path: Path) -> None:
+    """Status on the server for the laptop's source: REMOTE naming the laptop, not STALE (its logs are on the laptop)."""
+    db = tmp_path / "chat.db"
+    imessage_samples.build(db, 3, seed=8)
+    for h in ("laptop", "server"):
+        (tmp_path / h).mkdir()
+    src = {"imessage": {"type": "imessage", "db": str(db)}}
+    laptop, server = (_cfg(tmp_path / h, s3_endpoint, s3_bucket, src) for h in ("laptop", "server"))
+    assert run_cli("poll", "imessage", config=laptop, env={"MEMEX_HOST": "laptop"}).returncode == 0
+    row = json.loads(run_cli("status", "--json", config=server, env={"MEMEX_HOST": "server"}).stdout)[0]
+    assert (row["state"], row["polled_by"].split()[0]) == ("REMOTE", "laptop") and "polled on laptop" in row["state_reason"]
+    here = json.loads(run_cli("status", "--json", config=laptop, env={"MEMEX_HOST": "laptop"}).stdout)[0]
+    assert here["state"] == "OK"
