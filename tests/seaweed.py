@@ -57,10 +57,12 @@ def seaweed_server(workdir: Path, timeout: float = 60.0) -> Iterator[str]:
                                   "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}  # fmt: skip
     (workdir / "s3.json").write_text(json.dumps(identities))
     log = (workdir / "weed.log").open("wb")
-    cmd = [binary, "server", "-s3", f"-s3.config={workdir / 's3.json'}", f"-dir={workdir / 'data'}", "-ip=127.0.0.1",
+    cmd = [binary, f"-logdir={workdir}", "server", "-s3", f"-s3.config={workdir / 's3.json'}", f"-dir={workdir / 'data'}", "-ip=127.0.0.1",
            "-ip.bind=127.0.0.1", f"-master.port={master}", f"-volume.port={volume}", f"-filer.port={filer}", f"-s3.port={s3}",
            "-master.volumeSizeLimitMB=16", "-volume.max=1000", "-master.telemetry=false"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env={**os.environ, "TMPDIR": str(workdir)}
+    )  # its sockets
     url = f"http://127.0.0.1:{s3}"
     try:
         deadline = time.monotonic() + timeout
@@ -86,6 +88,9 @@ def seaweed_server(workdir: Path, timeout: float = 60.0) -> Iterator[str]:
             proc.kill()
             proc.wait(10)
         log.close()
+        for port in (master, volume, filer, s3):  # weed leaves its unix sockets in /tmp whatever TMPDIR says
+            for sock in (*Path("/tmp").glob(f"seaweedfs-*-{port}.sock"), *Path("/tmp").glob(f"seaweedfs-*-{port + 10000}.sock")):
+                sock.unlink(missing_ok=True)
 
 
 def create_bucket(endpoint: str, name: str, timeout: float = 60.0) -> None:

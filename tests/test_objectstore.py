@@ -38,8 +38,9 @@ def test_file_store_refuses_unsafe_keys(tmp_path: Path) -> None:
     assert not (tmp_path / "escape.json").exists()
 
 
-def test_s3_store_create_only_over_http(s3_endpoint: str, s3_bucket: str) -> None:
+def test_s3_store_create_only_over_http(any_s3: tuple[str, str]) -> None:
     """Against a real S3 endpoint, the second create of a key is a duplicate (412), not an error or overwrite."""
+    s3_endpoint, s3_bucket = any_s3  # moto, then SeaweedFS
     store = open_store(StoreConfig(url=f"s3://{s3_bucket}/pre/fix", endpoint_url=s3_endpoint))
     assert store.put_new("messages/s/a.json", b"one") is True
     assert store.put_new("messages/s/a.json", b"two") is False

@@ -55,8 +55,9 @@ def test_poll_into_file_store_then_idle(tmp_path: Path) -> None:
     }  # fmt: skip
 
 
-def test_poll_into_s3_over_http(tmp_path: Path, s3_endpoint: str, s3_bucket: str) -> None:
+def test_poll_into_s3_over_http(tmp_path: Path, any_s3: tuple[str, str]) -> None:
     """Messages land as one object each under <prefix>/messages/<source>/ on a real S3 endpoint."""
+    s3_endpoint, s3_bucket = any_s3  # moto, then SeaweedFS
     cfg, db = imessage_setup(tmp_path, 300, store={"url": f"s3://{s3_bucket}/me", "endpoint_url": s3_endpoint})
     out = run_cli("poll", "imessage", config=cfg)
     assert out.returncode == 0, out.stderr

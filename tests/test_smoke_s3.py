@@ -1,4 +1,4 @@
-"""The S3 endpoint the tests use speaks conditional writes the way S3 does."""
+"""The S3 servers the tests use (moto, SeaweedFS) speak conditional writes the way S3 does."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 
-def test_moto_server_refuses_second_create_with_412(s3_endpoint: str, s3_bucket: str) -> None:
+def test_s3_server_refuses_second_create_with_412(any_s3: tuple[str, str]) -> None:
     """A second PUT with If-None-Match: * on the same key is answered 412, which our dedup relies on."""
+    s3_endpoint, s3_bucket = any_s3  # moto, then SeaweedFS
     client = boto3.client("s3", endpoint_url=s3_endpoint)
     client.put_object(Bucket=s3_bucket, Key="k", Body=b"1", IfNoneMatch="*")
     with pytest.raises(ClientError) as info:
