@@ -74,5 +74,17 @@ class LeaseLost(MemexError):
     """A cursor write under a run lease whose epoch is older than the stored one: another host took over."""
 
 
+class BadCursor(MemexError):
+    """A poller handed back a cursor memex cannot trust (malformed, empty or backward); it is not saved."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        self.source = source
+        self.reason = reason
+        super().__init__(
+            f"poller of {source!r} handed back a cursor memex cannot trust ({reason}); not saving it, the stored cursor stays "
+            "(a bug in the poller: please report it)"
+        )
+
+
 class CursorConflict(MemexError):
     """The stored cursor changed under a running poll, or a poller tried to move it backward."""

@@ -29,7 +29,7 @@ from memex import heartbeat, metrics
 from memex.attachments import store_content
 from memex.config import Config
 from memex.cursors import utc_now
-from memex.errors import AlreadyRunning, CursorConflict, LeaseLost, MemexError, StateError
+from memex.errors import AlreadyRunning, BadCursor, CursorConflict, LeaseLost, MemexError, StateError
 from memex.logs import config_logger
 from memex.objectstore import ObjectStore, open_store
 from memex.records import canonical_json, encode_id
@@ -248,12 +248,19 @@ def _run(
     if set_deadline is not None:
         set_deadline(deadline)
 
+    refused = False
+
     def commit() -> None:
-        nonlocal committed
-        if current == committed:
+        nonlocal committed, refused
+        if current == committed or refused:
             return
+        try:
+            positions = trusted_positions(poller, name, committed, current, declared_reset=result.reset is not None)
+        except BadCursor as exc:
+            refused = True
+            log.error("poller.bad_cursor", reason=exc.reason)
+            raise
         uploader.sync()
-        positions = poller.positions(current)
         cursors.advance(name, committed, current, positions=positions)
         committed = current
         result.positions_after = positions
@@ -289,14 +296,42 @@ def _run(
             commit()
             if not finished or (not batch.items and not moved):
                 break
-    finally:
+    except BaseException:
         # Whatever stopped the loop (an upload failure, a source error), keep
-        # the progress that is durable.
-        commit()
+        # the progress that is durable; that failure stays the poll's error.
+        try:
+            commit()
+        except BadCursor:
+            pass  # logged as poller.bad_cursor by commit()
+        raise
     if result.new or result.dup or result.quarantined:
         result.status = "ok"
     else:
         result.status = "idle"
+
+
+def trusted_positions(poller: Poller, name: str, committed: Cursor, current: Cursor, *, declared_reset: bool) -> dict[str, int]:
+    """The positions of a cursor a poller handed back, or :class:`BadCursor` if memex cannot trust it.
+
+    Every cursor is checked before it is saved: its positions must be computable (a dict of integers), and
+    once the source has a stored cursor they may neither vanish nor go backward (unless the poller declared a
+    reset in this poll). A refused cursor is never saved; the stored one stays.
+    """
+    try:
+        after = poller.positions(current)
+        ok = isinstance(after, dict) and all(isinstance(k, str) and type(v) is int for k, v in after.items())
+    except Exception as exc:  # a malformed cursor makes the poller's own code fail
+        raise BadCursor(name, f"its positions cannot be computed ({exc.__class__.__name__})") from None
+    if not ok:
+        raise BadCursor(name, "its positions are not a map of integers")
+    if committed is not None:
+        before = poller.positions(committed)
+        if before and not after:
+            raise BadCursor(name, f"it has no positions where the stored one has {describe(before)}")
+        back = moved_backward(before, after)
+        if back and not declared_reset:
+            raise BadCursor(name, f"it goes back from {describe(before)} to {describe(after)} without a declared reset")
+    return after
 
 
 def _check_direction(poller: Poller, name: str, current: Cursor, batch: Batch, log: Any, result: PollResult) -> None:

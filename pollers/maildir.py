@@ -193,7 +193,7 @@ class MaildirPoller:
                 if e.ctime_ns != after:
                     after, names = e.ctime_ns, set()
                 names.add(e.key)
-                state = {**folders, folder: {"ctime_ns": after, "names": sorted(names)}}
+                state = {"folders": {**folders, folder: {"ctime_ns": after, "names": sorted(names)}}}
                 raw = self._read(folder, e)
                 if raw is None:  # deleted since the listing: nothing to keep, move past it
                     continue

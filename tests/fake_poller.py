@@ -14,8 +14,19 @@ from memex.records import Message
 from memex.source import Batch, Item
 
 
+def _item_cursor(mode: str | None, i: int, after: int) -> Any:
+    """An item's cursor; the modes hand back ones the runner must refuse (malformed, empty, backward)."""
+    if mode == "malformed":
+        return {"INBOX": i}  # another shape than {"n": N}: positions() cannot read it
+    if mode == "empty":
+        return {}
+    if mode == "item_backward":
+        return {"n": max(0, after - 1)}
+    return {"n": i}
+
+
 class FakePoller:
-    """Messages 1..N from ``{"count": N, "backward": bool}`` in a JSON file."""
+    """Messages 1..N from ``{"count": N, "backward": bool, "mode": ...}`` in a JSON file (see ``_item_cursor`` for modes)."""
 
     def __init__(self, name: str, spec: Path) -> None:
         self.name = name
@@ -40,10 +51,12 @@ class FakePoller:
         if spec.get("backward") and after:
             return Batch(items=[], cursor={"n": after - 1})
         last = min(spec["count"], after + limit)
+        mode = spec.get("mode")
         items = [
-            Item(cursor={"n": i}, message=Message(source=self.name, type="message", native_id=f"m{i}", sent_at=None, text=f"body {i}"))
+            Item(cursor=_item_cursor(mode, i, after), message=Message(source=self.name, type="message", native_id=f"m{i}", sent_at=None,
+                                                                      text=f"body {i}"))
             for i in range(after + 1, last + 1)
-        ]
+        ]  # fmt: skip
         return Batch(items=items, cursor={"n": last} if items else cursor)
 
     def close(self) -> None:

@@ -112,6 +112,20 @@ MUTANTS = [
         ["tests/test_s3state.py::test_a_host_whose_clock_is_far_ahead_does_not_steal_a_live_lease"],
         id="lease-expiry-by-the-host-clock",
     ),
+    pytest.param(
+        "pollers/maildir.py",
+        [('                state = {"folders": {**folders, folder: {"ctime_ns": after, "names": sorted(names)}}}\n',
+          '                state = {**folders, folder: {"ctime_ns": after, "names": sorted(names)}}\n')],
+        ["tests/test_runner_faults.py::test_maildir_poll_stopped_by_its_deadline_mid_batch_resumes_exactly"],
+        id="maildir-item-cursor-without-folders",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("            positions = trusted_positions(poller, name, committed, current, declared_reset=result.reset is not None)\n",
+          "            positions = poller.positions(current)\n")],
+        ["tests/test_runner_faults.py::test_a_cursor_the_runner_cannot_trust_is_refused_loudly_and_never_saved"],
+        id="runner-saves-any-cursor",
+    ),
 ]  # fmt: skip
 
 
