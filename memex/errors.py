@@ -88,3 +88,20 @@ class BadCursor(MemexError):
 
 class CursorConflict(MemexError):
     """The stored cursor changed under a running poll, or a poller tried to move it backward."""
+
+
+def describe_exc(exc: BaseException) -> str:
+    """An exception by its type and error code only, never its message.
+
+    Library messages may quote the record they failed on (sqlite3 quotes the column's text, a codec the
+    bytes it choked on), so memex never puts ``str(exc)`` of a library exception into a log line, an
+    error, a heartbeat body or stderr: this is what it says instead. ``OSError`` keeps its ``strerror``
+    (a system message such as "Permission denied"), sqlite3 errors their ``SQLITE_...`` code name.
+    """
+    name = type(exc).__name__
+    code = getattr(exc, "sqlite_errorname", None)
+    if isinstance(code, str) and code:
+        return f"{name} {code}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{name}: {exc.strerror}"
+    return name

@@ -108,8 +108,21 @@ class Message:
 
 
 def canonical_json(doc: Any) -> bytes:
-    """Render ``doc`` the one way memex renders JSON objects."""
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    """Render ``doc`` the one way memex renders JSON objects (lone surrogates become U+FFFD, never a crash)."""
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:
+        return repair_text(text).encode() + b"\n"
+
+
+def repair_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (a surrogate pair becomes its character).
+
+    Lone surrogates come from decoders that let bad input through (utf-7 ``+2AA-``, ``surrogateescape``
+    file names) and cannot be written as UTF-8.
+    """
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def rfc3339(dt: datetime) -> str:

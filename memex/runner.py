@@ -18,10 +18,11 @@ and never imports boto3.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,12 +30,12 @@ from memex import heartbeat, metrics
 from memex.attachments import store_content
 from memex.config import Config
 from memex.cursors import utc_now
-from memex.errors import AlreadyRunning, BadCursor, CursorConflict, LeaseLost, MemexError, StateError
+from memex.errors import AlreadyRunning, BadCursor, CursorConflict, LeaseLost, MemexError, StateError, describe_exc
 from memex.logs import config_logger
 from memex.objectstore import ObjectStore, open_store
-from memex.records import canonical_json, encode_id
+from memex.records import canonical_json, encode_id, repair_text
 from memex.registry import open_poller
-from memex.source import Batch, Cursor, Item, Poller, describe, moved_backward
+from memex.source import Batch, Cursor, Failure, Item, Poller, describe, moved_backward
 from memex.statebackend import cursor_store, run_lock
 from memex.statedir import ensure_private_dir
 
@@ -99,6 +100,21 @@ def internal_error(exc: BaseException) -> str:
     return f"internal error: {type(exc).__name__}{where}; please report it (run with the same data to reproduce)"
 
 
+def unrenderable(item: Item, exc: Exception) -> Item:
+    """The item as a quarantine entry: a record that could not be turned into bytes, kept as raw bytes.
+
+    The raw bytes are the item's first blob (the mail as received) or else the record rendered with every
+    non-ASCII character escaped, which always encodes; the reason names the exception's type only.
+    """
+    message = item.message
+    assert message is not None
+    raw = next(iter(item.blobs.values()), None)
+    if raw is None:
+        raw = json.dumps(asdict(message), sort_keys=True, ensure_ascii=True, default=repr).encode()
+    reason = f"cannot render the record ({describe_exc(exc)})"
+    return Item(cursor=item.cursor, failure=Failure(native_id=message.native_id, reason=reason, raw=raw, ref=message.native_id))
+
+
 class Uploader:
     """Stores items for one source: blobs, then the record (create-only), or quarantine."""
 
@@ -121,25 +137,34 @@ class Uploader:
         return self._store is not None
 
     def put(self, item: Item, *, rewrite: bool = False) -> str:
-        """Store one item; return ``new``, ``dup``, ``rewritten`` or ``quarantined``."""
-        if item.message is not None:
-            for content in item.contents:
-                store_content(self.store, content, item.message.attachments[content.index])
-            for suffix, blob in item.blobs.items():
-                key = item.message.key()[: -len(".json")] + suffix
+        """Store one item; return ``new``, ``dup``, ``rewritten`` or ``quarantined``.
+
+        Whatever fails while the record is turned into bytes (key, JSON, encoding) quarantines that record
+        with its raw bytes; only the store's own failures propagate (and stop the cursor before the item).
+        """
+        message = item.message
+        if message is not None:
+            try:  # everything that turns the record into bytes, before anything is stored
+                key = message.key()
+                body = message.to_json()
+                blobs = {key[: -len(".json")] + suffix: blob for suffix, blob in item.blobs.items()}
+            except Exception as exc:
+                item = unrenderable(item, exc)
+            else:
+                for content in item.contents:
+                    store_content(self.store, content, message.attachments[content.index])
+                for blob_key, blob in blobs.items():
+                    if rewrite:
+                        self.store.put(blob_key, blob)
+                    else:
+                        self.store.put_new(blob_key, blob)
                 if rewrite:
-                    self.store.put(key, blob)
-                else:
-                    self.store.put_new(key, blob)
-            key = item.message.key()
-            body = item.message.to_json()
-            if rewrite:
-                existing = self.store.get(key)
-                if existing == body:
-                    return "dup"
-                self.store.put(key, body)
-                return "new" if existing is None else "rewritten"
-            return "new" if self.store.put_new(key, body) else "dup"
+                    existing = self.store.get(key)
+                    if existing == body:
+                        return "dup"
+                    self.store.put(key, body)
+                    return "new" if existing is None else "rewritten"
+                return "new" if self.store.put_new(key, body) else "dup"
         if item.failure is not None:
             failure = item.failure
             base = f"quarantine/{encode_id(self.source)}/{encode_id(failure.native_id)}"
@@ -153,7 +178,7 @@ class Uploader:
                 "quarantined_at": utc_now(),
             }
             self.store.put_new(base + ".json", canonical_json(meta))
-            self.log.warning("record.quarantined", ref=failure.ref, native_id=failure.native_id, reason=failure.reason)
+            self.log.warning("record.quarantined", ref=failure.ref, native_id=repair_text(failure.native_id), reason=failure.reason)
             return "quarantined"
         return "skip"
 

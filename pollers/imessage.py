@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import quote
 
 from memex.config import SourceConfig
-from memex.errors import SourceError
+from memex.errors import SourceError, describe_exc
 from memex.records import Attachment, Conversation, Message, Sender, rfc3339
 from memex.source import Batch, Cursor, Item
 from pollers.typedstream_text import decode_attributed_body
@@ -113,7 +113,7 @@ class IMessagePoller:
             conn.execute("PRAGMA query_only = 1")
             cols = {row[1] for row in conn.execute("PRAGMA table_info(message)")}
         except sqlite3.Error as exc:
-            raise SourceError(f"{path}: cannot open chat.db ({exc}); {fda}") from None
+            raise SourceError(f"{path}: cannot open chat.db ({describe_exc(exc)}); {fda}") from None
         if not cols:
             conn.close()
             raise SourceError(f"{path}: not a Messages database (no message table); check `db` in the source's config section")
@@ -163,7 +163,7 @@ class IMessagePoller:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise SourceError(
-                f"{self.db}: read failed ({exc}); if Messages.app is rebuilding the database, the next poll retries"
+                f"{self.db}: read failed ({describe_exc(exc)}); if Messages.app is rebuilding the database, the next poll retries"
             ) from None
         return Batch(items=items, cursor=items[-1].cursor)
 
@@ -327,7 +327,9 @@ class IMessagePoller:
                 finally:
                     conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                raise SourceError(f"{self.db}: read failed ({exc}); rerun the backfill to continue from its checkpoint") from None
+                raise SourceError(
+                    f"{self.db}: read failed ({describe_exc(exc)}); rerun the backfill to continue from its checkpoint"
+                ) from None
             if not rows:
                 return
             for item in items:
@@ -344,7 +346,7 @@ class IMessagePoller:
         try:
             row = conn.execute(f"SELECT COUNT(*) FROM message m WHERE m.ROWID > ?{where}", (after, *params)).fetchone()
         except sqlite3.Error as exc:
-            raise SourceError(f"{self.db}: read failed ({exc})") from None
+            raise SourceError(f"{self.db}: read failed ({describe_exc(exc)})") from None
         return int(row[0])
 
     def _check_history_checkpoint(self, conn: sqlite3.Connection, checkpoint: Cursor) -> None:

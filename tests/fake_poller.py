@@ -25,6 +25,11 @@ def _item_cursor(mode: str | None, i: int, after: int) -> Any:
     return {"n": i}
 
 
+def _extra(spec: dict[str, Any], i: int) -> dict[str, Any]:
+    """Message i's extra; listed in ``unserialisable``, it holds a value JSON cannot encode (a set)."""
+    return {"odd": {i}} if i in spec.get("unserialisable", []) else {}
+
+
 class FakePoller:
     """Messages 1..N from ``{"count": N, "backward": bool, "mode": ...}`` in a JSON file (see ``_item_cursor`` for modes)."""
 
@@ -54,7 +59,7 @@ class FakePoller:
         mode = spec.get("mode")
         items = [
             Item(cursor=_item_cursor(mode, i, after), message=Message(source=self.name, type="message", native_id=f"m{i}", sent_at=None,
-                                                                      text=f"body {i}"))
+                                                                      text=f"body {i}", extra=_extra(spec, i)))
             for i in range(after + 1, last + 1)
         ]  # fmt: skip
         return Batch(items=items, cursor={"n": last} if items else cursor)

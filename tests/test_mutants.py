@@ -126,6 +126,26 @@ MUTANTS = [
         ["tests/test_runner_faults.py::test_a_cursor_the_runner_cannot_trust_is_refused_loudly_and_never_saved"],
         id="runner-saves-any-cursor",
     ),
+    pytest.param(
+        "memex/records.py",
+        [("        return repair_text(text).encode() + b\"\\n\"\n", "        raise\n")],
+        ["tests/test_record_faults.py::test_maildir_mail_decoding_to_lone_surrogates_is_stored_and_the_rest_goes_on",
+         "tests/test_record_faults.py::test_imap_mail_decoding_to_lone_surrogates_does_not_stop_the_mailboxes_after_it"],
+        id="lone-surrogates-crash-the-poll",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("            except Exception as exc:\n                item = unrenderable(item, exc)\n",
+          "            except ZeroDivisionError as exc:\n                item = unrenderable(item, exc)\n")],
+        ["tests/test_record_faults.py::test_a_record_that_cannot_be_serialised_is_quarantined_with_its_bytes"],
+        id="unrenderable-record-stops-the-poll",
+    ),
+    pytest.param(
+        "pollers/imessage.py",
+        [("read failed ({describe_exc(exc)}); if Messages.app", "read failed ({exc}); if Messages.app")],
+        ["tests/test_record_faults.py::test_a_database_error_quoting_message_text_reaches_no_output"],
+        id="sqlite-message-in-the-log",
+    ),
 ]  # fmt: skip
 
 
