@@ -31,11 +31,13 @@ from memex.errors import MemexError
 from memex.follow import Follower, parse_line
 from memex.logs import human_line, log_path
 from memex.source import describe
-from memex.statebackend import cursor_store
+from memex.statebackend import cursor_store, leases
 from memex.tail import colour, shown
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
+
+    from memex.s3state import LeaseInfo
 
 DAY = 24 * 3600.0
 SPARK = "▁▂▃▄▅▆▇█"
@@ -112,6 +114,7 @@ class Dashboard:
         self.lines_parsed = 0
         self.cursor_error: str | None = None
         self.sections: dict[str, dict[str, Any]] = {}
+        self.leases: dict[str, LeaseInfo] = {}
         when = time.time() if now is None else now
         self.views: dict[str, SourceView] = {}
         for name, conf in sorted(cfg.sources.items()):
@@ -141,6 +144,7 @@ class Dashboard:
         """Re-read ``cursors.json`` (small; replaced whole by every writer)."""
         try:
             self.sections = cursor_store(self.cfg).load()
+            self.leases = leases(self.cfg)  # S3 state only: who polls each source
             self.cursor_error = None
         except MemexError as exc:  # corrupt state, or S3 state out of reach
             self.cursor_error = str(exc)
@@ -242,6 +246,9 @@ class Dashboard:
         notes = [r for r in rows if r.state not in (health.OK, health.IDLE, health.DISABLED)]
         for r in notes:
             parts.append(Text(f"{r.name}: {r.state}: {r.reason}", style=STATE_STYLE.get(r.state, "")))
+        if self.leases:
+            held = [f"{n} {'polling on' if le.live else 'last polled on'} {le.host}" for n, le in sorted(self.leases.items())]
+            parts.append(Text("hosts: " + "; ".join(held)))
         if self.cursor_error:
             parts.append(Text(f"cursors: {self.cursor_error}", style="bold red"))
         if not self.views:

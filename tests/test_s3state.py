@@ -318,3 +318,13 @@ def test_a_source_polled_only_on_another_host_is_remote_not_stale(s3_endpoint: s
     assert (row["state"], row["polled_by"].split()[0]) == ("REMOTE", "laptop") and "polled on laptop" in row["state_reason"]
     here = json.loads(run_cli("status", "--json", config=laptop, env={"MEMEX_HOST": "laptop"}).stdout)[0]
     assert here["state"] == "OK"
+
+
+def test_the_dashboard_says_which_host_polls_each_source(s3_endpoint: str, s3_bucket: str, tmp_path: Path) -> None:
+    """With S3 state, `dashboard --once` names the host that last polled each source."""
+    db = tmp_path / "chat.db"
+    imessage_samples.build(db, 3, seed=9)
+    cfg = _cfg(tmp_path, s3_endpoint, s3_bucket, {"imessage": {"type": "imessage", "db": str(db)}})
+    assert run_cli("poll", "imessage", config=cfg, env={"MEMEX_HOST": "laptop"}).returncode == 0
+    out = run_cli("dashboard", "--once", "--width", "160", config=cfg)
+    assert out.returncode == 0 and "hosts: imessage last polled on laptop" in out.stdout
