@@ -156,6 +156,31 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(render_table(rows))
 
 
+@main.command()
+@click.argument("source")
+@click.pass_context
+@reports_errors
+def auth(ctx: click.Context, source: str) -> None:
+    """Sign SOURCE in interactively once (Teams: Microsoft's device-code flow); cron polls then refresh silently.
+
+    Prints a URL and a code: open the URL in any browser, enter the code and
+    approve. The login is kept in the state folder (0600). Run it again when
+    a poll says the login expired or was revoked. Exit codes: 0 signed in,
+    1 sign-in failed, 2 SOURCE's type needs no sign-in or the config is wrong.
+    """
+    from memex.errors import ConfigError
+    from memex.registry import open_poller
+
+    cfg = load_config(ctx)
+    conf = cfg.source(source)
+    with open_poller(conf) as poller:
+        authenticate = getattr(poller, "authenticate", None)
+        if authenticate is None:
+            raise ConfigError(f"sources of type {conf.type!r} need no sign-in", path=cfg.path, key=f"sources.{source}")
+        who = authenticate(lambda line: click.echo(line, err=True))
+    click.echo(f"{source}: signed in as {who}; polls will refresh the login silently")
+
+
 @main.group()
 def cursor() -> None:
     """Show, set or reset a source's cursor (the only way to move one backward)."""

@@ -71,6 +71,7 @@ class SourceConfig:
     start: str = "beginning"
     interval: int = 60
     heartbeat_url: str | None = None
+    state_dir: Path | None = None  # the config's state folder, for a poller that keeps private files (a login's token cache)
 
     def keys(self) -> Keys:
         """A checked reader over this section's type-specific keys."""
@@ -186,6 +187,7 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
             start=start,
             interval=keys.number("interval", default=TYPE_INTERVALS.get(stype, 60), minimum=1),
             heartbeat_url=keys.text("heartbeat_url", default=None),
+            state_dir=state_dir,
         )
     return Config(path=path, state_dir=state_dir, store=store, sources=sources, log_max_bytes=log_max_bytes, log_backups=log_backups,
                   metrics_textfile=metrics_textfile, state_url=state_url, lease_seconds=lease_seconds)  # fmt: skip

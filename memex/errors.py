@@ -105,3 +105,14 @@ def describe_exc(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return f"{name}: {exc.strerror}"
     return name
+
+
+class AuthRequired(SourceError):
+    """A source's login is missing, expired or revoked: the user must run ``memex auth SOURCE`` again.
+
+    The poll fails with this one line (exit 1); it never quotes a token or the identity platform's answer.
+    """
+
+    def __init__(self, source: str, why: str) -> None:
+        self.source = source
+        super().__init__(f"{source}: {why}; run `memex auth {source}` to sign in again")

@@ -146,6 +146,19 @@ MUTANTS = [
         ["tests/test_record_faults.py::test_a_database_error_quoting_message_text_reaches_no_output"],
         id="sqlite-message-in-the-log",
     ),
+    pytest.param(
+        "pollers/teams.py",
+        [("            if items:\n                return Batch(items=items, cursor=cursor)\n",
+          "            if items:\n                return Batch(items=items, cursor=self._advanced(cursor, walk))\n")],
+        ["tests/test_teams.py::test_kill_9_mid_walk_then_rerun_stores_every_message_once"],
+        id="teams-chat-cursor-saved-per-page",
+    ),
+    pytest.param(
+        "pollers/teams_render.py",
+        [("f\"reactions-{reactions_digest(msg.get('reactions'))}\"", "f\"reactions-{modified}\"")],
+        ["tests/test_teams.py::test_incremental_poll_stores_new_messages_and_changes_as_revisions"],
+        id="teams-reaction-bump-without-a-change-is-a-revision",
+    ),
 ]  # fmt: skip
 
 

@@ -1,0 +1,304 @@
+"""Microsoft Teams chats (``type = "teams"``), through Microsoft Graph with a delegated login.
+
+Keys: ``client_id`` (default: Microsoft's public "Microsoft Graph Command
+Line Tools" app), ``tenant`` (default ``organizations``), ``authority``
+(default ``https://login.microsoftonline.com``), ``graph_url`` (default
+``https://graph.microsoft.com/v1.0``; national clouds and tests set both),
+``timeout`` (seconds per request, default 30), ``page_size`` (1..50,
+default 50) and ``overlap_seconds`` (default 60). ``memex auth SOURCE``
+signs in once (:mod:`pollers.teams_auth`); polls refresh silently.
+
+Each poll lists ``/me/chats`` (paged), then walks each chat's
+``/me/chats/{id}/messages`` with ``$orderby=lastModifiedDateTime desc`` and
+``$filter=lastModifiedDateTime gt <cursor - overlap>``, following
+``@odata.nextLink`` to the end. Pages come newest first, so a chat's cursor
+moves only in the batch that ends its walk: a poll stopped mid-walk (kill
+-9, the deadline) re-walks that chat next time and dedup absorbs the
+replay. A chat not in the cursor (new, or first sync) is walked from its
+start.
+
+Cursor: ``{"chats": {CHAT_ID: {"t": µs, "seen": ["MSGID@µs", ...]}}}``:
+``t`` is the newest ``lastModifiedDateTime`` stored, ``seen`` the messages
+modified within the overlap before it, so the overlap's re-reads are
+skipped instead of counted as duplicates (a re-read message with a *new*
+modification time is processed). Positions: ``{"chats": N, "modified":
+newest t in seconds}``.
+
+A message not stored before becomes its original record (as it is now:
+edited text, deleted flag, reactions). A stored message seen again with a
+new modification time becomes revisions of it (:func:`teams_render.revision_plan`):
+``edit-<time>``, ``delete-<time>``, or ``reactions-<digest>``; the original
+is never rewritten. Inline images (``hostedContents``) are fetched and
+stored content-addressed; file references stay metadata.
+
+A chat that still fails after the retries the deadline allows keeps its
+cursor; the other chats go on and the poll then fails with one line naming
+it (exit 1).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from memex.config import SourceConfig
+from memex.errors import ConfigError, SourceError
+from memex.records import Conversation
+from memex.source import Batch, Cursor, Item
+from pollers import teams_render as render
+from pollers.teams_auth import CHAT_SCOPES, DEFAULT_AUTHORITY, DEFAULT_CLIENT_ID, DEFAULT_TENANT, AuthSettings, Login
+from pollers.teams_graph import Graph, GraphUnavailable, NotFound
+
+DEFAULT_GRAPH = "https://graph.microsoft.com/v1.0"
+MAX_PAGE = 50  # Graph's largest $top for chat messages
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A validated ``[sources.NAME]`` of type teams."""
+
+    auth: AuthSettings
+    graph_url: str
+    timeout: float
+    page_size: int
+    overlap_us: int
+
+
+def _url_key(keys: Any, key: str, default: str) -> str:
+    value: str = keys.text(key, default=default).rstrip("/")
+    if not value.startswith("https://"):
+        raise keys.error(key, f"must be an https:// URL, not {value!r}")
+    return value
+
+
+def make(source: SourceConfig) -> TeamsPoller:
+    """Validate ``[sources.NAME]`` of type teams and build its poller (no network yet)."""
+    keys = source.keys()
+    client_id = keys.text("client_id", default=DEFAULT_CLIENT_ID)
+    tenant = keys.text("tenant", default=DEFAULT_TENANT)
+    if not client_id or not tenant or "/" in tenant:
+        raise keys.error("tenant" if client_id else "client_id", "must be a non-empty ID or name without '/'")
+    authority = _url_key(keys, "authority", DEFAULT_AUTHORITY)
+    graph_url = _url_key(keys, "graph_url", DEFAULT_GRAPH)
+    timeout = keys.number("timeout", default=30, minimum=1, maximum=600)
+    page_size = keys.number("page_size", default=MAX_PAGE, minimum=1, maximum=MAX_PAGE)
+    overlap = keys.number("overlap_seconds", default=60, minimum=0, maximum=86400)
+    keys.finish()
+    if source.state_dir is None:
+        raise ConfigError(
+            "a teams source needs the config's state_dir (its login is kept there)", path=source.path, key=f"sources.{source.name}"
+        )
+    settings = Settings(
+        auth=AuthSettings(client_id=client_id, tenant=tenant, authority=authority, scopes=CHAT_SCOPES, timeout=float(timeout)),
+        graph_url=graph_url,
+        timeout=float(timeout),
+        page_size=page_size,
+        overlap_us=overlap * 1_000_000,
+    )
+    return TeamsPoller(source.name, settings, Login(source.name, settings.auth, source.state_dir))
+
+
+@dataclass
+class _Walk:
+    """One chat being walked in this poll: where the next page is and what the walk has seen."""
+
+    chat: Conversation
+    next_url: str | None
+    prev: dict[str, Any] | None  # the chat's cursor entry before the walk (None: never walked)
+    newest: int = 0
+    seen: dict[str, int] = field(default_factory=dict)  # message id -> lastModified µs, of this walk
+
+
+class TeamsPoller:
+    """Reads new and changed chat messages of the signed-in user."""
+
+    def __init__(self, name: str, settings: Settings, login: Login, *, backoff: tuple[float, ...] | None = None) -> None:
+        self.name = name
+        self.settings = settings
+        self.login = login
+        self.graph = Graph(settings.graph_url, self._token, timeout=settings.timeout, source=name, backoff=backoff)
+        self._me: str | None = None
+        self._queue: list[Conversation] | None = None
+        self._walk: _Walk | None = None
+        self._failed: list[str] = []
+
+    def _token(self, force: bool) -> str:
+        return self.login.token(force_refresh=force)
+
+    def set_deadline(self, deadline: float) -> None:
+        """Bound every retry and Retry-After wait by the poll's deadline (:class:`memex.source.DeadlineAware`)."""
+        self.graph.deadline = deadline
+
+    def authenticate(self, say: Any) -> str:
+        """Sign in interactively (``memex auth``): the device-code flow; returns the account's user name."""
+        name: str = self.login.device_flow(say)
+        return name
+
+    def close(self) -> None:
+        """Close the HTTP session."""
+        self.graph.close()
+
+    def positions(self, cursor: Cursor) -> dict[str, int]:
+        """``{"chats": chats walked, "modified": newest stored modification (epoch seconds)}``."""
+        chats = (cursor or {}).get("chats") or {}
+        newest = max((int(c.get("t", 0)) for c in chats.values()), default=0)
+        return {"chats": len(chats), "modified": newest // 1_000_000}
+
+    # -- the walk ------------------------------------------------------------
+    def _chats(self) -> list[Conversation]:
+        params = urlencode({"$top": MAX_PAGE, "$expand": "members"}, safe="$")
+        out: list[Conversation] = []
+        for page, _next, _delta in self.graph.pages(self.graph.url(f"/me/chats?{params}")):
+            for chat in page:
+                cid = chat.get("id")
+                if not isinstance(cid, str) or not cid:
+                    continue
+                members = [m for m in chat.get("members") or [] if isinstance(m, dict)]
+                people = [
+                    str(m.get("email") or m.get("userId") or m.get("displayName"))
+                    for m in members
+                    if m.get("email") or m.get("userId") or m.get("displayName")
+                ]
+                name = chat.get("topic") if isinstance(chat.get("topic"), str) else None
+                if name is None and chat.get("chatType") == "oneOnOne":
+                    others = [m.get("displayName") for m in members if m.get("userId") != self._me and m.get("displayName")]
+                    name = others[0] if others else None
+                out.append(Conversation(id=cid, name=name, participants=people))
+        return out
+
+    def _messages_url(self, chat_id: str, prev: dict[str, Any] | None) -> str:
+        params: dict[str, Any] = {"$top": self.settings.page_size, "$orderby": "lastModifiedDateTime desc"}
+        if prev is not None:
+            since = max(0, int(prev.get("t", 0)) - self.settings.overlap_us)
+            params["$filter"] = f"lastModifiedDateTime gt {render.format_ts(since)}"
+        return self.graph.url(f"/me/chats/{quote(chat_id, safe=':@;')}/messages?" + urlencode(params, safe="$:", quote_via=quote))
+
+    def fetch(self, cursor: Cursor, limit: int) -> Batch:
+        """The next page of the chat being walked; the batch ending a chat's walk carries its new cursor."""
+        cursor = cursor or {"chats": {}}
+        if self._queue is None:
+            self._me = self.login.user_id()
+            self._queue = self._chats()
+        while self._walk is not None or self._queue:
+            if self._walk is None:
+                chat = self._queue.pop(0)
+                prev = cursor["chats"].get(chat["id"])
+                self._walk = _Walk(chat=chat, next_url=self._messages_url(chat["id"] or "", prev), prev=prev)
+            walk = self._walk
+            try:
+                items = self._page(walk, cursor)
+            except (GraphUnavailable, NotFound) as exc:
+                self._failed.append(f"{walk.chat['id']} ({exc})")
+                self._walk = None
+                continue
+            if walk.next_url is None:
+                self._walk = None
+                new = self._advanced(cursor, walk)
+                if items or new != cursor:
+                    return Batch(items=items, cursor=new)
+                continue
+            if items:
+                return Batch(items=items, cursor=cursor)
+        if self._failed:
+            failed, self._failed = self._failed, []
+            raise SourceError(f"{self.name}: {len(failed)} chat(s) not read this time, their cursors kept: {'; '.join(failed)[:600]}")
+        return Batch(items=[], cursor=cursor)
+
+    def _page(self, walk: _Walk, cursor: Cursor) -> list[Item]:
+        """Fetch the walk's next page and turn its messages into items (all at the unchanged cursor)."""
+        assert walk.next_url is not None
+        doc = self.graph.get(walk.next_url)
+        values = doc.get("value") if isinstance(doc, dict) else None
+        if not isinstance(values, list):
+            raise GraphUnavailable(f"{self.name}: Graph answered a page without a value list")
+        nxt = doc.get("@odata.nextLink")
+        items: list[Item] = []
+        for msg in values:
+            items.extend(self._message(walk, msg, cursor))
+        walk.next_url = nxt if isinstance(nxt, str) else None
+        return items
+
+    def _message(self, walk: _Walk, msg: Any, cursor: Cursor) -> list[Item]:
+        chat_id = walk.chat["id"] or ""
+        mid = msg.get("id") if isinstance(msg, dict) else None
+        modified = render.parse_ts(msg.get("lastModifiedDateTime")) if isinstance(msg, dict) else None
+        if not isinstance(mid, str) or modified is None:
+            import json
+
+            raw = json.dumps(msg, sort_keys=True).encode()
+            ref = f"{chat_id}/{mid}" if isinstance(mid, str) else chat_id
+            return [Item(cursor=cursor, failure=_failure(ref, "chatMessage without an id or a valid lastModifiedDateTime", raw))]
+        walk.newest = max(walk.newest, modified)
+        walk.seen[mid] = modified
+        prev = walk.prev
+        if prev is not None and f"{mid}@{modified}" in prev.get("seen", ()):
+            return []  # the overlap's re-read of a message already handled
+        try:
+            message = render.render(self.name, walk.chat, msg, self._me)
+        except Exception as exc:  # one odd message never blocks the chat
+            import json
+
+            return [
+                Item(cursor=cursor, failure=_failure(f"{chat_id}/{mid}", f"cannot render ({type(exc).__name__})", json.dumps(msg).encode()))
+            ]
+        known_ids = {s.rpartition("@")[0] for s in prev.get("seen", ())} if prev is not None else set()
+        created = render.parse_ts(msg.get("createdDateTime"))
+        since = int(prev.get("t", 0)) - self.settings.overlap_us if prev is not None else None
+        stored_before = since is not None and ((created is not None and created <= since) or mid in known_ids)
+        if not stored_before:
+            return [self._with_contents(Item(cursor=cursor, message=message), chat_id, mid)]
+        out = []
+        for kind, rid, at in render.revision_plan(msg, since or 0):
+            rev = render.render(self.name, walk.chat, msg, self._me)
+            out.append(self._with_contents(Item(cursor=cursor, message=render.as_revision(rev, kind, rid, at)), chat_id, mid))
+        return out
+
+    def _with_contents(self, item: Item, chat_id: str, mid: str) -> Item:
+        """Fetch the inline images an item's record lists and hand their bytes to the runner."""
+        assert item.message is not None
+        for index, att in enumerate(item.message.attachments):
+            if not att["id"].startswith("hostedContents/"):
+                continue
+            hosted = att["id"].split("/", 1)[1]
+            url = self.graph.url(f"/chats/{quote(chat_id, safe=':@;')}/messages/{quote(mid)}/hostedContents/{quote(hosted)}/$value")
+            try:
+                data = self.graph.get(url, binary=True)
+            except NotFound:
+                att["missing"] = True
+                continue
+            item.contents.append(_content(index, data))
+        return item
+
+    def _advanced(self, cursor: Cursor, walk: _Walk) -> Cursor:
+        """The cursor with the walked chat moved to the newest modification seen (never backward)."""
+        prev = walk.prev or {"t": 0, "seen": []}
+        t = max(int(prev.get("t", 0)), walk.newest)
+        floor = t - self.settings.overlap_us
+        seen: dict[str, int] = {}
+        for entry in prev.get("seen", ()):
+            sid, _, at = entry.rpartition("@")
+            if at.isdigit() and int(at) > floor:
+                seen[sid] = max(seen.get(sid, 0), int(at))
+        for sid, at in walk.seen.items():
+            if at > floor:
+                seen[sid] = max(seen.get(sid, 0), at)
+        entry = {"t": t, "seen": sorted(f"{sid}@{at}" for sid, at in seen.items())}
+        if walk.prev is not None and entry == walk.prev:
+            return cursor
+        chats = dict(cursor.get("chats") or {})
+        chats[walk.chat["id"] or ""] = entry
+        return {**cursor, "chats": chats}
+
+
+def _failure(ref: str, reason: str, raw: bytes) -> Any:
+    from memex.source import Failure
+
+    return Failure(native_id=ref, reason=reason, raw=raw, ref=ref)
+
+
+def _content(index: int, data: bytes) -> Any:
+    from memex.attachments import Content
+
+    return Content(index=index, open=lambda: io.BytesIO(data))

@@ -1,0 +1,176 @@
+"""The Microsoft Graph HTTP client of the Teams poller: paging, throttling, retries and the bearer token.
+
+* Every request carries ``Authorization: Bearer`` only when its URL is under
+  the configured Graph base URL (an ``@odata.nextLink`` or an image URL that
+  points elsewhere never receives the token).
+* 429 and 503 wait the server's ``Retry-After`` (seconds), other 5xx,
+  connection errors and timeouts back off (:data:`BACKOFF`); no wait ever
+  runs past the poll's deadline: then :class:`GraphUnavailable` is raised.
+* 401 refreshes the token once (MSAL, silently) and retries; a second 401
+  raises :class:`~memex.errors.AuthRequired`.
+* Errors name the request by its path only (no query: ``$skiptoken`` values
+  are opaque server state) and never quote a response body.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from memex.errors import AuthRequired, SourceError
+
+BACKOFF: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)  # seconds between retries of a 5xx or a network error
+MAX_RETRY_AFTER = 300.0  # a larger Retry-After is taken as this (the deadline still bounds it)
+PREFER = "include-unknown-enum-members"  # system messages arrive with their real messageType
+
+
+class GraphUnavailable(SourceError):
+    """A request still failed after the retries the poll's deadline allowed (the caller keeps its cursor)."""
+
+
+class NotFound(SourceError):
+    """Graph answered 404 (a chat left, an image removed)."""
+
+
+def where(url: str) -> str:
+    """A URL's path only, for errors and logs (the query may hold opaque server tokens)."""
+    return urlsplit(url).path or "/"
+
+
+class Graph:
+    """A small Graph client over one ``requests`` session."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: Callable[[bool], str],
+        *,
+        timeout: float,
+        source: str,
+        backoff: tuple[float, ...] | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._token = token
+        self._bearer: str | None = None
+        self.timeout = timeout
+        self.source = source
+        self.backoff = backoff
+        self.deadline: float | None = None
+        self.requests = 0  # HTTP requests sent, for the benchmark
+        self._session: Any = None
+
+    def _http(self) -> Any:
+        if self._session is None:
+            import requests
+
+            self._session = requests.Session()
+        return self._session
+
+    def close(self) -> None:
+        """Close the HTTP session."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def url(self, path: str) -> str:
+        """An absolute URL for a path under the Graph base URL."""
+        return self.base_url + path
+
+    def _ours(self, url: str) -> bool:
+        return url == self.base_url or url.startswith(self.base_url + "/")
+
+    def _remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def _wait(self, seconds: float, url: str, why: str) -> None:
+        left = self._remaining()
+        if left is not None and seconds >= left:
+            raise GraphUnavailable(f"{self.source}: {where(url)}: {why}; no time left in this poll to retry (the next poll goes on)")
+        time.sleep(max(0.0, seconds))
+
+    def get(self, url: str, *, binary: bool = False) -> Any:
+        """GET ``url`` (absolute, under the base URL) and return its JSON (or bytes), retrying within the deadline."""
+        if not self._ours(url):
+            raise SourceError(f"{self.source}: Graph sent a link outside {self.base_url} ({urlsplit(url).netloc}); not following it")
+        import requests
+
+        backoff = self.backoff if self.backoff is not None else BACKOFF
+        attempt = 0
+        refreshed = False
+        while True:
+            if self._bearer is None:
+                self._bearer = self._token(False)
+            left = self._remaining()
+            if left is not None and left <= 0:
+                raise GraphUnavailable(f"{self.source}: {where(url)}: the poll's time is up")
+            timeout = self.timeout if left is None else max(0.5, min(self.timeout, left))
+            headers = {"Authorization": f"Bearer {self._bearer}", "Prefer": PREFER, "Accept": "*/*" if binary else "application/json"}
+            self.requests += 1
+            try:
+                resp = self._http().get(url, headers=headers, timeout=timeout, allow_redirects=False)
+            except requests.RequestException as exc:
+                why = "timed out" if isinstance(exc, requests.Timeout) else f"network error ({type(exc).__name__})"
+                delay = backoff[min(attempt, len(backoff) - 1)] if backoff else 0.0
+                attempt += 1
+                self._wait(delay, url, why)
+                continue
+            status = resp.status_code
+            if status == 200:
+                if binary:
+                    return resp.content
+                try:
+                    return resp.json()
+                except ValueError:
+                    raise SourceError(f"{self.source}: {where(url)}: Graph answered 200 with a body that is not JSON") from None
+            resp.close()
+            if status == 401:
+                if refreshed:
+                    raise AuthRequired(self.source, "Microsoft Graph refused the refreshed token (401)")
+                refreshed = True
+                self._bearer = self._token(True)
+                continue
+            if status == 404:
+                raise NotFound(f"{self.source}: {where(url)}: not found (404)")
+            if status in (429, 503) or status >= 500:
+                retry_after = _retry_after(resp.headers.get("Retry-After"))
+                if retry_after is not None and status in (429, 503):
+                    delay = retry_after
+                else:
+                    delay = backoff[min(attempt, len(backoff) - 1)] if backoff else 0.0
+                attempt += 1
+                self._wait(delay, url, f"Graph answered {status}")
+                continue
+            if status == 403:
+                raise SourceError(f"{self.source}: {where(url)}: access denied (403); the app needs consent for the scopes in the README")
+            raise SourceError(f"{self.source}: {where(url)}: Graph answered {status}")
+
+    def pages(self, url: str) -> Iterator[tuple[list[dict[str, Any]], str | None, str | None]]:
+        """Each page of a collection: ``(value, nextLink, deltaLink)``, following ``@odata.nextLink`` to the end."""
+        next_url: str | None = url
+        while next_url:
+            doc = self.get(next_url)
+            if not isinstance(doc, dict) or not isinstance(doc.get("value"), list):
+                raise SourceError(f"{self.source}: {where(next_url)}: Graph answered a page without a value list")
+            nxt = doc.get("@odata.nextLink")
+            delta = doc.get("@odata.deltaLink")
+            yield (
+                [v for v in doc["value"] if isinstance(v, dict)],
+                nxt if isinstance(nxt, str) else None,
+                delta if isinstance(delta, str) else None,
+            )
+            next_url = nxt if isinstance(nxt, str) else None
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds (Graph sends an integer), capped at :data:`MAX_RETRY_AFTER`; None if absent or not a number."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    if seconds != seconds or seconds < 0:
+        return None
+    return min(seconds, MAX_RETRY_AFTER)

@@ -1,0 +1,478 @@
+"""A stand-in for Microsoft Graph and the Microsoft identity platform, over HTTPS on loopback.
+
+It speaks the real formats at the HTTP boundary, taken from Microsoft's
+documentation and MSAL's source:
+
+* identity: ``/{tenant}/v2.0/.well-known/openid-configuration`` (OpenID
+  discovery, which MSAL reads), ``/{tenant}/oauth2/v2.0/devicecode``
+  (``device_code``, ``user_code``, ``verification_uri``, ``interval``,
+  ``message``) and ``/{tenant}/oauth2/v2.0/token`` for the device-code and
+  refresh-token grants (``authorization_pending``, ``invalid_grant`` with
+  AADSTS codes; ``access_token``, ``refresh_token``, ``id_token``,
+  ``client_info``);
+* Graph v1.0: ``/me/chats`` (``$top``, ``$expand=members``, paged),
+  ``/me/chats/{id}/messages`` (``$top`` <= 50, ``$orderby=lastModifiedDateTime
+  desc``, ``$filter=lastModifiedDateTime gt X`` only together with that
+  ``$orderby``, ``@odata.nextLink`` with a ``$skiptoken``), and
+  ``/chats/{id}/messages/{id}/hostedContents/{id}/$value``; chatMessage
+  objects with the documented field names; 401 ``InvalidAuthenticationToken``.
+
+Faults are injected per request (:meth:`GraphServer.fault`): a status with
+headers (429 + Retry-After), or a hang until released.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import secrets
+import ssl
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
+
+TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+ME = "8ea0e38b-efb3-4757-924a-5f94061cf8c2"
+EPOCH = dt.datetime(2026, 1, 5, 9, 0, 0, tzinfo=dt.UTC)
+
+
+def make_cert(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (also the CA bundle the clients trust) and its key."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=2))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "graph-cert.pem", folder / "graph-key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def iso(when: dt.datetime) -> str:
+    """Graph's timestamp form: milliseconds and Z."""
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+@dataclass
+class Fault:
+    """One injected fault: requests whose path contains ``match`` get ``status`` (or hang) ``times`` times."""
+
+    match: str
+    status: int = 500
+    headers: dict[str, str] = field(default_factory=dict)
+    times: int = 1
+    hang: threading.Event | None = None  # wait on this (then drop the connection) instead of answering
+    after: int = 0  # let this many matching requests through first
+    hits: int = 0
+
+
+@dataclass
+class Chat:
+    """A chat and its messages (by id)."""
+
+    doc: dict[str, Any]
+    messages: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class GraphServer:
+    """The server's state, its thread, and helpers that act as Teams users would."""
+
+    def __init__(self, folder: Path, *, client_id: str = "client-abc") -> None:
+        self.cert, key = make_cert(folder)
+        self.client_id = client_id
+        self.lock = threading.RLock()
+        self.now = EPOCH
+        self.chats: dict[str, Chat] = {}
+        self.hosted: dict[tuple[str, str, str], bytes] = {}
+        self.access: dict[str, dt.datetime] = {}
+        self.refresh: set[str] = set()
+        self.pending_polls = 1  # device-code token polls answered authorization_pending before approval
+        self.access_lifetime = 3600
+        self.faults: list[Fault] = []
+        self.log: list[dict[str, Any]] = []
+        self.issued: list[str] = []  # every token handed out (for canary checks)
+        handler = type("H", (_Handler,), {"server_state": self})
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.cert, key)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.base = f"https://127.0.0.1:{self.httpd.server_address[1]}"
+        self.graph = f"{self.base}/v1.0"
+        self.issuer = f"{self.base}/{TENANT}/v2.0"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> GraphServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for f in self.faults:
+            if f.hang is not None:
+                f.hang.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+
+    # -- acting as Teams users ------------------------------------------------
+    def tick(self, seconds: float = 1.0) -> str:
+        """Advance the server's clock; return the new time in Graph's form."""
+        with self.lock:
+            self.now += dt.timedelta(seconds=seconds)
+            return iso(self.now)
+
+    def add_chat(self, chat_id: str, *, topic: str | None = None, chat_type: str = "group", members: list[tuple[str, str]] = ()) -> None:  # type: ignore[assignment]
+        """Create a chat (``members``: (user id, display name))."""
+        with self.lock:
+            self.chats[chat_id] = Chat({
+                "id": chat_id, "topic": topic, "createdDateTime": iso(self.now), "lastUpdatedDateTime": iso(self.now),
+                "chatType": chat_type, "webUrl": f"https://teams.microsoft.com/l/chat/{chat_id}/0", "tenantId": TENANT,
+                "members": [{"@odata.type": "#microsoft.graph.aadUserConversationMember", "id": _b64url(uid.encode()),
+                             "roles": ["owner"], "displayName": name, "userId": uid, "email": f"{name.split()[0].lower()}@contoso.com",
+                             "tenantId": TENANT} for uid, name in members],
+            })  # fmt: skip
+
+    def post(self, chat_id: str, text: str, *, user: tuple[str, str] = (ME, "Megan Bowen"), html: bool = False, step: float = 1.0,
+             images: dict[str, bytes] | None = None, files: list[dict[str, Any]] | None = None, reply_to: str | None = None) -> str:  # fmt: skip
+        """Post a message as ``user`` (an hour's worth of steps apart); return its id."""
+        with self.lock:
+            when = self.tick(step)
+            mid = str(int(self.now.timestamp() * 1000))
+            content = text
+            if images:
+                html = True
+                for hid, data in images.items():
+                    self.hosted[(chat_id, mid, hid)] = data
+                    content += (f'<img src="https://graph.microsoft.com/v1.0/chats/{chat_id}/messages/{mid}/hostedContents/{hid}/$value"'
+                                ' width="67" height="63" style="vertical-align:bottom">')  # fmt: skip
+            attachments = list(files or [])
+            if reply_to:
+                attachments.append({"id": reply_to, "contentType": "messageReference", "contentUrl": None, "content": None,
+                                    "name": None, "thumbnailUrl": None, "teamsAppId": None})  # fmt: skip
+            self.chats[chat_id].messages[mid] = {
+                "id": mid, "replyToId": None, "etag": mid, "messageType": "message", "createdDateTime": when,
+                "lastModifiedDateTime": when, "lastEditedDateTime": None, "deletedDateTime": None, "subject": None,
+                "summary": None, "chatId": chat_id, "importance": "normal", "locale": "en-us", "webUrl": None,
+                "channelIdentity": None, "policyViolation": None, "eventDetail": None,
+                "from": {"application": None, "device": None, "user": {"@odata.type": "#microsoft.graph.teamworkUserIdentity", "id": user[0],
+                         "displayName": user[1], "userIdentityType": "aadUser", "tenantId": TENANT}},
+                "body": {"contentType": "html" if html else "text", "content": content},
+                "attachments": attachments, "mentions": [], "reactions": [], "messageHistory": [],
+            }  # fmt: skip
+            return mid
+
+    def system(self, chat_id: str, new_name: str) -> str:
+        """A system message: the chat was renamed (``from`` null, ``eventDetail``)."""
+        with self.lock:
+            when = self.tick()
+            mid = str(int(self.now.timestamp() * 1000))
+            self.chats[chat_id].messages[mid] = {
+                "id": mid, "replyToId": None, "etag": mid, "messageType": "systemEventMessage", "createdDateTime": when,
+                "lastModifiedDateTime": when, "lastEditedDateTime": None, "deletedDateTime": None, "subject": None,
+                "summary": None, "chatId": chat_id, "importance": "normal", "locale": "en-us", "webUrl": None,
+                "channelIdentity": None, "policyViolation": None, "from": None,
+                "body": {"contentType": "html", "content": "<systemEventMessage/>"},
+                "attachments": [], "mentions": [], "reactions": [], "messageHistory": [],
+                "eventDetail": {"@odata.type": "#microsoft.graph.chatRenamedEventMessageDetail", "chatId": chat_id,
+                                "chatDisplayName": new_name, "initiator": {"application": None, "device": None,
+                                "user": {"id": ME, "displayName": None, "userIdentityType": "aadUser"}}},
+            }  # fmt: skip
+            return mid
+
+    def edit(self, chat_id: str, mid: str, text: str) -> None:
+        """Edit a message (``lastEditedDateTime`` and ``lastModifiedDateTime`` move)."""
+        with self.lock:
+            when = self.tick()
+            m = self.chats[chat_id].messages[mid]
+            m["body"] = {"contentType": m["body"]["contentType"], "content": text}
+            m["lastEditedDateTime"] = m["lastModifiedDateTime"] = when
+
+    def delete(self, chat_id: str, mid: str) -> None:
+        """Delete a message (soft delete: ``deletedDateTime`` set, body emptied)."""
+        with self.lock:
+            when = self.tick()
+            m = self.chats[chat_id].messages[mid]
+            m["deletedDateTime"] = m["lastModifiedDateTime"] = when
+            m["body"] = {"contentType": "html", "content": ""}
+
+    def react(
+        self, chat_id: str, mid: str, reaction: str = "like", *, user: tuple[str, str] = ("u-2", "Adele Vance"), remove: bool = False
+    ) -> None:
+        """Add (or remove) a reaction: only ``reactions`` and ``lastModifiedDateTime`` change."""
+        with self.lock:
+            when = self.tick()
+            m = self.chats[chat_id].messages[mid]
+            if remove:
+                m["reactions"] = [r for r in m["reactions"] if not (r["reactionType"] == reaction and r["user"]["user"]["id"] == user[0])]
+                action = "reactionRemoved"
+            else:
+                m["reactions"].append({"reactionType": reaction, "displayName": reaction.capitalize(), "reactionContentUrl": None,
+                                       "createdDateTime": when, "user": {"application": None, "device": None,
+                                       "user": {"@odata.type": "#microsoft.graph.teamworkUserIdentity", "id": user[0],
+                                                "displayName": None, "userIdentityType": "aadUser"}}})  # fmt: skip
+                action = "reactionAdded"
+            m["messageHistory"].append({"modifiedDateTime": when, "actions": action,
+                                        "reaction": {"reactionType": reaction, "displayName": reaction.capitalize(),
+                                                     "createdDateTime": when, "user": {"user": {"id": user[0]}}}})  # fmt: skip
+            m["lastModifiedDateTime"] = when
+
+    def fault(self, match: str, status: int = 500, *, times: int = 1, headers: dict[str, str] | None = None,
+              hang: threading.Event | None = None, after: int = 0) -> Fault:  # fmt: skip
+        """Inject a fault for requests whose path contains ``match``."""
+        f = Fault(match=match, status=status, headers=dict(headers or {}), times=times, hang=hang, after=after)
+        with self.lock:
+            self.faults.append(f)
+        return f
+
+    def revoke(self) -> None:
+        """The user's sessions are revoked: every access and refresh token stops working."""
+        with self.lock:
+            self.access.clear()
+            self.refresh.clear()
+
+    def expire_access(self) -> None:
+        """Every access token expires now (refresh tokens still work)."""
+        with self.lock:
+            self.access.clear()
+
+    def requests(self, contains: str = "") -> list[dict[str, Any]]:
+        """The logged requests whose path contains ``contains``."""
+        with self.lock:
+            return [r for r in self.log if contains in r["path"]]
+
+    # -- identity ---------------------------------------------------------------
+    def tokens(self) -> dict[str, Any]:
+        """A token response as the v2.0 token endpoint sends it."""
+        at, rt = "eyJ0eXAi" + secrets.token_urlsafe(24), "0.AXoA" + secrets.token_urlsafe(32)
+        now = int(dt.datetime.now(dt.UTC).timestamp())
+        claims = {"aud": self.client_id, "iss": self.issuer, "iat": now, "nbf": now, "exp": now + 3600, "name": "Megan Bowen",
+                  "oid": ME, "preferred_username": "megan@contoso.com", "sub": "s-" + ME, "tid": TENANT, "ver": "2.0"}  # fmt: skip
+        id_token = ".".join([_b64url(b'{"alg":"RS256","typ":"JWT"}'), _b64url(json.dumps(claims).encode()), _b64url(b"sig")])
+        with self.lock:
+            self.access[at] = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self.access_lifetime)
+            self.refresh.add(rt)
+            self.issued += [at, rt]
+        return {"token_type": "Bearer", "scope": "Chat.Read openid profile offline_access", "expires_in": self.access_lifetime,
+                "ext_expires_in": self.access_lifetime, "access_token": at, "refresh_token": rt, "id_token": id_token,
+                "client_info": _b64url(json.dumps({"uid": ME, "utid": TENANT}).encode())}  # fmt: skip
+
+
+def _aad_error(code: str, number: int, text: str) -> dict[str, Any]:
+    return {"error": code, "error_description": f"AADSTS{number}: {text}\r\nTrace ID: 0000\r\nCorrelation ID: 0000\r\nTimestamp: 2026-01-05 09:00:00Z",
+            "error_codes": [number], "timestamp": "2026-01-05 09:00:00Z", "trace_id": "0000", "correlation_id": "0000"}  # fmt: skip
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_state: GraphServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None, ctype: str = "application/json") -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _fault(self, path: str) -> bool:
+        s = self.server_state
+        with s.lock:
+            fault = next((f for f in s.faults if f.match in path and f.hits < f.after + f.times), None)
+            if fault is not None:
+                fault.hits += 1
+                if fault.hits <= fault.after:
+                    fault = None
+        if fault is None:
+            return False
+        if fault.hang is not None:
+            fault.hang.wait(60)
+            self.close_connection = True
+            return True
+        body = {"error": {"code": "TooManyRequests" if fault.status == 429 else "ServiceUnavailable", "message": "Injected fault.",
+                          "innerError": {"date": "2026-01-05T09:00:00", "request-id": "0000", "client-request-id": "0000"}}}  # fmt: skip
+        self._send(fault.status, body, fault.headers)
+        return True
+
+    def do_GET(self) -> None:
+        s = self.server_state
+        url = urlsplit(self.path)
+        path = unquote(url.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        with s.lock:
+            s.log.append({"method": "GET", "path": path, "query": query, "headers": dict(self.headers.items())})
+        if self._fault(path):
+            return
+        if path == f"/{TENANT}/v2.0/.well-known/openid-configuration":
+            base = f"{s.base}/{TENANT}"
+            self._send(200, {"token_endpoint": f"{base}/oauth2/v2.0/token", "authorization_endpoint": f"{base}/oauth2/v2.0/authorize",
+                             "device_authorization_endpoint": f"{base}/oauth2/v2.0/devicecode", "issuer": s.issuer,
+                             "token_endpoint_auth_methods_supported": ["client_secret_post", "private_key_jwt", "client_secret_basic"],
+                             "jwks_uri": f"{base}/discovery/v2.0/keys", "response_modes_supported": ["query", "fragment", "form_post"],
+                             "subject_types_supported": ["pairwise"], "id_token_signing_alg_values_supported": ["RS256"],
+                             "scopes_supported": ["openid", "profile", "email", "offline_access"], "tenant_region_scope": "NA",
+                             "userinfo_endpoint": "https://graph.microsoft.com/oidc/userinfo"})  # fmt: skip
+            return
+        if not path.startswith("/v1.0/"):
+            self._send(404, {"error": "not_found"})
+            return
+        auth = self.headers.get("Authorization", "")
+        token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else ""
+        with s.lock:
+            valid = token in s.access and s.access[token] > dt.datetime.now(dt.UTC)
+        if not valid:
+            self._send(401, {"error": {"code": "InvalidAuthenticationToken", "message": "Access token has expired or is not yet valid.",
+                                       "innerError": {"date": "2026-01-05T09:00:00", "request-id": "0000", "client-request-id": "0000"}}},
+                       {"WWW-Authenticate": 'Bearer realm="", authorization_uri="https://login.microsoftonline.com/common/oauth2/authorize"'})  # fmt: skip
+            return
+        self._graph(path[len("/v1.0") :], query)
+
+    def _graph(self, path: str, query: dict[str, str]) -> None:
+        s = self.server_state
+        parts = path.strip("/").split("/")
+        with s.lock:
+            if parts == ["me", "chats"]:
+                chats = [c.doc for c in s.chats.values()]
+                top = min(int(query.get("$top", 20)), 50)
+                start = int(base64.b64decode(query["$skiptoken"]).decode()) if "$skiptoken" in query else 0
+                page = [dict(c) if query.get("$expand") == "members" else {k: v for k, v in c.items() if k != "members"}
+                        for c in chats[start : start + top]]  # fmt: skip
+                body: dict[str, Any] = {
+                    "@odata.context": "https://graph.microsoft.com/v1.0/$metadata#chats",
+                    "@odata.count": len(page),
+                    "value": page,
+                }
+                if start + top < len(chats):
+                    q = {**query, "$skiptoken": base64.b64encode(str(start + top).encode()).decode()}
+                    body["@odata.nextLink"] = f"{s.graph}/me/chats?{urlencode(q)}"
+                self._send(200, body)
+                return
+            if len(parts) == 4 and parts[:2] == ["me", "chats"] and parts[3] == "messages":
+                self._messages(parts[2], query)
+                return
+            if len(parts) == 7 and parts[0] == "chats" and parts[2] == "messages" and parts[4] == "hostedContents" and parts[6] == "$value":
+                data = s.hosted.get((parts[1], parts[3], parts[5]))
+                if data is None:
+                    self._send(404, {"error": {"code": "NotFound", "message": "Hosted content not found."}})
+                else:
+                    self._send(200, data, ctype="image/png")
+                return
+        self._send(404, {"error": {"code": "NotFound", "message": "Resource not found."}})
+
+    def _messages(self, chat_id: str, query: dict[str, str]) -> None:
+        s = self.server_state
+        chat = s.chats.get(chat_id)
+        if chat is None:
+            self._send(404, {"error": {"code": "NotFound", "message": "Chat not found."}})
+            return
+        top = int(query.get("$top", 20))
+        if top > 50:
+            self._send(
+                400, {"error": {"code": "BadRequest", "message": "Invalid page size requested. Valid page size is between 1 and 50."}}
+            )
+            return
+        order = query.get("$orderby", "lastModifiedDateTime desc")
+        msgs = sorted(chat.messages.values(), key=lambda m: (m["lastModifiedDateTime"], m["id"]), reverse=True)
+        flt = query.get("$filter")
+        if flt and order.startswith("lastModifiedDateTime"):  # $filter is ignored unless $orderby names the same property
+            for clause in flt.split(" and "):
+                prop, op, value = clause.split(" ", 2)
+                assert prop == "lastModifiedDateTime" and op in ("gt", "lt"), clause
+                bound = _parse(value)
+                msgs = [
+                    m
+                    for m in msgs
+                    if (_parse(m["lastModifiedDateTime"]) > bound if op == "gt" else _parse(m["lastModifiedDateTime"]) < bound)
+                ]
+        if "$skiptoken" in query:
+            last_lm, last_id = json.loads(base64.b64decode(query["$skiptoken"]).decode())
+            msgs = [m for m in msgs if (m["lastModifiedDateTime"], m["id"]) < (last_lm, last_id)]
+        page = msgs[:top]
+        body: dict[str, Any] = {"@odata.context": f"https://graph.microsoft.com/v1.0/$metadata#chats('{chat_id}')/messages",
+                                "@odata.count": len(page), "value": [json.loads(json.dumps(m)) for m in page]}  # fmt: skip
+        for m in body["value"]:
+            if m["body"]["contentType"] == "html":
+                m["body"]["content"] = m["body"]["content"].replace("https://graph.microsoft.com/v1.0", s.graph)
+        if len(msgs) > top:
+            token = base64.b64encode(json.dumps([page[-1]["lastModifiedDateTime"], page[-1]["id"]]).encode()).decode()
+            body["@odata.nextLink"] = f"{s.graph}/me/chats/{chat_id}/messages?{urlencode({**query, '$skiptoken': token})}"
+        self._send(200, body)
+
+    def do_POST(self) -> None:
+        s = self.server_state
+        length = int(self.headers.get("Content-Length") or 0)
+        form = {k: v[-1] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+        path = urlsplit(self.path).path
+        with s.lock:
+            s.log.append({"method": "POST", "path": path, "query": {}, "headers": dict(self.headers.items()), "form": form})
+        if self._fault(path):
+            return
+        if path == f"/{TENANT}/oauth2/v2.0/devicecode":
+            self._send(200, {"user_code": "GXQ4B7ZPM", "device_code": "DAQABAAEAAAD--dc-" + secrets.token_hex(8),
+                             "verification_uri": "https://microsoft.com/devicelogin", "expires_in": 900, "interval": 1,
+                             "message": "To sign in, use a web browser to open the page https://microsoft.com/devicelogin and enter the code GXQ4B7ZPM to authenticate."})  # fmt: skip
+            return
+        if path != f"/{TENANT}/oauth2/v2.0/token":
+            self._send(404, {"error": "not_found"})
+            return
+        grant = form.get("grant_type")
+        if form.get("client_id") != s.client_id:
+            self._send(400, _aad_error("unauthorized_client", 700016, "Application not found in the directory."))
+        elif grant == "urn:ietf:params:oauth:grant-type:device_code":
+            with s.lock:
+                pending = s.pending_polls > 0
+                s.pending_polls -= 1
+            if pending:
+                self._send(
+                    400,
+                    _aad_error("authorization_pending", 70016, "OAuth 2.0 device flow error. Authorization is pending. Continue polling."),
+                )
+            else:
+                self._send(200, s.tokens())
+        elif grant == "refresh_token":
+            with s.lock:
+                ok = form.get("refresh_token") in s.refresh
+            if ok:
+                self._send(200, s.tokens())
+            else:
+                self._send(400, _aad_error("invalid_grant", 700082, "The refresh token has expired due to inactivity."))
+        else:
+            self._send(400, _aad_error("unsupported_grant_type", 70003, "The app requested an unsupported grant type."))
+
+
+def _parse(value: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+Handler = Callable[..., None]

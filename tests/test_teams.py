@@ -1,0 +1,325 @@
+"""Teams through Microsoft Graph: sign-in, chat walks, revisions, faults, against a local HTTPS Graph and identity platform."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memex import config as config_mod
+from memex.cursors import CursorStore
+from memex.records import decode_id
+from memex.registry import make_poller
+from memex.runner import poll
+from tests.graph_server import ME, TENANT, GraphServer
+
+CHAT_A = "19:2da4c29f6d7041eca70b638b43d45437@thread.v2"
+CHAT_B = "19:8ea0e38b-efb3-4757-924a-5f94061cf8c2_0a1b2c3d-4e5f-6789-abcd-ef0123456789@unq.gbl.spaces"
+CHAT_C = "19:meeting_NzE2YjM4;messageid=1616964509832@thread.v2"
+ADELE = ("u-2", "Adele Vance")
+
+
+@pytest.fixture
+def graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[GraphServer]:
+    """A running stand-in whose certificate the HTTP clients trust (REQUESTS_CA_BUNDLE, as a corporate CA would be set)."""
+    with GraphServer(tmp_path) as server:
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(server.cert))
+        yield server
+
+
+def write_config(tmp_path: Path, server: GraphServer, **extra: Any) -> Path:
+    """A config with one teams source pointed at the stand-in, a file store and a private state folder."""
+    keys = {
+        "type": "teams",
+        "client_id": server.client_id,
+        "tenant": TENANT,
+        "authority": server.base,
+        "graph_url": server.graph,
+        "timeout": 5,
+    }
+    keys.update(extra)
+    lines = [f'state_dir = "{tmp_path / "state"}"', "[store]", f'url = "{(tmp_path / "store").as_uri()}"', "[sources.teams]"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in keys.items()]
+    path = tmp_path / "config.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def sign_in(cfg: config_mod.Config) -> list[str]:
+    """Run the device-code flow in-process, as `memex auth teams` does; return what it said."""
+    said: list[str] = []
+    poller = make_poller(cfg.source("teams"))
+    try:
+        poller.authenticate(said.append)  # type: ignore[attr-defined]
+    finally:
+        poller.close()
+    return said
+
+
+def stored(tmp_path: Path, prefix: str = "messages/teams/") -> dict[str, dict[str, Any]]:
+    """Every stored record under ``prefix`` by key."""
+    root = tmp_path / "store"
+    out = {}
+    for p in sorted((root / prefix).rglob("*.json")) if (root / prefix).exists() else []:
+        out[p.relative_to(root).as_posix()] = json.loads(p.read_text())
+    return out
+
+
+def cursor(cfg: config_mod.Config) -> Any:
+    """The teams source's stored cursor."""
+    return CursorStore(cfg.state_dir).cursor("teams")
+
+
+@pytest.fixture
+def setup(tmp_path: Path, graph: GraphServer) -> tuple[config_mod.Config, GraphServer]:
+    """A signed-in teams source over three chats with a few messages each."""
+    graph.add_chat(CHAT_A, topic="Project Falcon", members=[(ME, "Megan Bowen"), ADELE])
+    graph.add_chat(CHAT_B, chat_type="oneOnOne", members=[(ME, "Megan Bowen"), ADELE])
+    graph.add_chat(CHAT_C, topic="Weekly sync", chat_type="meeting", members=[(ME, "Megan Bowen")])
+    cfg = config_mod.load(write_config(tmp_path, graph, page_size=5))
+    sign_in(cfg)
+    return cfg, graph
+
+
+def test_first_sync_walks_every_chat_through_its_pages(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
+    """A first sync stores every message of every chat once, following @odata.nextLink, newest first, without $filter."""
+    cfg, graph = setup
+    ids = {CHAT_A: [graph.post(CHAT_A, f"falcon {i}", user=ADELE if i % 2 else (ME, "Megan Bowen")) for i in range(12)],
+           CHAT_B: [graph.post(CHAT_B, f"<p>hi <b>{i}</b></p>", html=True) for i in range(3)], CHAT_C: []}  # fmt: skip
+    result = poll(cfg, "teams")
+    assert (result.status, result.new, result.dup, result.exit_code) == ("ok", 15, 0, 0), result.error
+    records = stored(tmp_path)
+    got = {r["native_id"] for r in records.values()}
+    assert got == {f"{c}/{m}" for c, ms in ids.items() for m in ms}
+    walks = graph.requests(f"/v1.0/me/chats/{CHAT_A}/messages")
+    assert len(walks) == 3  # 12 messages, pages of 5
+    assert walks[0]["query"]["$orderby"] == "lastModifiedDateTime desc" and "$filter" not in walks[0]["query"]
+    assert all("$skiptoken" in w["query"] for w in walks[1:])
+    mine = next(r for r in records.values() if r["text"] == "falcon 0")
+    assert mine["sender"] == {"id": ME, "name": "Megan Bowen", "is_me": True}
+    assert mine["conversation"]["name"] == "Project Falcon" and "adele@contoso.com" in mine["conversation"]["participants"]
+    html = next(r for r in records.values() if r["text"] == "hi 1")
+    assert html["extra"]["html"] == "<p>hi <b>1</b></p>" and html["conversation"]["name"] == "Adele Vance"
+    assert cursor(cfg)["chats"].keys() == {CHAT_A, CHAT_B, CHAT_C}  # an empty chat is remembered as walked
+
+
+def test_keys_cope_with_colon_at_and_semicolon_in_chat_ids(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
+    """Chat IDs with ':', '@' and ';' make safe keys that decode back to chat ID + message ID."""
+    cfg, graph = setup
+    mid = graph.post(CHAT_C, "meeting note")
+    assert poll(cfg, "teams").new == 1
+    (key,) = stored(tmp_path)
+    encoded = key.removeprefix("messages/teams/").removesuffix(".json")
+    assert ":" not in encoded and "@" not in encoded and ";" not in encoded and "/" not in encoded
+    assert decode_id(encoded) == f"{CHAT_C}/{mid}"
+
+
+def test_incremental_poll_stores_new_messages_and_changes_as_revisions(
+    tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]
+) -> None:
+    """Edits, deletions and reactions become revisions of the stored message; originals stay; nothing is read twice."""
+    cfg, graph = setup
+    first = [graph.post(CHAT_A, f"m{i}", step=30) for i in range(4)]
+    assert poll(cfg, "teams").new == 4
+    originals = stored(tmp_path)
+    graph.tick(120)
+    graph.edit(CHAT_A, first[0], "m0 (edited)")
+    graph.delete(CHAT_A, first[1])
+    graph.react(CHAT_A, first[2], "like")
+    new = graph.post(CHAT_A, "m4")
+    result = poll(cfg, "teams")
+    assert (result.new, result.dup, result.exit_code) == (4, 0, 0), result.error
+    assert {k: v for k, v in stored(tmp_path).items() if k in originals} == originals  # never rewritten
+    assert f"{CHAT_A}/{new}" in {r["native_id"] for r in stored(tmp_path).values()}
+    revisions = stored(tmp_path, "revisions/teams/")
+    kinds = {(r["native_id"].rpartition("/")[2], r["revision"]["kind"]) for r in revisions.values()}
+    assert kinds == {(first[0], "edit"), (first[1], "delete"), (first[2], "reactions")}
+    edit = next(r for r in revisions.values() if r["revision"]["kind"] == "edit")
+    assert edit["text"] == "m0 (edited)" and edit["edited_at"]
+    assert next(r for r in revisions.values() if r["revision"]["kind"] == "delete")["deleted"] is True
+    walk = graph.requests(f"/v1.0/me/chats/{CHAT_A}/messages")[-1]
+    assert walk["query"]["$filter"].startswith("lastModifiedDateTime gt ")
+    # A third poll finds nothing: the overlap's re-reads are recognised, not counted as duplicates.
+    again = poll(cfg, "teams")
+    assert (again.status, again.new, again.dup) == ("idle", 0, 0)
+    # The same reactions again (added and removed) is no new revision; a changed set is.
+    graph.react(CHAT_A, first[2], "heart")
+    graph.react(CHAT_A, first[2], "heart", remove=True)
+    assert (poll(cfg, "teams").new, len(stored(tmp_path, "revisions/teams/"))) == (0, 3)
+    graph.react(CHAT_A, first[2], "laugh", user=(ME, "Megan Bowen"))
+    assert (poll(cfg, "teams").new, len(stored(tmp_path, "revisions/teams/"))) == (1, 4)
+
+
+def test_chat_created_between_polls_is_walked_from_its_start(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
+    """A chat that appears after the first sync is read whole (no $filter), even its messages older than other chats' cursors."""
+    cfg, graph = setup
+    graph.post(CHAT_A, "a")
+    assert poll(cfg, "teams").new == 1
+    late = "19:late0000000000000000000000000000@thread.v2"
+    graph.add_chat(late, topic="Later")
+    graph.chats[late].messages["1"] = {**graph.chats[CHAT_A].messages[next(iter(graph.chats[CHAT_A].messages))], "id": "1", "chatId": late}
+    graph.post(late, "welcome")
+    assert poll(cfg, "teams").new == 2
+    assert "$filter" not in graph.requests(f"/v1.0/me/chats/{late}/messages")[0]["query"]
+
+
+def test_system_messages_images_and_files(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
+    """System events are kept and marked; inline images are stored content-addressed; file links stay metadata."""
+    cfg, graph = setup
+    png = b"\x89PNG\r\n\x1a\n" + os.urandom(64)
+    graph.system(CHAT_A, "Falcon 2")
+    img = graph.post(CHAT_A, "<p>look</p>", images={"aWQ9eF8wLXd1cy1kOS1l": png})
+    graph.post(CHAT_B, "same picture", images={"aWQ9eF8xLXd1cy1": png})
+    graph.post(CHAT_A, "the spec", files=[{"id": "5ec6a5ba-1c0a-4a5d-9e40-6a1c2f0e6a57", "contentType": "reference",
+               "contentUrl": "https://contoso.sharepoint.com/sites/falcon/Shared%20Documents/spec.docx", "name": "spec.docx"}])  # fmt: skip
+    assert poll(cfg, "teams").new == 4
+    records = list(stored(tmp_path).values())
+    system = next(r for r in records if r["extra"].get("system"))
+    assert system["text"] is None and system["extra"]["event_detail"]["chatDisplayName"] == "Falcon 2"
+    assert system["sender"]["id"] is None
+    pic = next(r for r in records if r["native_id"].endswith(img))
+    (att,) = pic["attachments"]
+    assert att["size"] == len(png) and (tmp_path / "store" / "attachments" / att["sha256"]).read_bytes() == png
+    assert pic["text"] == "look\n[image]" or pic["text"].startswith("look")
+    assert len(list((tmp_path / "store" / "attachments").iterdir())) == 1  # the same bytes once
+    spec = next(r for r in records if r["text"] == "the spec")
+    assert spec["attachments"] == [{"id": "5ec6a5ba-1c0a-4a5d-9e40-6a1c2f0e6a57", "filename": "spec.docx", "mime_type": None, "size": None}]
+    assert spec["extra"]["attachments"][0]["contentUrl"].startswith("https://contoso.sharepoint.com/")
+    assert all(r["headers"].get("Prefer") == "include-unknown-enum-members" for r in graph.requests("/v1.0/me/chats/"))
+
+
+def test_throttling_is_waited_out_within_the_deadline(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
+    """429 and 503 with Retry-After are retried after the wait; the walk completes and nothing is lost."""
+    cfg, graph = setup
+    for i in range(12):
+        graph.post(CHAT_A, f"t{i}")
+    graph.fault(f"/me/chats/{CHAT_A}/messages", 429, headers={"Retry-After": "1"}, after=1)
+    graph.fault(f"/me/chats/{CHAT_A}/messages", 503, headers={"Retry-After": "0"}, after=2)
+    started = time.monotonic()
+    result = poll(cfg, "teams")
+    assert (result.new, result.exit_code) == (12, 0), result.error
+    assert time.monotonic() - started >= 1.0  # Retry-After was honoured
+    assert len(stored(tmp_path)) == 12
+
+
+def test_a_failing_chat_keeps_its_cursor_while_others_go_on(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
+    """A chat that keeps failing past the deadline is named in one error line (exit 1); other chats are stored and advance."""
+    cfg, graph = setup
+    graph.post(CHAT_A, "stuck")
+    graph.post(CHAT_B, "fine")
+    graph.fault(f"/me/chats/{CHAT_A}/messages", 500, times=1000)
+    result = poll(cfg, "teams", max_seconds=3)
+    assert result.exit_code == 1 and CHAT_A in (result.error or "") and "kept" in (result.error or "")
+    assert {r["text"] for r in stored(tmp_path).values()} == {"fine"}
+    assert set(cursor(cfg)["chats"]) == {CHAT_B, CHAT_C}
+    graph.faults.clear()
+    assert poll(cfg, "teams").new == 1
+
+
+def test_expired_access_token_is_refreshed_silently(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
+    """A 401 on an expired access token triggers one silent refresh (refresh_token grant) and the poll succeeds."""
+    cfg, graph = setup
+    graph.post(CHAT_A, "x")
+    graph.expire_access()
+    result = poll(cfg, "teams")
+    assert (result.new, result.exit_code) == (1, 0), result.error
+    grants = [r["form"]["grant_type"] for r in graph.requests("/oauth2/v2.0/token")]
+    assert grants[-1] == "refresh_token"
+
+
+def test_revoked_login_says_run_memex_auth(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
+    """A revoked login fails the poll with one line telling the user to run `memex auth teams`; no token appears."""
+    cfg, graph = setup
+    graph.post(CHAT_A, "x")
+    graph.revoke()
+    result = poll(cfg, "teams")
+    assert result.exit_code == 1 and "run `memex auth teams`" in (result.error or "")
+    assert cursor(cfg) is None and stored(tmp_path) == {}
+    log = (cfg.state_dir / "logs" / "teams.log").read_text() if (cfg.state_dir / "logs" / "teams.log").exists() else ""
+    for token in graph.issued:
+        assert token not in (result.error or "") and token not in log
+
+
+def test_memex_auth_cli_device_flow_and_private_cache(tmp_path: Path, graph: GraphServer) -> None:
+    """`memex auth` prints the URL and code, keeps the cache 0600 in a 0700 folder, and prints no token; polls then run silently."""
+    graph.add_chat(CHAT_A)
+    graph.post(CHAT_A, "hello")
+    path = write_config(tmp_path, graph)
+    env = {**os.environ, "MEMEX_CONFIG": str(path), "REQUESTS_CA_BUNDLE": str(graph.cert)}
+    proc = subprocess.run([sys.executable, "-m", "memex", "auth", "teams"], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "https://microsoft.com/devicelogin" in proc.stderr and "GXQ4B7ZPM" in proc.stderr
+    assert "signed in as megan@contoso.com" in proc.stdout
+    cache = tmp_path / "state" / "auth" / "teams.msal.json"
+    assert cache.stat().st_mode & 0o777 == 0o600 and cache.parent.stat().st_mode & 0o777 == 0o700
+    polled = subprocess.run([sys.executable, "-m", "memex", "poll", "teams"], env=env, capture_output=True, text=True, timeout=60)
+    assert polled.returncode == 0, polled.stderr
+    graph.revoke()
+    graph.expire_access()
+    failed = subprocess.run([sys.executable, "-m", "memex", "poll", "teams"], env=env, capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 1 and "memex auth teams" in failed.stderr and "Traceback" not in failed.stderr
+    logs = "".join(p.read_text() for p in (tmp_path / "state").rglob("*.log"))
+    outputs = proc.stdout + proc.stderr + polled.stdout + polled.stderr + failed.stdout + failed.stderr + logs
+    assert graph.issued and not [t for t in graph.issued if t in outputs]
+
+
+def test_auth_refused_for_a_source_without_sign_in(tmp_path: Path) -> None:
+    """`memex auth` on a source type that needs no sign-in is a usage error (exit 2), one line."""
+    maildir = tmp_path / "mail"
+    for sub in ("cur", "new", "tmp"):
+        (maildir / sub).mkdir(parents=True)
+    path = tmp_path / "config.toml"
+    path.write_text(f'state_dir = "{tmp_path / "state"}"\n[sources.mail]\ntype = "maildir"\npath = "{maildir}"\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "memex", "--config", str(path), "auth", "mail"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2 and "need no sign-in" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_config_rejects_bad_teams_keys(tmp_path: Path, graph: GraphServer) -> None:
+    """Wrong types, http URLs and unknown keys are config errors naming the key."""
+    for extra, key in (
+        ({"page_size": 51}, "page_size"),
+        ({"graph_url": "http://graph.example"}, "graph_url"),
+        ({"chanels": True}, "chanels"),
+    ):
+        cfg = config_mod.load(write_config(tmp_path, graph, **extra))
+        with pytest.raises(config_mod.ConfigError, match=key):
+            make_poller(cfg.source("teams"))
+
+
+def test_kill_9_mid_walk_then_rerun_stores_every_message_once(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
+    """A poll killed while a chat's walk is between pages leaves that chat's cursor alone; the rerun stores the rest, each once."""
+    cfg, graph = setup
+    ids = [graph.post(CHAT_A, f"k{i}") for i in range(14)]
+    hang = threading.Event()
+    fault = graph.fault(f"/me/chats/{CHAT_A}/messages", hang=hang, after=1)  # the second page hangs
+    env = {**os.environ, "MEMEX_CONFIG": str(cfg.path), "REQUESTS_CA_BUNDLE": str(graph.cert)}
+    proc = subprocess.Popen([sys.executable, "-m", "memex", "poll", "teams"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while fault.hits < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert fault.hits == 2, "the walk never reached its second page"
+        assert len(stored(tmp_path)) == 5  # the first page is stored
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        hang.set()
+    assert (cursor(cfg) or {}).get("chats", {}).get(CHAT_A) is None  # no cursor past an unwalked page
+    graph.faults.clear()
+    result = poll(cfg, "teams")
+    assert (result.new, result.dup, result.exit_code) == (9, 5, 0), result.error
+    assert sorted(r["native_id"] for r in stored(tmp_path).values()) == sorted(f"{CHAT_A}/{m}" for m in ids)
