@@ -153,6 +153,8 @@ class Uploader:
             else:
                 for content in item.contents:
                     store_content(self.store, content, message.attachments[content.index])
+                if item.contents:  # the record names where the bytes went (sha256, size): render it again
+                    body = message.to_json()
                 for blob_key, blob in blobs.items():
                     if rewrite:
                         self.store.put(blob_key, blob)

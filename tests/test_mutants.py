@@ -159,6 +159,12 @@ MUTANTS = [
         ["tests/test_teams.py::test_incremental_poll_stores_new_messages_and_changes_as_revisions"],
         id="teams-reaction-bump-without-a-change-is-a-revision",
     ),
+    pytest.param(
+        "memex/runner.py",
+        [("                if item.contents:  # the record names where the bytes went (sha256, size): render it again\n                    body = message.to_json()\n", "")],
+        ["tests/test_teams.py::test_system_messages_images_and_files"],
+        id="record-written-without-its-attachments-sha256",
+    ),
 ]  # fmt: skip
 
 
