@@ -144,7 +144,7 @@ def poll(ctx: click.Context, sources: tuple[str, ...], all_sources: bool, max_se
 def status(ctx: click.Context, as_json: bool) -> None:
     """Show a row per source: cursor, last poll, last successful poll, health state, last result.
 
-    States (OK, IDLE, SKIPPED, FAILING, STALE, STUCK, REGRESSED, SPOOL,
+    States (OK, IDLE, SKIPPED, AUTH, FAILING, STALE, STUCK, REGRESSED, SPOOL,
     DISABLED) are explained in the README; --json adds state_reason.
     """
     from memex.status import collect, render_table
@@ -376,7 +376,7 @@ def dashboard(ctx: click.Context, once: bool, width: int | None) -> None:
     """A live terminal dashboard: every source's health state at a glance.
 
     A row per configured source: state (OK, IDLE, SKIPPED, FAILING, STALE,
-    STUCK, REGRESSED, SPOOL), cursor, age of the last poll and of the last
+    STUCK, REGRESSED, SPOOL, AUTH), cursor, age of the last poll and of the last
     successful one, new/duplicate counts of the last poll, messages ingested
     in the last hour and day with a sparkline, last error; below, the latest
     poll lines of all sources. Updated when the logs or the cursors change.

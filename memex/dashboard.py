@@ -48,6 +48,7 @@ STATE_STYLE = {
     health.IDLE: "green",
     health.SKIPPED: "yellow",
     health.SPOOL: "yellow",
+    health.AUTH: "bold red",
     health.FAILING: "bold red",
     health.STALE: "bold red",
     health.STUCK: "bold white on red",

@@ -110,7 +110,9 @@ def describe_exc(exc: BaseException) -> str:
 class AuthRequired(SourceError):
     """A source's login is missing, expired or revoked: the user must run ``memex auth SOURCE`` again.
 
-    The poll fails with this one line (exit 1); it never quotes a token or the identity platform's answer.
+    The poll fails with this one line (exit 1) and its summary line carries ``auth_required``, so
+    ``memex status`` and the dashboard show the state AUTH. It never quotes a token or the identity
+    platform's answer.
     """
 
     def __init__(self, source: str, why: str) -> None:

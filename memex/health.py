@@ -12,6 +12,11 @@ everything. Each state below has one rule over the source's recent events
     The newest successful poll found nothing new (``status: idle``).
 ``SKIPPED``
     The newest poll found the previous one still running (``status: skipped``).
+``AUTH``
+    The newest poll (skipped ones not counted) failed because the source's
+    login is missing, expired or revoked (its line has ``auth_required``):
+    nothing will work until the user runs ``memex auth SOURCE``, so this is
+    shown from the first such failure, not after ``failing_after``.
 ``FAILING``
     The newest ``failing_after`` (default 3) polls, skipped ones not counted,
     all failed (``status: error``). One or two failures in a row are reported
@@ -57,7 +62,7 @@ everything. Each state below has one rule over the source's recent events
     ``enabled = false`` in the config; no other rule applies.
 
 When several apply, the state is the first in the precedence order
-``STUCK > REGRESSED > FAILING > STALE > SPOOL > SKIPPED > IDLE > OK``: the
+``STUCK > REGRESSED > AUTH > FAILING > STALE > SPOOL > SKIPPED > IDLE > OK``: the
 silent, data-shaped symptoms first (they are what nothing else reports; the
 clobber loop is both STUCK and REGRESSED and shows as STUCK, the sustained
 pattern), then the loud ones. :attr:`Health.flags` lists every state that
@@ -78,6 +83,7 @@ if TYPE_CHECKING:
 OK = "OK"
 IDLE = "IDLE"
 SKIPPED = "SKIPPED"
+AUTH = "AUTH"
 FAILING = "FAILING"
 STALE = "STALE"
 STUCK = "STUCK"
@@ -85,7 +91,7 @@ REGRESSED = "REGRESSED"
 SPOOL = "SPOOL"
 DISABLED = "DISABLED"
 
-PRECEDENCE = (STUCK, REGRESSED, FAILING, STALE, SPOOL, SKIPPED, IDLE, OK)
+PRECEDENCE = (STUCK, REGRESSED, AUTH, FAILING, STALE, SPOOL, SKIPPED, IDLE, OK)
 STATES = (*PRECEDENCE, DISABLED)
 EXPLICIT_EVENTS = frozenset({"cursor.set", "cursor.reset", "cursor.start_now", "source.reset"})
 
@@ -279,6 +285,8 @@ def assess(
             break
         failures += 1
     last_error = next((p.get("error") for p in reversed(live) if p.get("status") == "error"), None)
+    if live and live[-1].get("status") == "error" and live[-1].get("auth_required"):
+        reasons[AUTH] = str(live[-1].get("error") or "the login is gone; run `memex auth SOURCE`")
     if failures >= rules.failing_after:
         reasons[FAILING] = f"the last {failures} polls failed: {last_error}"
 

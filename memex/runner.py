@@ -30,7 +30,7 @@ from memex import heartbeat, metrics
 from memex.attachments import store_content
 from memex.config import Config
 from memex.cursors import utc_now
-from memex.errors import AlreadyRunning, BadCursor, CursorConflict, LeaseLost, MemexError, StateError, describe_exc
+from memex.errors import AlreadyRunning, AuthRequired, BadCursor, CursorConflict, LeaseLost, MemexError, StateError, describe_exc
 from memex.logs import config_logger
 from memex.objectstore import ObjectStore, open_store
 from memex.records import canonical_json, encode_id, repair_text
@@ -64,6 +64,7 @@ class PollResult:
     holder_pid: int | None = None
     holder_host: str | None = None  # with S3 state: the host holding the lease
     lease_epoch: int | None = None  # with S3 state: the fencing epoch this poll held
+    auth_required: bool | None = None  # the source's login is gone: `memex auth SOURCE` (health state AUTH)
 
     def log_fields(self) -> dict[str, Any]:
         """The summary line's fields (no message text, ever)."""
@@ -78,7 +79,7 @@ class PollResult:
             "positions_after": self.positions_after,
             "duration_ms": self.duration_ms,
         }
-        for key in ("error", "reset", "stopped", "holder_pid", "holder_host", "lease_epoch"):
+        for key in ("error", "reset", "stopped", "holder_pid", "holder_host", "lease_epoch", "auth_required"):
             value = getattr(self, key)
             if value is not None:
                 fields[key] = value
@@ -230,6 +231,8 @@ def poll(
         result.status, result.error, result.exit_code = "error", str(exc), exc.exit_code
     except MemexError as exc:
         result.status, result.error, result.exit_code = "error", str(exc), exc.exit_code
+        if isinstance(exc, AuthRequired):
+            result.auth_required = True
     except Exception as exc:  # a bug: report it as one line, keep the process alive for --all
         result.status, result.error, result.exit_code = "error", internal_error(exc), 1
     finally:

@@ -29,7 +29,7 @@ class SourceStatus(TypedDict):
     last_dup: int | None
     last_ok_at: str | None
     last_error: str | None
-    state: str  # from memex.health: OK, IDLE, SKIPPED, FAILING, STALE, STUCK, REGRESSED, SPOOL, DISABLED; REMOTE here
+    state: str  # from memex.health: OK, IDLE, SKIPPED, AUTH, FAILING, STALE, STUCK, REGRESSED, SPOOL, DISABLED; REMOTE here
     state_reason: str
     polled_by: str | None  # with S3 state: the host of the last poll lease ("host pid N")
     lease: str | None  # with S3 state: "held by host pid N" while a poll runs, else "free"

@@ -165,6 +165,12 @@ MUTANTS = [
         ["tests/test_teams.py::test_system_messages_images_and_files"],
         id="record-written-without-its-attachments-sha256",
     ),
+    pytest.param(
+        "memex/health.py",
+        [('    if live and live[-1].get("status") == "error" and live[-1].get("auth_required"):\n', "    if False:\n")],
+        ["tests/test_teams.py::test_revoked_login_says_run_memex_auth"],
+        id="expired-login-not-shown-in-status",
+    ),
 ]  # fmt: skip
 
 

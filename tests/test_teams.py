@@ -17,9 +17,11 @@ import pytest
 
 from memex import config as config_mod
 from memex.cursors import CursorStore
+from memex.dashboard import render_text
 from memex.records import decode_id
 from memex.registry import make_poller
 from memex.runner import poll
+from memex.status import collect
 from tests.graph_server import ME, TENANT, GraphServer
 
 CHAT_A = "19:2da4c29f6d7041eca70b638b43d45437@thread.v2"
@@ -237,7 +239,7 @@ def test_expired_access_token_is_refreshed_silently(tmp_path: Path, setup: tuple
 
 
 def test_revoked_login_says_run_memex_auth(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
-    """A revoked login fails the poll with one line telling the user to run `memex auth teams`; no token appears."""
+    """A revoked login fails the poll with one line telling the user to run `memex auth teams`, status shows AUTH at once, no token appears."""
     cfg, graph = setup
     graph.post(CHAT_A, "x")
     graph.revoke()
@@ -247,6 +249,13 @@ def test_revoked_login_says_run_memex_auth(tmp_path: Path, setup: tuple[config_m
     log = (cfg.state_dir / "logs" / "teams.log").read_text() if (cfg.state_dir / "logs" / "teams.log").exists() else ""
     for token in graph.issued:
         assert token not in (result.error or "") and token not in log
+    (row,) = collect(cfg)
+    assert row["state"] == "AUTH" and "memex auth teams" in row["state_reason"]  # from the first failure, not the third
+    assert "AUTH" in render_text(cfg, width=120)
+    graph.refresh.add("unused")  # signing in again clears it
+    sign_in(cfg)
+    assert poll(cfg, "teams").new == 1
+    assert collect(cfg)[0]["state"] == "OK"
 
 
 def test_memex_auth_cli_device_flow_and_private_cache(tmp_path: Path, graph: GraphServer) -> None:
