@@ -39,7 +39,9 @@ it (exit 1).
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -147,7 +149,26 @@ class TeamsPoller:
         return {"chats": len(chats), "modified": newest // 1_000_000}
 
     # -- the walk ------------------------------------------------------------
-    def _chats(self) -> list[Conversation]:
+    def me(self) -> str | None:
+        """The signed-in user's ID (read from the login once)."""
+        if self._me is None:
+            self._me = self.login.user_id()
+        return self._me
+
+    def head(self) -> Cursor:
+        """A live cursor at every chat's newest message now (``start = "now"``; see :mod:`pollers.teams_history`)."""
+        from pollers.teams_history import head
+
+        return head(self)
+
+    def history(self, since: datetime | None, until: datetime | None, checkpoint: Cursor) -> Iterator[Item]:
+        """Every message created in ``[since, until)``, chat by chat (``memex backfill``; see :mod:`pollers.teams_history`)."""
+        from pollers.teams_history import history
+
+        return history(self, since, until, checkpoint)
+
+    def chats(self) -> list[Conversation]:
+        """Every chat of the signed-in user (``/me/chats`` with members, all pages)."""
         params = urlencode({"$top": MAX_PAGE, "$expand": "members"}, safe="$")
         out: list[Conversation] = []
         for page, _next, _delta in self.graph.pages(self.graph.url(f"/me/chats?{params}")):
@@ -179,8 +200,8 @@ class TeamsPoller:
         """The next page of the chat being walked; the batch ending a chat's walk carries its new cursor."""
         cursor = cursor or {"chats": {}}
         if self._queue is None:
-            self._me = self.login.user_id()
-            self._queue = self._chats()
+            self.me()
+            self._queue = self.chats()
         while self._walk is not None or self._queue:
             if self._walk is None:
                 chat = self._queue.pop(0)
@@ -248,14 +269,14 @@ class TeamsPoller:
         since = int(prev.get("t", 0)) - self.settings.overlap_us if prev is not None else None
         stored_before = since is not None and ((created is not None and created <= since) or mid in known_ids)
         if not stored_before:
-            return [self._with_contents(Item(cursor=cursor, message=message), chat_id, mid)]
+            return [self.with_contents(Item(cursor=cursor, message=message), chat_id, mid)]
         out = []
         for kind, rid, at in render.revision_plan(msg, since or 0):
             rev = render.render(self.name, walk.chat, msg, self._me)
-            out.append(self._with_contents(Item(cursor=cursor, message=render.as_revision(rev, kind, rid, at)), chat_id, mid))
+            out.append(self.with_contents(Item(cursor=cursor, message=render.as_revision(rev, kind, rid, at)), chat_id, mid))
         return out
 
-    def _with_contents(self, item: Item, chat_id: str, mid: str) -> Item:
+    def with_contents(self, item: Item, chat_id: str, mid: str) -> Item:
         """Fetch the inline images an item's record lists and hand their bytes to the runner."""
         assert item.message is not None
         for index, att in enumerate(item.message.attachments):

@@ -84,10 +84,12 @@ class Graph:
     def _remaining(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
-    def _wait(self, seconds: float, url: str, why: str) -> None:
+    def _wait(self, seconds: float, url: str, why: str, attempt: int) -> None:
         left = self._remaining()
         if left is not None and seconds >= left:
             raise GraphUnavailable(f"{self.source}: {where(url)}: {why}; no time left in this poll to retry (the next poll goes on)")
+        if left is None and attempt > len(BACKOFF):  # no deadline (backfill): a bounded number of retries
+            raise GraphUnavailable(f"{self.source}: {where(url)}: {why}, {attempt} times in a row; try again later")
         time.sleep(max(0.0, seconds))
 
     def get(self, url: str, *, binary: bool = False) -> Any:
@@ -114,7 +116,7 @@ class Graph:
                 why = "timed out" if isinstance(exc, requests.Timeout) else f"network error ({type(exc).__name__})"
                 delay = backoff[min(attempt, len(backoff) - 1)] if backoff else 0.0
                 attempt += 1
-                self._wait(delay, url, why)
+                self._wait(delay, url, why, attempt)
                 continue
             status = resp.status_code
             if status == 200:
@@ -140,7 +142,7 @@ class Graph:
                 else:
                     delay = backoff[min(attempt, len(backoff) - 1)] if backoff else 0.0
                 attempt += 1
-                self._wait(delay, url, f"Graph answered {status}")
+                self._wait(delay, url, f"Graph answered {status}", attempt)
                 continue
             if status == 403:
                 raise SourceError(f"{self.source}: {where(url)}: access denied (403); the app needs consent for the scopes in the README")

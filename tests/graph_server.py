@@ -403,21 +403,23 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         order = query.get("$orderby", "lastModifiedDateTime desc")
-        msgs = sorted(chat.messages.values(), key=lambda m: (m["lastModifiedDateTime"], m["id"]), reverse=True)
+        key = order.split(" ")[0]
+        if order not in ("lastModifiedDateTime desc", "createdDateTime desc"):
+            self._send(
+                400, {"error": {"code": "BadRequest", "message": "Only descending order by lastModifiedDateTime or createdDateTime."}}
+            )
+            return
+        msgs = sorted(chat.messages.values(), key=lambda m: (m[key], m["id"]), reverse=True)
         flt = query.get("$filter")
-        if flt and order.startswith("lastModifiedDateTime"):  # $filter is ignored unless $orderby names the same property
+        if flt and flt.startswith(key):  # $filter is ignored unless $orderby names the same property
             for clause in flt.split(" and "):
                 prop, op, value = clause.split(" ", 2)
-                assert prop == "lastModifiedDateTime" and op in ("gt", "lt"), clause
+                assert prop == key and op in (("gt", "lt") if key == "lastModifiedDateTime" else ("lt",)), clause
                 bound = _parse(value)
-                msgs = [
-                    m
-                    for m in msgs
-                    if (_parse(m["lastModifiedDateTime"]) > bound if op == "gt" else _parse(m["lastModifiedDateTime"]) < bound)
-                ]
+                msgs = [m for m in msgs if (_parse(m[key]) > bound) == (op == "gt") and _parse(m[key]) != bound]
         if "$skiptoken" in query:
-            last_lm, last_id = json.loads(base64.b64decode(query["$skiptoken"]).decode())
-            msgs = [m for m in msgs if (m["lastModifiedDateTime"], m["id"]) < (last_lm, last_id)]
+            last_value, last_id = json.loads(base64.b64decode(query["$skiptoken"]).decode())
+            msgs = [m for m in msgs if (m[key], m["id"]) < (last_value, last_id)]
         page = msgs[:top]
         body: dict[str, Any] = {"@odata.context": f"https://graph.microsoft.com/v1.0/$metadata#chats('{chat_id}')/messages",
                                 "@odata.count": len(page), "value": [json.loads(json.dumps(m)) for m in page]}  # fmt: skip
@@ -425,7 +427,7 @@ class _Handler(BaseHTTPRequestHandler):
             if m["body"]["contentType"] == "html":
                 m["body"]["content"] = m["body"]["content"].replace("https://graph.microsoft.com/v1.0", s.graph)
         if len(msgs) > top:
-            token = base64.b64encode(json.dumps([page[-1]["lastModifiedDateTime"], page[-1]["id"]]).encode()).decode()
+            token = base64.b64encode(json.dumps([page[-1][key], page[-1]["id"]]).encode()).decode()
             body["@odata.nextLink"] = f"{s.graph}/me/chats/{chat_id}/messages?{urlencode({**query, '$skiptoken': token})}"
         self._send(200, body)
 

@@ -1,0 +1,85 @@
+"""``memex backfill`` and ``start = "now"`` for Teams: whole chat histories by creation time, and the head.
+
+History walks the chats in sorted ID order and each chat's messages with
+``$orderby=createdDateTime desc`` (``$filter=createdDateTime lt <until>``
+when ``--until`` is given: the only operator Graph supports on that
+property), stopping at the first message created before ``--since``. Each
+message is stored as it is now (its original record; the live poll stores
+later changes as revisions). Checkpoint: ``{"chat": ID, "created": µs,
+"id": MSGID}`` of the last message yielded; a resumed walk skips the chats
+before ``chat`` and, in it, the messages at or above that point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
+
+from memex.source import Cursor, Item
+from pollers import teams_render as render
+
+if TYPE_CHECKING:
+    from pollers.teams import TeamsPoller
+
+_MS = 1000
+
+
+def _chat_path(chat_id: str) -> str:
+    return f"/me/chats/{quote(chat_id, safe=':@;')}/messages?"
+
+
+def history(poller: TeamsPoller, since: datetime | None, until: datetime | None, checkpoint: Cursor) -> Iterator[Item]:
+    """Every message created in ``[since, until)`` of every chat, newest first within a chat, after ``checkpoint``."""
+    lo = None if since is None else int(since.timestamp() * 1_000_000)
+    hi = None if until is None else int(until.timestamp() * 1_000_000)
+    start: tuple[str, int, str] | None = None
+    if checkpoint:
+        start = (str(checkpoint["chat"]), int(checkpoint["created"]), str(checkpoint["id"]))
+    poller.me()
+    for chat in sorted(poller.chats(), key=lambda c: c["id"] or ""):
+        chat_id = chat["id"] or ""
+        if start is not None and chat_id < start[0]:
+            continue
+        params: dict[str, Any] = {"$top": poller.settings.page_size, "$orderby": "createdDateTime desc"}
+        upper = hi
+        if start is not None and chat_id == start[0]:
+            upper = start[1] + 1 if upper is None else min(upper, start[1] + 1)  # created <= the checkpoint's time
+        if upper is not None:  # Graph compares at ms precision: ask for a superset, bound exactly below
+            params["$filter"] = f"createdDateTime lt {render.format_ts(-(-upper // _MS) * _MS)}"
+        url = poller.graph.url(_chat_path(chat_id) + urlencode(params, safe="$:", quote_via=quote))
+        done = False
+        for page, _next, _delta in poller.graph.pages(url):
+            for msg in page:
+                created = render.parse_ts(msg.get("createdDateTime"))
+                mid = msg.get("id")
+                if created is None or not isinstance(mid, str):
+                    continue
+                if lo is not None and created < lo:
+                    done = True
+                    break
+                if hi is not None and created >= hi:
+                    continue
+                if start is not None and chat_id == start[0] and (created, mid) >= (start[1], start[2]):
+                    continue
+                mark = {"chat": chat_id, "created": created, "id": mid}
+                message = render.render(poller.name, chat, msg, poller.me())
+                yield poller.with_contents(Item(cursor=mark, message=message), chat_id, mid)
+            if done:
+                break
+
+
+def head(poller: TeamsPoller) -> Cursor:
+    """A live cursor at every chat's newest modification now: polls from it store only later changes."""
+    chats: dict[str, Any] = {}
+    for chat in poller.chats():
+        chat_id = chat["id"] or ""
+        params = {"$top": 1, "$orderby": "lastModifiedDateTime desc"}
+        doc = poller.graph.get(poller.graph.url(_chat_path(chat_id) + urlencode(params, safe="$:", quote_via=quote)))
+        values = doc.get("value") if isinstance(doc, dict) else None
+        newest = [render.parse_ts(m.get("lastModifiedDateTime")) for m in values or [] if isinstance(m, dict)]
+        stamps = [t for t in newest if t is not None]
+        seen = [f"{m.get('id')}@{t}" for m, t in zip(values or [], newest, strict=False) if t is not None and isinstance(m, dict)]
+        chats[chat_id] = {"t": max(stamps, default=0), "seen": sorted(seen)}
+    return {"chats": chats}
