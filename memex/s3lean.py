@@ -265,12 +265,8 @@ class LeanS3:
         412 too, so callers must recognise their own write on the re-read.
         """
         where = f"s3://{self.bucket}/{key}"
-        headers = {"content-type": content_type}
-        if etag is None:
-            headers["if-none-match"] = "*"
-        else:
-            headers["if-match"] = etag
-        resp = self._request("PUT", key, body, headers, where, "conditional write")
+        condition = {"if-none-match": "*"} if etag is None else {"if-match": etag}
+        resp = self._request("PUT", key, body, {"content-type": content_type, **condition}, where, "conditional write")
         if resp.status == 200:
             return resp.headers.get("etag", "")
         if resp.status in (409, 412):

@@ -89,7 +89,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/s3lean.py",
-        [('            headers["if-match"] = etag\n', "            pass\n")],
+        [('condition = {"if-none-match": "*"} if etag is None else {"if-match": etag}', 'condition = {"if-none-match": "*"} if etag is None else {}')],
         ["tests/test_s3state.py::test_concurrent_writers_of_one_source_lose_no_update[moto]"],
         id="s3-cursor-put-without-if-match",
     ),
