@@ -46,7 +46,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from memex.config import SourceConfig
-from memex.errors import ConfigError, SourceError
+from memex.errors import AuthRequired, ConfigError, SourceError
 from memex.records import Conversation
 from memex.source import Batch, Cursor, Item
 from pollers import teams_render as render
@@ -210,7 +210,9 @@ class TeamsPoller:
             walk = self._walk
             try:
                 items = self._page(walk, cursor)
-            except (GraphUnavailable, NotFound) as exc:
+            except AuthRequired:
+                raise
+            except SourceError as exc:  # this chat only: the others go on, its cursor stays
                 self._failed.append(f"{walk.chat['id']} ({exc})")
                 self._walk = None
                 continue

@@ -118,6 +118,7 @@ class GraphServer:
         self.faults: list[Fault] = []
         self.log: list[dict[str, Any]] = []
         self.issued: list[str] = []  # every token handed out (for canary checks)
+        self.next_link_base: str | None = None  # hand out message nextLinks under another base URL (a hostile or broken server)
         handler = type("H", (_Handler,), {"server_state": self})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
@@ -428,7 +429,9 @@ class _Handler(BaseHTTPRequestHandler):
                 m["body"]["content"] = m["body"]["content"].replace("https://graph.microsoft.com/v1.0", s.graph)
         if len(msgs) > top:
             token = base64.b64encode(json.dumps([page[-1][key], page[-1]["id"]]).encode()).decode()
-            body["@odata.nextLink"] = f"{s.graph}/me/chats/{chat_id}/messages?{urlencode({**query, '$skiptoken': token})}"
+            body["@odata.nextLink"] = (
+                f"{s.next_link_base or s.graph}/me/chats/{chat_id}/messages?{urlencode({**query, '$skiptoken': token})}"
+            )
         self._send(200, body)
 
     def do_POST(self) -> None:

@@ -171,6 +171,12 @@ MUTANTS = [
         ["tests/test_teams.py::test_revoked_login_says_run_memex_auth"],
         id="expired-login-not-shown-in-status",
     ),
+    pytest.param(
+        "pollers/teams_graph.py",
+        [("        if not self._ours(url):\n", "        if False:\n")],
+        ["tests/test_teams.py::test_the_token_never_leaves_the_graph_url"],
+        id="teams-token-sent-to-any-link",
+    ),
 ]  # fmt: skip
 
 

@@ -385,3 +385,42 @@ def test_start_now_stores_only_what_comes_later(tmp_path: Path, graph: GraphServ
     graph.post(CHAT_A, "new")
     assert poll(cfg, "teams").new == 1
     assert [r["text"] for r in stored(tmp_path).values()] == ["new"]
+
+
+def test_a_hung_response_times_out_and_is_retried(tmp_path: Path, graph: GraphServer) -> None:
+    """A page that never answers is abandoned after `timeout` and asked again; the walk completes."""
+    graph.add_chat(CHAT_A)
+    for i in range(7):
+        graph.post(CHAT_A, f"h{i}")
+    cfg = config_mod.load(write_config(tmp_path, graph, page_size=5, timeout=1))
+    sign_in(cfg)
+    hang = threading.Event()
+    fault = graph.fault(f"/me/chats/{CHAT_A}/messages", hang=hang, after=1)
+    try:
+        result = poll(cfg, "teams", max_seconds=30)
+    finally:
+        hang.set()
+    assert (result.new, result.exit_code) == (7, 0), result.error
+    assert fault.hits == 2 and len(graph.requests(f"/me/chats/{CHAT_A}/messages")) == 3
+
+
+def test_the_token_never_leaves_the_graph_url(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
+    """An @odata.nextLink pointing anywhere but graph_url is not followed (no connection, no token); that chat keeps its cursor."""
+    import socket
+
+    cfg, graph = setup
+    for i in range(7):
+        graph.post(CHAT_A, f"n{i}")
+    graph.post(CHAT_B, "other chat")
+    elsewhere = socket.create_server(("127.0.0.1", 0))
+    elsewhere.settimeout(0.2)
+    try:
+        graph.next_link_base = f"https://127.0.0.1:{elsewhere.getsockname()[1]}/v1.0"
+        result = poll(cfg, "teams", max_seconds=8)
+        with pytest.raises(TimeoutError):
+            elsewhere.accept()  # nobody connected
+    finally:
+        elsewhere.close()
+    assert result.exit_code == 1 and "not following" in (result.error or "") and CHAT_A in (result.error or "")
+    assert CHAT_A not in cursor(cfg)["chats"] and CHAT_B in cursor(cfg)["chats"]
+    assert "other chat" in {r["text"] for r in stored(tmp_path).values()}
