@@ -50,8 +50,8 @@ from memex.errors import AuthRequired, ConfigError, SourceError
 from memex.records import Conversation
 from memex.source import Batch, Cursor, Item
 from pollers import teams_render as render
-from pollers.teams_auth import CHAT_SCOPES, DEFAULT_AUTHORITY, DEFAULT_CLIENT_ID, DEFAULT_TENANT, AuthSettings, Login
-from pollers.teams_graph import Graph, GraphUnavailable, NotFound
+from pollers.teams_auth import CHANNEL_SCOPES, CHAT_SCOPES, DEFAULT_AUTHORITY, DEFAULT_CLIENT_ID, DEFAULT_TENANT, AuthSettings, Login
+from pollers.teams_graph import Gone, Graph, GraphUnavailable, NotFound
 
 DEFAULT_GRAPH = "https://graph.microsoft.com/v1.0"
 MAX_PAGE = 50  # Graph's largest $top for chat messages
@@ -66,6 +66,7 @@ class Settings:
     timeout: float
     page_size: int
     overlap_us: int
+    channels: bool = False
 
 
 def _url_key(keys: Any, key: str, default: str) -> str:
@@ -87,30 +88,40 @@ def make(source: SourceConfig) -> TeamsPoller:
     timeout = keys.number("timeout", default=30, minimum=1, maximum=600)
     page_size = keys.number("page_size", default=MAX_PAGE, minimum=1, maximum=MAX_PAGE)
     overlap = keys.number("overlap_seconds", default=60, minimum=0, maximum=86400)
+    channels = keys.flag("channels", default=False)
     keys.finish()
     if source.state_dir is None:
         raise ConfigError(
             "a teams source needs the config's state_dir (its login is kept there)", path=source.path, key=f"sources.{source.name}"
         )
     settings = Settings(
-        auth=AuthSettings(client_id=client_id, tenant=tenant, authority=authority, scopes=CHAT_SCOPES, timeout=float(timeout)),
+        auth=AuthSettings(
+            client_id=client_id,
+            tenant=tenant,
+            authority=authority,
+            scopes=CHAT_SCOPES + (CHANNEL_SCOPES if channels else ()),
+            timeout=float(timeout),
+        ),
         graph_url=graph_url,
         timeout=float(timeout),
         page_size=page_size,
         overlap_us=overlap * 1_000_000,
+        channels=channels,
     )
     return TeamsPoller(source.name, settings, Login(source.name, settings.auth, source.state_dir))
 
 
 @dataclass
 class _Walk:
-    """One chat being walked in this poll: where the next page is and what the walk has seen."""
+    """One chat (or channel) being walked in this poll: where the next page is and what the walk has seen."""
 
     chat: Conversation
     next_url: str | None
     prev: dict[str, Any] | None  # the chat's cursor entry before the walk (None: never walked)
+    kind: str = "chats"  # or "channels" (a delta walk)
     newest: int = 0
     seen: dict[str, int] = field(default_factory=dict)  # message id -> lastModified µs, of this walk
+    delta: str | None = None  # a channel walk's final @odata.deltaLink
 
 
 class TeamsPoller:
@@ -122,7 +133,8 @@ class TeamsPoller:
         self.login = login
         self.graph = Graph(settings.graph_url, self._token, timeout=settings.timeout, source=name, backoff=backoff)
         self._me: str | None = None
-        self._queue: list[Conversation] | None = None
+        self._queue: list[tuple[str, Conversation]] | None = None
+        self._teams: dict[str, str] = {}  # channel id -> team id
         self._walk: _Walk | None = None
         self._failed: list[str] = []
 
@@ -143,10 +155,14 @@ class TeamsPoller:
         self.graph.close()
 
     def positions(self, cursor: Cursor) -> dict[str, int]:
-        """``{"chats": chats walked, "modified": newest stored modification (epoch seconds)}``."""
+        """``{"chats": chats walked, "modified": newest stored modification (epoch seconds)}`` (+ ``"channels"``)."""
         chats = (cursor or {}).get("chats") or {}
-        newest = max((int(c.get("t", 0)) for c in chats.values()), default=0)
-        return {"chats": len(chats), "modified": newest // 1_000_000}
+        channels = (cursor or {}).get("channels") or {}
+        newest = max((int(c.get("t", 0)) for c in (*chats.values(), *channels.values())), default=0)
+        out = {"chats": len(chats), "modified": newest // 1_000_000}
+        if self.settings.channels or channels:
+            out["channels"] = len(channels)
+        return out
 
     # -- the walk ------------------------------------------------------------
     def me(self) -> str | None:
@@ -201,17 +217,28 @@ class TeamsPoller:
         cursor = cursor or {"chats": {}}
         if self._queue is None:
             self.me()
-            self._queue = self.chats()
+            self._queue = [("chats", c) for c in self.chats()]
+            if self.settings.channels:
+                from pollers.teams_channels import channels
+
+                self._queue += [("channels", c) for c in channels(self)]
         while self._walk is not None or self._queue:
             if self._walk is None:
-                chat = self._queue.pop(0)
-                prev = cursor["chats"].get(chat["id"])
-                self._walk = _Walk(chat=chat, next_url=self._messages_url(chat["id"] or "", prev), prev=prev)
+                kind, chat = self._queue.pop(0)
+                prev = (cursor.get(kind) or {}).get(chat["id"])
+                self._walk = _Walk(chat=chat, next_url=self._first_url(kind, chat["id"] or "", prev), prev=prev, kind=kind)
             walk = self._walk
             try:
                 items = self._page(walk, cursor)
             except AuthRequired:
                 raise
+            except Gone:
+                if walk.kind == "channels" and walk.prev is not None and walk.next_url == walk.prev.get("delta"):
+                    walk.next_url = self._first_url("channels", walk.chat["id"] or "", None)  # delta token expired: sync again
+                    continue
+                self._failed.append(f"{walk.chat['id']} (Graph answered 410)")
+                self._walk = None
+                continue
             except SourceError as exc:  # this chat only: the others go on, its cursor stays
                 self._failed.append(f"{walk.chat['id']} ({exc})")
                 self._walk = None
@@ -229,6 +256,15 @@ class TeamsPoller:
             raise SourceError(f"{self.name}: {len(failed)} chat(s) not read this time, their cursors kept: {'; '.join(failed)[:600]}")
         return Batch(items=[], cursor=cursor)
 
+    def _first_url(self, kind: str, conv_id: str, prev: dict[str, Any] | None) -> str:
+        if kind == "chats":
+            return self._messages_url(conv_id, prev)
+        if prev is not None and isinstance(prev.get("delta"), str):
+            return str(prev["delta"])
+        from pollers.teams_channels import delta_url
+
+        return delta_url(self, self._teams[conv_id], conv_id)
+
     def _page(self, walk: _Walk, cursor: Cursor) -> list[Item]:
         """Fetch the walk's next page and turn its messages into items (all at the unchanged cursor)."""
         assert walk.next_url is not None
@@ -239,8 +275,15 @@ class TeamsPoller:
         nxt = doc.get("@odata.nextLink")
         items: list[Item] = []
         for msg in values:
+            if isinstance(msg, dict) and "@removed" in msg:
+                continue  # a delta tombstone without the message: its deletion arrives as deletedDateTime
             items.extend(self._message(walk, msg, cursor))
+            for reply in (msg.get("replies") or []) if isinstance(msg, dict) else []:
+                items.extend(self._message(walk, reply, cursor))
         walk.next_url = nxt if isinstance(nxt, str) else None
+        delta = doc.get("@odata.deltaLink")
+        if walk.next_url is None and isinstance(delta, str):
+            walk.delta = delta
         return items
 
     def _message(self, walk: _Walk, msg: Any, cursor: Cursor) -> list[Item]:
@@ -258,6 +301,8 @@ class TeamsPoller:
         prev = walk.prev
         if prev is not None and f"{mid}@{modified}" in prev.get("seen", ()):
             return []  # the overlap's re-read of a message already handled
+        if prev is not None and modified <= int(prev.get("t", 0)) - self.settings.overlap_us:
+            return []  # unchanged since it was stored (a channel's reply chain comes back whole)
         try:
             message = render.render(self.name, walk.chat, msg, self._me)
         except Exception as exc:  # one odd message never blocks the chat
@@ -285,7 +330,10 @@ class TeamsPoller:
             if not att["id"].startswith("hostedContents/"):
                 continue
             hosted = att["id"].split("/", 1)[1]
-            url = self.graph.url(f"/chats/{quote(chat_id, safe=':@;')}/messages/{quote(mid)}/hostedContents/{quote(hosted)}/$value")
+            html = item.message.extra.get("html") or ""
+            url = render.hosted_content_urls(html).get(hosted) or self.graph.url(
+                f"/chats/{quote(chat_id, safe=':@;')}/messages/{quote(mid)}/hostedContents/{quote(hosted)}/$value"
+            )
             try:
                 data = self.graph.get(url, binary=True)
             except NotFound:
@@ -300,19 +348,21 @@ class TeamsPoller:
         t = max(int(prev.get("t", 0)), walk.newest)
         floor = t - self.settings.overlap_us
         seen: dict[str, int] = {}
-        for entry in prev.get("seen", ()):
-            sid, _, at = entry.rpartition("@")
+        for mark in prev.get("seen", ()):
+            sid, _, at = mark.rpartition("@")
             if at.isdigit() and int(at) > floor:
                 seen[sid] = max(seen.get(sid, 0), int(at))
         for sid, at in walk.seen.items():
             if at > floor:
                 seen[sid] = max(seen.get(sid, 0), at)
-        entry = {"t": t, "seen": sorted(f"{sid}@{at}" for sid, at in seen.items())}
+        entry: dict[str, Any] = {"t": t, "seen": sorted(f"{sid}@{at}" for sid, at in seen.items())}
+        if walk.kind == "channels":
+            entry["delta"] = walk.delta or prev.get("delta")
         if walk.prev is not None and entry == walk.prev:
             return cursor
-        chats = dict(cursor.get("chats") or {})
-        chats[walk.chat["id"] or ""] = entry
-        return {**cursor, "chats": chats}
+        convs = dict(cursor.get(walk.kind) or {})
+        convs[walk.chat["id"] or ""] = entry
+        return {**cursor, walk.kind: convs}
 
 
 def _failure(ref: str, reason: str, raw: bytes) -> Any:

@@ -34,6 +34,10 @@ class NotFound(SourceError):
     """Graph answered 404 (a chat left, an image removed)."""
 
 
+class Gone(SourceError):
+    """Graph answered 410: a delta token expired (the channel is synced again from the start)."""
+
+
 def where(url: str) -> str:
     """A URL's path only, for errors and logs (the query may hold opaque server tokens)."""
     return urlsplit(url).path or "/"
@@ -135,6 +139,8 @@ class Graph:
                 continue
             if status == 404:
                 raise NotFound(f"{self.source}: {where(url)}: not found (404)")
+            if status == 410:
+                raise Gone(f"{self.source}: {where(url)}: gone (410)")
             if status in (429, 503) or status >= 500:
                 retry_after = _retry_after(resp.headers.get("Retry-After"))
                 if retry_after is not None and status in (429, 503):

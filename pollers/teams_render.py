@@ -92,6 +92,14 @@ def hosted_content_ids(html: str) -> list[str]:
     return list(seen)
 
 
+def hosted_content_urls(html: str) -> dict[str, str]:
+    """The URL each inline image's ``src`` gives, by hostedContents ID (chat, channel and reply URLs differ)."""
+    out: dict[str, str] = {}
+    for m in re.finditer(r"""src=["']([^"']*/hostedContents/([^/"'?#]+)/\$value)["']""", html):
+        out.setdefault(m.group(2), m.group(1).replace("&amp;", "&"))
+    return out
+
+
 def native_id(chat_id: str, message_id: str) -> str:
     """A message's native ID: its chat's ID and its own (message IDs are unique only within a chat)."""
     return f"{chat_id}/{message_id}"

@@ -118,6 +118,11 @@ class GraphServer:
         self.faults: list[Fault] = []
         self.log: list[dict[str, Any]] = []
         self.issued: list[str] = []  # every token handed out (for canary checks)
+        self.teams: dict[str, dict[str, Any]] = {}  # team id -> joinedTeams entry
+        self.channels: dict[str, Chat] = {}  # channel id -> its messages (roots and replies)
+        self.channel_team: dict[str, str] = {}
+        self.seq = 0  # a change counter: delta tokens are positions in it
+        self.changed: dict[tuple[str, str], int] = {}  # (conversation, message id) -> seq of its last change
         self.next_link_base: str | None = None  # hand out message nextLinks under another base URL (a hostile or broken server)
         handler = type("H", (_Handler,), {"server_state": self})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -161,8 +166,10 @@ class GraphServer:
             })  # fmt: skip
 
     def post(self, chat_id: str, text: str, *, user: tuple[str, str] = (ME, "Megan Bowen"), html: bool = False, step: float = 1.0,
-             images: dict[str, bytes] | None = None, files: list[dict[str, Any]] | None = None, reply_to: str | None = None) -> str:  # fmt: skip
-        """Post a message as ``user`` (an hour's worth of steps apart); return its id."""
+             images: dict[str, bytes] | None = None, files: list[dict[str, Any]] | None = None, reply_to: str | None = None,
+             reply_root: str | None = None) -> str:  # fmt: skip
+        """Post a message as ``user`` ``step`` seconds after the last change (``reply_root``: a channel reply); return its id."""
+        team = self.channel_team.get(chat_id)
         with self.lock:
             when = self.tick(step)
             mid = str(int(self.now.timestamp() * 1000))
@@ -171,17 +178,19 @@ class GraphServer:
                 html = True
                 for hid, data in images.items():
                     self.hosted[(chat_id, mid, hid)] = data
-                    content += (f'<img src="https://graph.microsoft.com/v1.0/chats/{chat_id}/messages/{mid}/hostedContents/{hid}/$value"'
+                    where = f"teams/{team}/channels/{chat_id}" if team else f"chats/{chat_id}"
+                    content += (f'<img src="https://graph.microsoft.com/v1.0/{where}/messages/{mid}/hostedContents/{hid}/$value"'
                                 ' width="67" height="63" style="vertical-align:bottom">')  # fmt: skip
             attachments = list(files or [])
             if reply_to:
                 attachments.append({"id": reply_to, "contentType": "messageReference", "contentUrl": None, "content": None,
                                     "name": None, "thumbnailUrl": None, "teamsAppId": None})  # fmt: skip
-            self.chats[chat_id].messages[mid] = {
-                "id": mid, "replyToId": None, "etag": mid, "messageType": "message", "createdDateTime": when,
+            self._touch(chat_id, mid)
+            self._conv(chat_id).messages[mid] = {
+                "id": mid, "replyToId": reply_root, "etag": mid, "messageType": "message", "createdDateTime": when,
                 "lastModifiedDateTime": when, "lastEditedDateTime": None, "deletedDateTime": None, "subject": None,
-                "summary": None, "chatId": chat_id, "importance": "normal", "locale": "en-us", "webUrl": None,
-                "channelIdentity": None, "policyViolation": None, "eventDetail": None,
+                "summary": None, "chatId": None if team else chat_id, "importance": "normal", "locale": "en-us", "webUrl": None,
+                "channelIdentity": {"teamId": team, "channelId": chat_id} if team else None, "policyViolation": None, "eventDetail": None,
                 "from": {"application": None, "device": None, "user": {"@odata.type": "#microsoft.graph.teamworkUserIdentity", "id": user[0],
                          "displayName": user[1], "userIdentityType": "aadUser", "tenantId": TENANT}},
                 "body": {"contentType": "html" if html else "text", "content": content},
@@ -189,11 +198,29 @@ class GraphServer:
             }  # fmt: skip
             return mid
 
+    def _conv(self, conv_id: str) -> Chat:
+        return self.channels[conv_id] if conv_id in self.channels else self.chats[conv_id]
+
+    def _touch(self, conv_id: str, mid: str) -> None:
+        self.seq += 1
+        self.changed[(conv_id, mid)] = self.seq
+
+    def add_channel(self, team_id: str, channel_id: str, *, team_name: str = "Contoso", name: str = "General") -> None:
+        """A joined team (created on first use) and one of its channels."""
+        with self.lock:
+            self.teams.setdefault(team_id, {"id": team_id, "displayName": team_name, "description": None, "isArchived": False,
+                                            "tenantId": TENANT, "channels": []})  # fmt: skip
+            self.teams[team_id]["channels"].append({"id": channel_id, "createdDateTime": iso(self.now), "displayName": name,
+                                                    "description": None, "email": "", "webUrl": None, "membershipType": "standard"})  # fmt: skip
+            self.channels[channel_id] = Chat({"id": channel_id})
+            self.channel_team[channel_id] = team_id
+
     def system(self, chat_id: str, new_name: str) -> str:
         """A system message: the chat was renamed (``from`` null, ``eventDetail``)."""
         with self.lock:
             when = self.tick()
             mid = str(int(self.now.timestamp() * 1000))
+            self._touch(chat_id, mid)
             self.chats[chat_id].messages[mid] = {
                 "id": mid, "replyToId": None, "etag": mid, "messageType": "systemEventMessage", "createdDateTime": when,
                 "lastModifiedDateTime": when, "lastEditedDateTime": None, "deletedDateTime": None, "subject": None,
@@ -211,7 +238,8 @@ class GraphServer:
         """Edit a message (``lastEditedDateTime`` and ``lastModifiedDateTime`` move)."""
         with self.lock:
             when = self.tick()
-            m = self.chats[chat_id].messages[mid]
+            m = self._conv(chat_id).messages[mid]
+            self._touch(chat_id, mid)
             m["body"] = {"contentType": m["body"]["contentType"], "content": text}
             m["lastEditedDateTime"] = m["lastModifiedDateTime"] = when
 
@@ -219,7 +247,8 @@ class GraphServer:
         """Delete a message (soft delete: ``deletedDateTime`` set, body emptied)."""
         with self.lock:
             when = self.tick()
-            m = self.chats[chat_id].messages[mid]
+            m = self._conv(chat_id).messages[mid]
+            self._touch(chat_id, mid)
             m["deletedDateTime"] = m["lastModifiedDateTime"] = when
             m["body"] = {"contentType": "html", "content": ""}
 
@@ -229,7 +258,8 @@ class GraphServer:
         """Add (or remove) a reaction: only ``reactions`` and ``lastModifiedDateTime`` change."""
         with self.lock:
             when = self.tick()
-            m = self.chats[chat_id].messages[mid]
+            m = self._conv(chat_id).messages[mid]
+            self._touch(chat_id, mid)
             if remove:
                 m["reactions"] = [r for r in m["reactions"] if not (r["reactionType"] == reaction and r["user"]["user"]["id"] == user[0])]
                 action = "reactionRemoved"
@@ -379,6 +409,20 @@ class _Handler(BaseHTTPRequestHandler):
                     body["@odata.nextLink"] = f"{s.graph}/me/chats?{urlencode(q)}"
                 self._send(200, body)
                 return
+            if parts == ["me", "joinedTeams"]:
+                value = [{k: v for k, v in t.items() if k != "channels"} for t in s.teams.values()]
+                self._send(
+                    200, {"@odata.context": "https://graph.microsoft.com/v1.0/$metadata#teams", "@odata.count": len(value), "value": value}
+                )
+                return
+            if len(parts) == 3 and parts[0] == "teams" and parts[2] == "channels" and parts[1] in s.teams:
+                value = s.teams[parts[1]]["channels"]
+                self._send(200, {"@odata.context": f"https://graph.microsoft.com/v1.0/$metadata#teams('{parts[1]}')/channels",
+                                 "@odata.count": len(value), "value": value})  # fmt: skip
+                return
+            if len(parts) == 6 and parts[0] == "teams" and parts[2] == "channels" and parts[4:] == ["messages", "delta"]:
+                self._delta(parts[1], parts[3], query)
+                return
             if len(parts) == 4 and parts[:2] == ["me", "chats"] and parts[3] == "messages":
                 self._messages(parts[2], query)
                 return
@@ -432,6 +476,43 @@ class _Handler(BaseHTTPRequestHandler):
             body["@odata.nextLink"] = (
                 f"{s.next_link_base or s.graph}/me/chats/{chat_id}/messages?{urlencode({**query, '$skiptoken': token})}"
             )
+        self._send(200, body)
+
+    def _delta(self, team_id: str, channel_id: str, query: dict[str, str]) -> None:
+        """A channel's delta round: reply chains (root + replies) changed after the token's position, oldest root first."""
+        s = self.server_state
+        channel = s.channels.get(channel_id)
+        if channel is None or s.channel_team.get(channel_id) != team_id:
+            self._send(404, {"error": {"code": "NotFound", "message": "Channel not found."}})
+            return
+        if "$skiptoken" in query:
+            since, top, offset = json.loads(base64.b64decode(query["$skiptoken"]).decode())
+        elif "$deltatoken" in query:
+            (since,), top, offset = json.loads(base64.b64decode(query["$deltatoken"]).decode()), 50, 0
+        else:
+            since, top, offset = 0, min(int(query.get("$top", 50)), 50), 0
+        roots = sorted((m for m in channel.messages.values() if not m["replyToId"]), key=lambda m: m["id"])
+
+        def chain_seq(root: dict[str, Any]) -> int:
+            return max([s.changed.get((channel_id, root["id"]), 0)] + [s.changed.get((channel_id, r["id"]), 0)
+                       for r in channel.messages.values() if r["replyToId"] == root["id"]])  # fmt: skip
+
+        changed = [r for r in roots if chain_seq(r) > since]
+        page = []
+        for root in changed[offset : offset + top]:
+            doc = json.loads(json.dumps(root))
+            doc["replies"] = [
+                json.loads(json.dumps(r)) for r in sorted(channel.messages.values(), key=lambda m: m["id"]) if r["replyToId"] == root["id"]
+            ]
+            page.append(doc)
+        body: dict[str, Any] = {"@odata.context": "https://graph.microsoft.com/v1.0/$metadata#Collection(chatMessage)", "value": page}
+        base = f"{s.graph}/teams/{team_id}/channels/{channel_id}/messages/delta"
+        if offset + top < len(changed):
+            body["@odata.nextLink"] = (
+                f"{base}?{urlencode({'$skiptoken': base64.b64encode(json.dumps([since, top, offset + top]).encode()).decode()})}"
+            )
+        else:
+            body["@odata.deltaLink"] = f"{base}?{urlencode({'$deltatoken': base64.b64encode(json.dumps([s.seq]).encode()).decode()})}"
         self._send(200, body)
 
     def do_POST(self) -> None:

@@ -424,3 +424,39 @@ def test_the_token_never_leaves_the_graph_url(tmp_path: Path, setup: tuple[confi
     assert result.exit_code == 1 and "not following" in (result.error or "") and CHAT_A in (result.error or "")
     assert CHAT_A not in cursor(cfg)["chats"] and CHAT_B in cursor(cfg)["chats"]
     assert "other chat" in {r["text"] for r in stored(tmp_path).values()}
+
+
+CHANNEL = "19:4a95f7d8db4c4e7fae857bcebe0623e6@thread.tacv2"
+TEAM = "fbe2bf47-16c8-47cf-b4a5-4b9b187c508b"
+
+
+def test_channels_through_the_delta_query(tmp_path: Path, graph: GraphServer) -> None:
+    """channels = true: posts and replies via delta (pages, then the deltaLink as cursor); later replies and edits only; 410 resyncs."""
+    graph.add_channel(TEAM, CHANNEL, team_name="Contoso", name="General")
+    graph.add_channel(TEAM, "19:second00000000000000000000000000@thread.tacv2", name="Random")
+    roots = [graph.post(CHANNEL, f"post {i}", step=30) for i in range(4)]
+    replies = [graph.post(CHANNEL, f"reply {i}", reply_root=roots[0], step=30) for i in range(3)]
+    cfg = config_mod.load(write_config(tmp_path, graph, channels=True, page_size=3))
+    sign_in(cfg)
+    first = poll(cfg, "teams")
+    assert (first.new, first.exit_code) == (7, 0), first.error
+    records = {r["native_id"]: r for r in stored(tmp_path).values()}
+    assert set(records) == {f"{CHANNEL}/{m}" for m in roots + replies}
+    assert records[f"{CHANNEL}/{replies[0]}"]["reply_to"] == f"{CHANNEL}/{roots[0]}"
+    assert records[f"{CHANNEL}/{roots[1]}"]["conversation"]["name"] == "Contoso / General"
+    delta = cursor(cfg)["channels"][CHANNEL]["delta"]
+    assert "$deltatoken" in delta or "%24deltatoken" in delta
+    graph.tick(300)
+    late = graph.post(CHANNEL, "late reply", reply_root=roots[0])
+    graph.edit(CHANNEL, roots[2], "post 2 (edited)")
+    second = poll(cfg, "teams")
+    assert (second.new, second.dup, second.exit_code) == (2, 0, 0), second.error
+    assert f"{CHANNEL}/{late}" in {r["native_id"] for r in stored(tmp_path).values()}
+    (rev,) = stored(tmp_path, "revisions/teams/").values()
+    assert rev["revision"]["kind"] == "edit" and rev["text"] == "post 2 (edited)"
+    assert "deltatoken" in graph.requests(f"/channels/{CHANNEL}/messages/delta")[-1]["query"].__repr__()
+    assert poll(cfg, "teams").new == 0
+    graph.fault(f"/channels/{CHANNEL}/messages/delta", 410)
+    resync = poll(cfg, "teams")
+    assert (resync.new, resync.dup, resync.exit_code) == (0, 0, 0), resync.error
+    assert "$deltatoken" not in graph.requests(f"/channels/{CHANNEL}/messages/delta")[-2]["query"]
