@@ -56,7 +56,7 @@ def json_option(func: F) -> F:
 
 @contextmanager
 def stop_on_signals() -> Iterator[threading.Event]:
-    """SIGTERM and SIGINT set an event the runner checks between messages (nothing else runs in the handler)."""
+    """SIGTERM and SIGINT set an event the runner checks between messages and memex.deadline watches mid-request."""
     stop = threading.Event()
     previous = {}
 
@@ -113,7 +113,8 @@ def poll(ctx: click.Context, sources: tuple[str, ...], all_sources: bool, max_se
 
     Meant for cron, every minute. A source whose previous poll is still
     running is skipped (exit 0). SIGTERM or Ctrl-C stops after the current
-    message, with progress saved.
+    message, with progress saved; a request to a server that hangs is cut
+    short 2 s after SIGTERM or after --max-seconds.
     """
     from memex.runner import poll as poll_one
     from memex.runner import poll_many

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlsplit
 
+from memex.deadline import NEVER, Deadline
 from memex.errors import ConfigError, StoreError
 from memex.statedir import ensure_private_dir, fsync_dir, stream_temp, write_temp
 
@@ -217,6 +218,18 @@ class S3Store:
         self._client: Any = None
         self._lean: LeanS3 | None = None
         self._lean_lock = threading.Lock()
+        self.deadline: Deadline = NEVER
+
+    def use_deadline(self, deadline: Deadline) -> None:
+        """Bound every request by a poll's time limit and stop request (:mod:`memex.deadline`), on either client.
+
+        The lean client caps its socket timeouts and backoffs and shuts a request's socket down when the
+        poll must end; the boto3 client's calls are waited for no longer than that (a ``before-send`` hook
+        stops botocore from starting another attempt).
+        """
+        self.deadline = deadline
+        if self._lean is not None:
+            self._lean.use_deadline(deadline)
 
     @property
     def lean(self) -> LeanS3:
@@ -227,8 +240,10 @@ class S3Store:
                     from memex.s3lean import LeanS3, boto_credentials
 
                     credentials, region = boto_credentials(self.profile, self.region)
-                    self._lean = LeanS3(self.bucket, credentials=credentials, region=region, endpoint_url=self.endpoint_url,
-                                        max_attempts=self.max_attempts, retry_base_delay=self.retry_base_delay)  # fmt: skip
+                    lean = LeanS3(self.bucket, credentials=credentials, region=region, endpoint_url=self.endpoint_url,
+                                  max_attempts=self.max_attempts, retry_base_delay=self.retry_base_delay)  # fmt: skip
+                    lean.use_deadline(self.deadline)
+                    self._lean = lean
         return self._lean
 
     @property
@@ -254,7 +269,16 @@ class S3Store:
                     read_timeout=60,
                 ),
             )
+            self._client.meta.events.register("before-send.s3", self._before_send)
         return self._client
+
+    def _before_send(self, request: Any = None, **_kwargs: Any) -> None:
+        """botocore hook: no attempt (first or retry) starts once the poll must end."""
+        self.deadline.check(f"s3://{self.bucket}: request")
+
+    def _boto(self, label: str, call: Callable[[], Any]) -> Any:
+        """One boto3 call, waited for no longer than the poll's deadline or stop request allow."""
+        return self.deadline.call(call, label)
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -274,9 +298,12 @@ class S3Store:
         from botocore.exceptions import BotoCoreError, ClientError
 
         extra = {"IfNoneMatch": "*"} if create_only else {}
+        label = f"s3://{self.bucket}/{full}: upload"
         for attempt in range(self.CONFLICT_RETRIES + 1):
             try:
-                self.client.put_object(Bucket=self.bucket, Key=full, Body=body, ContentType=content_type(key), **extra)
+                self._boto(
+                    label, lambda: self.client.put_object(Bucket=self.bucket, Key=full, Body=body, ContentType=content_type(key), **extra)
+                )
                 return True
             except ClientError as exc:
                 status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
@@ -284,7 +311,7 @@ class S3Store:
                 if create_only and (status == 412 or code == "PreconditionFailed"):
                     return False
                 if status == 409 and attempt < self.CONFLICT_RETRIES:
-                    time.sleep(0.05 * 2**attempt)
+                    self.deadline.sleep(0.05 * 2**attempt, label)
                     continue
                 raise StoreError(
                     f"s3://{self.bucket}/{full}: upload refused ({code or status}); check the bucket, credentials and endpoint"
@@ -303,7 +330,9 @@ class S3Store:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            return bytes(self.client.get_object(Bucket=self.bucket, Key=full)["Body"].read())
+            return bytes(
+                self._boto(f"s3://{self.bucket}/{full}: read", lambda: self.client.get_object(Bucket=self.bucket, Key=full)["Body"].read())
+            )
         except ClientError as exc:
             if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
                 return None
@@ -319,7 +348,7 @@ class S3Store:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            self.client.head_object(Bucket=self.bucket, Key=full)
+            self._boto(f"s3://{self.bucket}/{full}: check", lambda: self.client.head_object(Bucket=self.bucket, Key=full))
             return True
         except ClientError as exc:
             if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:

@@ -30,6 +30,7 @@ from memex import heartbeat, metrics
 from memex.attachments import store_content
 from memex.config import Config
 from memex.cursors import utc_now
+from memex.deadline import Deadline, Interrupted
 from memex.errors import AlreadyRunning, AuthRequired, BadCursor, CursorConflict, LeaseLost, MemexError, StateError, describe_exc
 from memex.logs import config_logger
 from memex.objectstore import ObjectStore, open_store
@@ -119,17 +120,22 @@ def unrenderable(item: Item, exc: Exception) -> Item:
 class Uploader:
     """Stores items for one source: blobs, then the record (create-only), or quarantine."""
 
-    def __init__(self, cfg: Config, source: str, log: Any, *, store: ObjectStore | None = None) -> None:
+    def __init__(self, cfg: Config, source: str, log: Any, *, store: ObjectStore | None = None, deadline: Deadline | None = None) -> None:
         self.cfg = cfg
         self.source = source
         self.log = log
         self._store: ObjectStore | None = store  # given: shared by backfill's upload threads
+        self.deadline = deadline  # a poll's: every request to the store is bounded by it
 
     @property
     def store(self) -> ObjectStore:
         """The object store, opened on first use (an idle poll never opens it)."""
         if self._store is None:
-            self._store = open_store(self.cfg.store)
+            store = open_store(self.cfg.store)
+            use_deadline = getattr(store, "use_deadline", None)
+            if self.deadline is not None and use_deadline is not None:
+                use_deadline(self.deadline)
+            self._store = store
         return self._store
 
     @property
@@ -202,8 +208,8 @@ def poll(
 ) -> PollResult:
     """Poll one source once and log its summary line; never raises for a source's own faults."""
     started = time.monotonic()
-    deadline = started + max_seconds
     stop = stop or threading.Event()
+    deadline = Deadline(started + max_seconds, stop)  # reaches the store client and the poller (memex.deadline)
     try:
         ensure_private_dir(cfg.state_dir)
         lock = run_lock(cfg, name, run_lock_path(cfg.state_dir, name), fenced_source=name)
@@ -226,6 +232,12 @@ def poll(
     try:
         with open_poller(cfg.source(name)) as poller:
             _run(cfg, name, poller, result, log, deadline=deadline, stop=stop, batch_size=batch_size, epoch=lock.epoch)
+    except Interrupted as exc:  # a request cut short by SIGTERM or --max-seconds; what was stored is saved
+        result.stopped = exc.reason
+        if exc.reason == "deadline" and not (result.new or result.dup or result.quarantined):
+            result.status, result.error, result.exit_code = "error", str(exc), 1  # no progress in the whole budget: a hang
+        else:
+            result.status = "ok" if (result.new or result.dup or result.quarantined) else "idle"
     except LeaseLost as exc:  # fenced: another host took the lease over while this poll was paused
         log.error("cursor.fenced", lease=str(lock.path), epoch=lock.epoch)
         result.status, result.error, result.exit_code = "error", str(exc), exc.exit_code
@@ -236,6 +248,7 @@ def poll(
     except Exception as exc:  # a bug: report it as one line, keep the process alive for --all
         result.status, result.error, result.exit_code = "error", internal_error(exc), 1
     finally:
+        deadline.close()
         lock.release()
     result.duration_ms = int((time.monotonic() - started) * 1000)
     if result.status == "error":
@@ -255,13 +268,19 @@ def _run(
     result: PollResult,
     log: Any,
     *,
-    deadline: float,
+    deadline: Deadline,
     stop: threading.Event,
     batch_size: int,
     epoch: int | None = None,
 ) -> None:
     cursors = cursor_store(cfg, epoch=epoch)
     committed: Cursor = cursors.cursor(name)
+    use_deadline = getattr(poller, "use_deadline", None)  # memex.source.Interruptible
+    set_deadline = getattr(poller, "set_deadline", None)  # memex.source.DeadlineAware (the time limit only)
+    if use_deadline is not None:
+        use_deadline(deadline)
+    elif set_deadline is not None and deadline.at is not None:
+        set_deadline(deadline.at)
     if committed is None and cfg.source(name).start == "now":
         # First poll of a `start = "now"` source: begin at the source's head;
         # history is left to `memex backfill`.
@@ -273,10 +292,7 @@ def _run(
     result.positions_before = poller.positions(committed) if committed is not None else {}
     result.cursor_before = describe(result.positions_before)
     result.positions_after, result.cursor_after = result.positions_before, result.cursor_before
-    uploader = Uploader(cfg, name, log)
-    set_deadline = getattr(poller, "set_deadline", None)  # memex.source.DeadlineAware
-    if set_deadline is not None:
-        set_deadline(deadline)
+    uploader = Uploader(cfg, name, log, deadline=deadline)
 
     refused = False
 
@@ -301,15 +317,15 @@ def _run(
             if stop.is_set():
                 result.stopped = "signal"
                 break
-            if time.monotonic() >= deadline:
-                result.stopped = "deadline"
+            if deadline.reason is not None:
+                result.stopped = deadline.reason
                 break
             batch: Batch = poller.fetch(current, batch_size)
             _check_direction(poller, name, current, batch, log, result)
             finished = True
             for item in batch.items:
-                if stop.is_set() or time.monotonic() >= deadline:
-                    result.stopped = "signal" if stop.is_set() else "deadline"
+                if deadline.reason is not None:
+                    result.stopped = deadline.reason
                     finished = False
                     break
                 outcome = uploader.put(item)

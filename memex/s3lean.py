@@ -21,6 +21,7 @@ of MB), ``Expect: 100-continue``, presigning, listing, or anything else.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import http.client
@@ -29,13 +30,13 @@ import re
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from memex.deadline import NEVER, Deadline
 from memex.errors import StoreError
 
 SERVICE = "s3"
@@ -207,6 +208,11 @@ class LeanS3:
         self.read_timeout = read_timeout
         self._ssl = ssl_context
         self._local = threading.local()
+        self.deadline: Deadline = NEVER  # a poll's time limit and stop request (memex.deadline); none by default
+
+    def use_deadline(self, deadline: Deadline) -> None:
+        """Bound every request, timeout and retry by ``deadline``; a stop request cuts a request in flight short."""
+        self.deadline = deadline
 
     # -- the operations --------------------------------------------------------------------------------------------
     def put(self, key: str, body: bytes, content_type: str, *, create_only: bool) -> bool:
@@ -222,7 +228,7 @@ class LeanS3:
             if resp.status == 412 and create_only:
                 return False
             if resp.status == 409 and conflict < CONFLICT_RETRIES:  # a concurrent conditional write: try again
-                self._sleep(0.05 * 2**conflict)
+                self._sleep(0.05 * 2**conflict, f"{where}: upload")
                 continue
             raise self._refused(resp, where, "upload")
         raise AssertionError("unreachable")
@@ -283,10 +289,11 @@ class LeanS3:
     # -- one request, retried ----------------------------------------------------------------------------------------
     def _request(self, method: str, key: str, body: bytes, extra: dict[str, str], where: str, what: str) -> Response:
         path = f"{self.endpoint.base_path}/{encode_key(key)}"
+        label = f"{where}: {what}"
         reason = ""
         for attempt in range(self.max_attempts):
             if attempt:
-                self._sleep(min(random.random() * 2 ** (attempt - 1), MAX_BACKOFF))
+                self._sleep(min(random.random() * 2 ** (attempt - 1), MAX_BACKOFF), label)
             headers = dict(extra)
             if body or method == "PUT":
                 headers["content-length"] = str(len(body))
@@ -300,8 +307,9 @@ class LeanS3:
                 ) from None
             self.signer.sign(method, self.endpoint, path, headers, body, creds)
             try:
-                resp = self._send(method, path, body, headers)
+                resp = self._send(method, path, body, headers, label)
             except _Retryable as exc:
+                self.deadline.check(label)  # cut short by the poll's end, not a network fault: no retry
                 reason = exc.reason
                 continue
             if resp.status in _RETRY_STATUS and attempt + 1 < self.max_attempts:
@@ -309,16 +317,24 @@ class LeanS3:
             return resp  # a final answer, or the last of the retried ones (the caller turns it into an error)
         raise StoreError(f"{where}: {what} failed ({reason}); check the endpoint and network")
 
-    def _send(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> Response:
-        """One attempt on this thread's connection; a stale keep-alive connection is reopened once, at once."""
+    def _send(self, method: str, path: str, body: bytes, headers: dict[str, str], label: str) -> Response:
+        """One attempt on this thread's connection; a stale keep-alive connection is reopened once, at once.
+
+        The socket's timeout is capped to the poll's time left, and a stop request (or the deadline
+        passing) shuts the socket down mid-request (:meth:`memex.deadline.Deadline.guard`).
+        """
         for fresh in (False, True):
-            conn, reused = self._connection(force_new=fresh)
+            conn, reused = self._connection(force_new=fresh, label=label)
+            sock: Any = conn.sock
             try:
-                conn.request(method, path, body=body or None, headers=headers)
-                r = conn.getresponse()
-                data = r.read()
+                sock.settimeout(self.deadline.timeout(self.read_timeout, label))
+                with self.deadline.guard(functools.partial(sock.shutdown, socket.SHUT_RDWR)):
+                    conn.request(method, path, body=body or None, headers=headers)
+                    r = conn.getresponse()
+                    data = r.read()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
                 self.close()
+                self.deadline.check(label)
                 if reused and not fresh:
                     continue  # the server closed an idle connection: the request never reached it, or is safe to repeat
                 raise _Retryable(exc.__class__.__name__) from None
@@ -332,25 +348,25 @@ class LeanS3:
             return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
         raise AssertionError("unreachable")
 
-    def _connection(self, *, force_new: bool) -> tuple[http.client.HTTPConnection, bool]:
+    def _connection(self, *, force_new: bool, label: str) -> tuple[http.client.HTTPConnection, bool]:
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
         if conn is not None and not force_new:
             return conn, bool(getattr(self._local, "used", False))
         if conn is not None:
             conn.close()
         ep = self.endpoint
+        timeout = self.deadline.timeout(self.connect_timeout, label)
         if ep.scheme == "https":
             ctx = self._ssl or ssl.create_default_context()  # certificate and host name verified
-            conn = http.client.HTTPSConnection(ep.host, ep.port, timeout=self.connect_timeout, context=ctx)
+            conn = http.client.HTTPSConnection(ep.host, ep.port, timeout=timeout, context=ctx)
         else:
-            conn = http.client.HTTPConnection(ep.host, ep.port, timeout=self.connect_timeout)
+            conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
         try:
             conn.connect()
         except _CONN_ERRORS as exc:
             conn.close()
             raise _Retryable(exc.__class__.__name__) from None
         sock: Any = conn.sock
-        sock.settimeout(self.read_timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:
@@ -373,9 +389,12 @@ class LeanS3:
             return StoreError(f"{where}: {what} refused ({code or 403}); check the credentials and their permissions on the bucket")
         return StoreError(f"{where}: {what} refused ({code or resp.status}); check the bucket, credentials and endpoint")
 
-    def _sleep(self, seconds: float) -> None:
+    def _sleep(self, seconds: float, label: str) -> None:
+        """A retry's backoff, within the poll's time left (raises :class:`~memex.deadline.Interrupted` rather than overrun)."""
         if self.retry_base_delay > 0:
-            time.sleep(seconds * self.retry_base_delay)
+            self.deadline.sleep(seconds * self.retry_base_delay, label)
+        else:
+            self.deadline.check(label)
 
 
 def boto_credentials(profile: str | None, region: str | None) -> tuple[CredentialSource, str]:

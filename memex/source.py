@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from memex.attachments import Content
 from memex.config import SourceConfig
+from memex.deadline import Deadline
 from memex.records import Message
 
 Cursor = Any  # JSON-serialisable; its shape belongs to the poller
@@ -90,6 +91,21 @@ class DeadlineAware(Protocol):
 
     def set_deadline(self, deadline: float) -> None:
         """Stop retrying (raise) rather than sleep past ``deadline``."""
+        ...
+
+
+class Interruptible(Protocol):
+    """Optional, preferred over :class:`DeadlineAware`: a poller that waits on a network gets the poll's
+    :class:`~memex.deadline.Deadline` (time limit and stop request) before its first request.
+
+    It bounds every socket timeout, retry and backoff by it and, for each exchange with the server,
+    uses ``deadline.guard`` (shut the socket down) or ``deadline.call`` (stop waiting), so a hung server
+    cannot hold the poll past ``--max-seconds`` or SIGTERM; it raises :class:`~memex.deadline.Interrupted`,
+    which the runner takes as the end of the poll (progress saved).
+    """
+
+    def use_deadline(self, deadline: Deadline) -> None:
+        """Keep ``deadline`` for every later exchange with the server."""
         ...
 
 

@@ -40,6 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from memex.config import SourceConfig
+from memex.deadline import NEVER, Deadline, Interrupted
 from memex.errors import SourceError
 from memex.source import Batch, Cursor, Item
 from pollers.email_render import sent_or, to_item
@@ -129,6 +130,7 @@ class ImapPoller:
         self._names: list[str] | None = None
         self._caught_up: set[str] = set()
         self._retry_deadline: float | None = None
+        self._deadline: Deadline = NEVER
         me = user.lower() if "@" in (user := settings.user) else None
         self.me = frozenset([me] if me else [])
 
@@ -158,23 +160,37 @@ class ImapPoller:
             raise SourceError(f"source {self.name!r}: password_cmd printed nothing; it must print the password on stdout")
         return password
 
+    def _io(self, what: str, call: Callable[[], T]) -> T:
+        """One exchange with the server, waited for no longer than the poll's deadline or stop request allow.
+
+        When the poll must end first, the connection is shut down (so the exchange ends) and
+        :class:`~memex.deadline.Interrupted` is raised; the exchange's own errors propagate unchanged.
+        """
+        return self._deadline.call(call, f"source {self.name!r}: {what} at {self._where()}", abandon=self._drop)
+
+    def _open(self, timeout: float) -> imaplib.IMAP4:
+        s = self.settings
+        if s.security == "ssl":
+            import ssl
+
+            return imaplib.IMAP4_SSL(s.host, s.port, ssl_context=ssl.create_default_context(), timeout=timeout)
+        conn = imaplib.IMAP4(s.host, s.port, timeout=timeout)
+        if s.security == "starttls":
+            import ssl
+
+            conn.starttls(ssl.create_default_context())
+        return conn
+
     def _connect(self) -> imaplib.IMAP4:
         if self._conn is not None:
             return self._conn
         s = self.settings
         password = self._password()
         try:
-            if s.security == "ssl":
-                import ssl
-
-                conn: imaplib.IMAP4 = imaplib.IMAP4_SSL(s.host, s.port, ssl_context=ssl.create_default_context(), timeout=s.timeout)
-            else:
-                conn = imaplib.IMAP4(s.host, s.port, timeout=s.timeout)
-                if s.security == "starttls":
-                    import ssl
-
-                    conn.starttls(ssl.create_default_context())
+            timeout = self._deadline.timeout(s.timeout, f"source {self.name!r}: connecting to {self._where()}")
+            conn = self._io("connecting", lambda: self._open(timeout))
         except TimeoutError:
+            self._deadline.check(f"source {self.name!r}: connecting to {self._where()}")  # the poll's time ran out first
             raise SourceError(f"source {self.name!r}: connecting to {self._where()} timed out after {s.timeout:g}s") from None
         except ConnectionRefusedError:
             raise SourceError(
@@ -187,7 +203,10 @@ class ImapPoller:
             raise SourceError(f"source {self.name!r}: {self._where()} refused the session ({_server_text(exc)})") from None
         try:
             self.commands += 1
-            conn.login(s.user, password)
+            self._io("login", lambda: conn.login(s.user, password))
+        except Interrupted:
+            _shutdown(conn)
+            raise
         except imaplib.IMAP4.error as exc:
             _shutdown(conn)
             raise SourceError(
@@ -206,7 +225,9 @@ class ImapPoller:
         self._selected = None
         if conn is not None:
             try:
-                conn.logout()
+                if self._deadline.reason is not None:
+                    raise Interrupted(self._deadline.reason, "logout")  # no time left to wait for a goodbye
+                self._deadline.call(conn.logout, "logout", abandon=lambda: _shutdown(conn))
             except Exception:
                 _shutdown(conn)
 
@@ -220,6 +241,12 @@ class ImapPoller:
         """Cap the retry budget at the runner's deadline (``--max-seconds``): see memex.source.DeadlineAware."""
         self._retry_deadline = min(time.monotonic() + RETRY_BUDGET, deadline)
 
+    def use_deadline(self, deadline: Deadline) -> None:
+        """Bound every exchange, retry and backoff by the poll's deadline and stop request (memex.source.Interruptible)."""
+        self._deadline = deadline
+        if deadline.at is not None:
+            self.set_deadline(deadline.at)
+
     def _retrying(self, what: str, operation: Callable[[], T]) -> T:
         """Run ``operation``; on a transient failure reconnect and retry with backoff within the poll's budget."""
         delays = BACKOFF if self.backoff is None else self.backoff
@@ -231,12 +258,14 @@ class ImapPoller:
                 return operation()
             except (_Transient, imaplib.IMAP4.abort, OSError) as exc:
                 self._drop()
+                label = f"source {self.name!r}: {what} at {self._where()}"
+                self._deadline.check(label)  # cut short by the poll's end, not a network fault: no retry
                 if attempt >= len(delays) or time.monotonic() + delays[attempt] > self._retry_deadline:
                     kind = "timed out" if isinstance(exc, TimeoutError) else f"failed ({type(exc).__name__})"
                     raise SourceError(
                         f"source {self.name!r}: {what} at {self._where()} {kind} after {attempt + 1} attempt(s); the next poll resumes"
                     ) from None
-                time.sleep(delays[attempt])
+                self._deadline.sleep(delays[attempt], label)
                 attempt += 1
 
     def _cmd(self, conn: imaplib.IMAP4, what: str, typ_data: tuple[str, list[Any]]) -> list[Any]:
@@ -258,7 +287,7 @@ class ImapPoller:
         def listing() -> list[str]:
             conn = self._connect()
             self.commands += 1
-            data = self._cmd(conn, "LIST", conn.list('""', "*"))
+            data = self._cmd(conn, "LIST", self._io("LIST", lambda: conn.list('""', "*")))
             return [n for n in (_parse_list(d) for d in data) if n is not None]
 
         available = self._retrying("LIST", listing)
@@ -270,7 +299,7 @@ class ImapPoller:
         """EXAMINE (read-only SELECT) ``mailbox``; return its UIDVALIDITY and UIDNEXT (if sent)."""
         conn = self._connect()
         self.commands += 1
-        typ, data = conn.select(quote(mailbox), readonly=True)
+        typ, data = self._io("EXAMINE", lambda: conn.select(quote(mailbox), readonly=True))
         if typ != "OK":
             self._selected = None
             raise SourceError(
@@ -287,20 +316,22 @@ class ImapPoller:
         """UIDs >= ``first`` in the selected mailbox (dropping the highest UID that ``n:*`` returns below n)."""
         conn = self._connect()
         self.commands += 1
-        data = self._cmd(conn, "UID SEARCH", conn.uid("SEARCH", f"UID {first}:*"))
+        data = self._cmd(conn, "UID SEARCH", self._io("UID SEARCH", lambda: conn.uid("SEARCH", f"UID {first}:*")))
         return sorted(u for u in _ints(data) if u >= first)
 
     def _search_criteria(self, criteria: str) -> list[int]:
         conn = self._connect()
         self.commands += 1
-        data = self._cmd(conn, "UID SEARCH", conn.uid("SEARCH", criteria))
+        data = self._cmd(conn, "UID SEARCH", self._io("UID SEARCH", lambda: conn.uid("SEARCH", criteria)))
         return sorted(_ints(data))
 
     def _fetch_raw(self, uids: list[int]) -> list[tuple[int, bytes, datetime | None]]:
         """``(uid, raw bytes, INTERNALDATE)`` of ``uids`` in the selected mailbox, in one UID FETCH."""
         conn = self._connect()
         self.commands += 1
-        data = self._cmd(conn, "UID FETCH", conn.uid("FETCH", _uid_set(uids), "(UID INTERNALDATE BODY.PEEK[])"))
+        data = self._cmd(
+            conn, "UID FETCH", self._io("UID FETCH", lambda: conn.uid("FETCH", _uid_set(uids), "(UID INTERNALDATE BODY.PEEK[])"))
+        )
         wanted = set(uids)
         out: dict[int, tuple[bytes, datetime | None]] = {}
         pending: tuple[bytes, bytes] | None = None
@@ -366,7 +397,13 @@ class ImapPoller:
                 continue
             items: list[Item] = []
             for start in range(0, len(uids), self.fetch_chunk):
-                for uid, raw, internal in self._fetch_raw(uids[start : start + self.fetch_chunk]):
+                try:
+                    fetched = self._fetch_raw(uids[start : start + self.fetch_chunk])
+                except Interrupted:
+                    if not items:
+                        raise
+                    return Batch(items=items, cursor=state)  # the poll must end: store what arrived, the rest next time
+                for uid, raw, internal in fetched:
                     boxes = dict(state["mailboxes"])
                     boxes[mailbox] = {"uidvalidity": validity, "last_uid": uid}
                     state = {"mailboxes": boxes}

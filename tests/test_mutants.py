@@ -177,6 +177,26 @@ MUTANTS = [
         ["tests/test_teams.py::test_the_token_never_leaves_the_graph_url"],
         id="teams-token-sent-to-any-link",
     ),
+    pytest.param(
+        "memex/s3lean.py",
+        [("                sock.settimeout(self.deadline.timeout(self.read_timeout, label))\n", "                sock.settimeout(self.read_timeout)\n"),
+         ("                with self.deadline.guard(functools.partial(sock.shutdown, socket.SHUT_RDWR)):\n", "                if True:\n")],
+        ["tests/test_deadline.py::test_sigterm_ends_a_poll_stuck_in_an_s3_request_within_seconds[lean]"],
+        id="s3-lean-request-deaf-to-the-deadline",
+    ),
+    pytest.param(
+        "memex/objectstore.py",
+        [("        return self.deadline.call(call, label)\n", "        return call()\n")],
+        ["tests/test_deadline.py::test_sigterm_ends_a_poll_stuck_in_an_s3_request_within_seconds[boto3]"],
+        id="s3-boto3-request-deaf-to-the-deadline",
+    ),
+    pytest.param(
+        "pollers/imap.py",
+        [('        return self._deadline.call(call, f"source {self.name!r}: {what} at {self._where()}", abandon=self._drop)\n',
+          "        return call()\n")],
+        ["tests/test_deadline.py::test_sigterm_ends_a_poll_waiting_on_a_hung_imap_server_within_seconds"],
+        id="imap-exchange-deaf-to-the-deadline",
+    ),
 ]  # fmt: skip
 
 
