@@ -47,7 +47,7 @@ from memex.logs import source_logger
 from memex.objectstore import open_store
 from memex.records import rfc3339
 from memex.registry import open_poller
-from memex.runner import Uploader, internal_error
+from memex.runner import BACKFILL_KEY, Uploader, internal_error
 from memex.source import Cursor, Item
 from memex.statebackend import cursor_store, run_lock
 from memex.statedir import ensure_private_dir
@@ -61,7 +61,7 @@ TTY_REFRESH_SECONDS = 0.25
 RETRIES = 3
 RETRY_DELAY = 0.5
 MAX_FAILURES = 100
-SECTION_KEY = "backfill"
+SECTION_KEY = BACKFILL_KEY  # "backfill"
 
 EXIT_INTERRUPTED = 130
 
@@ -365,6 +365,7 @@ class _Run:
         self.result.resumed_from = self.poller.positions(self.start) if self.start else {}
         self.result.checkpoint = self.result.resumed_from
         self.result.done_total = self.done_before
+        live_start = self._live_start(state)
         now = utc_now()
 
         def change(section: Section) -> Section:
@@ -377,11 +378,27 @@ class _Run:
                 "started_at": now,
                 "updated_at": now,
             }
+            if live_start is not None:
+                section[SECTION_KEY]["live_start"] = live_start
             return section
 
         self.cursors.update(self.source, change)
         self.log.info("backfill.started", args=self.args, resumed_from=self.result.resumed_from, done_before=self.done_before,
                       workers=self.workers, restart=restart)  # fmt: skip
+
+    def _live_start(self, state: Any) -> Cursor:
+        """Where the first live poll of a ``start = "now"`` source begins once this backfill ran (see runner._start_now).
+
+        The source's head before the walk begins (the walk covers everything up to it), recorded only while
+        the source has no live cursor. An earlier backfill's record is kept: it is the earlier point, so
+        nothing between the two is skipped.
+        """
+        if isinstance(state, dict) and state.get("live_start") is not None:
+            return state["live_start"]
+        if self.cursors.cursor(self.source) is not None or self.cfg.source(self.source).start != "now":
+            return None
+        head = getattr(self.poller, "head", None)
+        return head() if callable(head) else None
 
     def save(self, frontier: Frontier, uploader: Uploader, status: str = "running") -> None:
         """Sync the store, then record the frontier (only the ``backfill`` key of the section changes)."""

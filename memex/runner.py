@@ -41,6 +41,7 @@ from memex.statebackend import cursor_store, run_lock
 from memex.statedir import ensure_private_dir
 
 DEFAULT_MAX_SECONDS = 50.0
+BACKFILL_KEY = "backfill"  # the backfill's part of a source's cursors section (memex.backfill.SECTION_KEY)
 DEFAULT_BATCH = 500
 
 
@@ -282,12 +283,7 @@ def _run(
     elif set_deadline is not None and deadline.at is not None:
         set_deadline(deadline.at)
     if committed is None and cfg.source(name).start == "now":
-        # First poll of a `start = "now"` source: begin at the source's head;
-        # history is left to `memex backfill`.
-        head = poller.head()  # type: ignore[attr-defined]
-        cursors.advance(name, None, head, positions=poller.positions(head))
-        log.info("cursor.start_now", positions_after=poller.positions(head), cursor_after=describe(poller.positions(head)))
-        committed = head
+        committed = _start_now(cursors.section(name), name, poller, cursors, log)
     current: Cursor = committed
     result.positions_before = poller.positions(committed) if committed is not None else {}
     result.cursor_before = describe(result.positions_before)
@@ -354,6 +350,33 @@ def _run(
         result.status = "ok"
     else:
         result.status = "idle"
+
+
+def _start_now(section: dict[str, Any], name: str, poller: Poller, cursors: Any, log: Any) -> Cursor:
+    """Where a ``start = "now"`` source without a live cursor begins; never past a message that was not stored.
+
+    - a source never polled, never reset and never backfilled: at its head (history is left to backfill);
+    - after ``cursor reset`` (or set to nothing): from the beginning, as the reset promised;
+    - with a backfill checkpoint: where the backfill's walk began (``live_start``, the head the backfill
+      recorded before walking), so history and live meet with no gap; from the beginning if the backfill
+      recorded none.
+
+    The cursor it starts from is saved first (logged ``cursor.start_now``, ``cursor.start_after_backfill``
+    or ``cursor.start_after_reset``); None is the beginning.
+    """
+    backfill = section.get(BACKFILL_KEY)
+    if section.get("cursor_set_reason"):
+        log.info("cursor.start_after_reset", reason=section.get("cursor_set_reason"), cursor_after="-")
+        return None
+    if isinstance(backfill, dict):
+        start, event = backfill.get("live_start"), "cursor.start_after_backfill"
+    else:
+        start, event = poller.head(), "cursor.start_now"  # type: ignore[attr-defined]
+    positions = poller.positions(start) if start is not None else {}
+    if start is not None:
+        cursors.advance(name, None, start, positions=positions)
+    log.info(event, positions_after=positions, cursor_after=describe(positions))
+    return start
 
 
 def trusted_positions(poller: Poller, name: str, committed: Cursor, current: Cursor, *, declared_reset: bool) -> dict[str, int]:

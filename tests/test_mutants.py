@@ -197,6 +197,18 @@ MUTANTS = [
         ["tests/test_deadline.py::test_sigterm_ends_a_poll_waiting_on_a_hung_imap_server_within_seconds"],
         id="imap-exchange-deaf-to-the-deadline",
     ),
+    pytest.param(
+        "memex/runner.py",
+        [('    if section.get("cursor_set_reason"):\n', "    if False:\n")],
+        ["tests/test_start_now.py::test_reset_then_poll_reads_from_the_beginning[imessage]"],
+        id="start-now-after-a-reset-jumps-to-the-head",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("    if isinstance(backfill, dict):\n        start, event", "    if False:\n        start, event")],
+        ["tests/test_start_now.py::test_first_live_poll_after_a_backfill_starts_where_the_walk_began[imessage]"],
+        id="start-now-after-a-backfill-jumps-to-the-head",
+    ),
 ]  # fmt: skip
 
 
