@@ -51,7 +51,7 @@ from memex.records import Conversation
 from memex.source import Batch, Cursor, Item
 from pollers import teams_render as render
 from pollers.teams_auth import CHANNEL_SCOPES, CHAT_SCOPES, DEFAULT_AUTHORITY, DEFAULT_CLIENT_ID, DEFAULT_TENANT, AuthSettings, Login
-from pollers.teams_graph import Gone, Graph, GraphUnavailable, NotFound
+from pollers.teams_graph import Gone, Graph, GraphUnavailable, NotFound, OutOfTime
 
 DEFAULT_GRAPH = "https://graph.microsoft.com/v1.0"
 MAX_PAGE = 50  # Graph's largest $top for chat messages
@@ -232,6 +232,9 @@ class TeamsPoller:
                 items = self._page(walk, cursor)
             except AuthRequired:
                 raise
+            except OutOfTime:  # the deadline: this walk and the chats after it wait for the next poll
+                self._walk, self._queue = None, []
+                break
             except Gone:
                 if walk.kind == "channels" and walk.prev is not None and walk.next_url == walk.prev.get("delta"):
                     walk.next_url = self._first_url("channels", walk.chat["id"] or "", None)  # delta token expired: sync again

@@ -71,6 +71,7 @@ class Login:
         self.path = cache_path(state_dir, source)
         self._app: Any = None
         self._cache: Any = None
+        self._loaded: str | None = None  # the cache file's text when it was read
 
     # -- MSAL objects, built on first use ----------------------------------
     def _application(self) -> Any:
@@ -85,6 +86,7 @@ class Login:
             data = None
         except (OSError, UnicodeDecodeError) as exc:
             raise SourceError(f"{self.path}: cannot read the token cache ({type(exc).__name__}); run `memex auth {self.source}`") from None
+        self._loaded = data
         if data:
             try:
                 cache.deserialize(data)
@@ -108,14 +110,30 @@ class Login:
         self._cache = cache
         return self._app
 
-    def _save(self) -> None:
-        """Write the cache if MSAL changed it: a 0600 temp file in a 0700 folder, fsynced, renamed over."""
+    def _save(self, *, sign_in: bool = False) -> None:
+        """Write the cache if MSAL changed it: a 0600 temp file in a 0700 folder, fsynced, renamed over.
+
+        A poll's refresh is written only if the file is still what the poll
+        read (compare-and-swap under a lock): a ``memex auth`` that signed in
+        meanwhile is never overwritten by the stale login a running poll holds.
+        """
         if self._cache is None or not self._cache.has_state_changed:
             return
+        from memex.locks import exclusive
+
         folder = ensure_private_dir(self.path.parent)
-        tmp = write_temp(folder, self.path.name, self._cache.serialize().encode("utf-8"))
-        os.replace(tmp, self.path)
-        fsync_dir(folder)
+        with exclusive(folder / f".{self.path.name}.lock"):
+            try:
+                current: str | None = self.path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                current = None
+            if not sign_in and current != self._loaded:
+                return  # signed in again meanwhile: that login wins
+            text = self._cache.serialize()
+            tmp = write_temp(folder, self.path.name, text.encode("utf-8"))
+            os.replace(tmp, self.path)
+            fsync_dir(folder)
+            self._loaded = text
         self._cache.has_state_changed = False
 
     # -- what the CLI and the poller call -----------------------------------
@@ -133,7 +151,7 @@ class Login:
         result = app.acquire_token_by_device_flow(flow)
         if "access_token" not in result:
             raise SourceError(f"{self.source}: sign-in did not complete ({_code(result)}); run `memex auth {self.source}` again")
-        self._save()
+        self._save(sign_in=True)
         claims = result.get("id_token_claims") or {}
         return str(claims.get("preferred_username") or claims.get("name") or "your account")
 

@@ -30,6 +30,10 @@ class GraphUnavailable(SourceError):
     """A request still failed after the retries the poll's deadline allowed (the caller keeps its cursor)."""
 
 
+class OutOfTime(GraphUnavailable):
+    """The poll's deadline has passed: no request is sent (the walk stops; the next poll goes on)."""
+
+
 class NotFound(SourceError):
     """Graph answered 404 (a chat left, an image removed)."""
 
@@ -110,7 +114,7 @@ class Graph:
                 self._bearer = self._token(False)
             left = self._remaining()
             if left is not None and left <= 0:
-                raise GraphUnavailable(f"{self.source}: {where(url)}: the poll's time is up")
+                raise OutOfTime(f"{self.source}: {where(url)}: the poll's time is up")
             timeout = self.timeout if left is None else max(0.5, min(self.timeout, left))
             headers = {"Authorization": f"Bearer {self._bearer}", "Prefer": PREFER, "Accept": "*/*" if binary else "application/json"}
             self.requests += 1

@@ -209,6 +209,19 @@ MUTANTS = [
         ["tests/test_start_now.py::test_first_live_poll_after_a_backfill_starts_where_the_walk_began[imessage]"],
         id="start-now-after-a-backfill-jumps-to-the-head",
     ),
+    pytest.param(
+        "pollers/teams_auth.py",
+        [("            if not sign_in and current != self._loaded:\n", "            if False:\n")],
+        ["tests/test_teams.py::test_a_poll_never_overwrites_a_newer_sign_in"],
+        id="teams-poll-overwrites-a-newer-login",
+    ),
+    pytest.param(
+        "pollers/teams.py",
+        [("            except OutOfTime:  # the deadline: this walk and the chats after it wait for the next poll\n"
+          "                self._walk, self._queue = None, []\n                break\n", "")],
+        ["tests/test_teams.py::test_a_poll_out_of_time_stops_its_walk_cleanly"],
+        id="teams-deadline-reported-as-failed-chats",
+    ),
 ]  # fmt: skip
 
 

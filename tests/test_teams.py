@@ -460,3 +460,37 @@ def test_channels_through_the_delta_query(tmp_path: Path, graph: GraphServer) ->
     resync = poll(cfg, "teams")
     assert (resync.new, resync.dup, resync.exit_code) == (0, 0, 0), resync.error
     assert "$deltatoken" not in graph.requests(f"/channels/{CHANNEL}/messages/delta")[-2]["query"]
+
+
+def test_a_poll_out_of_time_stops_its_walk_cleanly(tmp_path: Path, graph: GraphServer) -> None:
+    """At the deadline an idle walk stops between requests: exit 0, stopped=deadline, chats not reached keep their cursors."""
+    chats = [f"19:{i:032x}@thread.v2" for i in range(30)]
+    for cid in chats:
+        graph.add_chat(cid)
+        graph.post(cid, f"in {cid[3:8]}")
+    cfg = config_mod.load(write_config(tmp_path, graph))
+    sign_in(cfg)
+    assert poll(cfg, "teams", max_seconds=60).new == 30
+    before = cursor(cfg)
+    graph.post(chats[-1], "late")
+    short = poll(cfg, "teams", max_seconds=0.3)  # 31 requests over TLS do not fit in 0.3 s
+    assert (short.exit_code, short.stopped, short.new) == (0, "deadline", 0), short.error
+    assert cursor(cfg)["chats"][chats[-1]] == before["chats"][chats[-1]]
+    again = poll(cfg, "teams", max_seconds=60)
+    assert (again.exit_code, again.new, again.dup) == (0, 1, 0), again.error
+
+
+def test_a_poll_never_overwrites_a_newer_sign_in(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
+    """A poll holding a stale login that refreshes after `memex auth` replaced the cache leaves the new login in place."""
+    cfg, graph = setup
+    graph.post(CHAT_A, "x")
+    stale = make_poller(cfg.source("teams"))
+    try:
+        stale.login.account()  # type: ignore[attr-defined]  # the poll has read the cache
+        sign_in(cfg)  # the user signs in again meanwhile
+        fresh = (cfg.state_dir / "auth" / "teams.msal.json").read_text()
+        graph.expire_access()
+        stale.login.token(force_refresh=True)  # type: ignore[attr-defined]  # the stale poll refreshes (MSAL changes its cache)
+    finally:
+        stale.close()
+    assert (cfg.state_dir / "auth" / "teams.msal.json").read_text() == fresh
