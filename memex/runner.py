@@ -337,8 +337,6 @@ def _run(
             moved = current != committed
             commit()
             if not finished or (not batch.items and not moved):
-                if finished and time.monotonic() >= deadline:
-                    result.stopped = "deadline"  # a deadline-aware poller gave up its walk at the deadline
                 break
     except BaseException:
         # Whatever stopped the loop (an upload failure, a source error), keep

@@ -46,12 +46,13 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from memex.config import SourceConfig
+from memex.deadline import Deadline
 from memex.errors import AuthRequired, ConfigError, SourceError
 from memex.records import Conversation
 from memex.source import Batch, Cursor, Item
 from pollers import teams_render as render
 from pollers.teams_auth import CHANNEL_SCOPES, CHAT_SCOPES, DEFAULT_AUTHORITY, DEFAULT_CLIENT_ID, DEFAULT_TENANT, AuthSettings, Login
-from pollers.teams_graph import Gone, Graph, GraphUnavailable, NotFound, OutOfTime
+from pollers.teams_graph import Gone, Graph, GraphUnavailable, NotFound
 
 DEFAULT_GRAPH = "https://graph.microsoft.com/v1.0"
 MAX_PAGE = 50  # Graph's largest $top for chat messages
@@ -141,8 +142,8 @@ class TeamsPoller:
     def _token(self, force: bool) -> str:
         return self.login.token(force_refresh=force)
 
-    def set_deadline(self, deadline: float) -> None:
-        """Bound every retry and Retry-After wait by the poll's deadline (:class:`memex.source.DeadlineAware`)."""
+    def use_deadline(self, deadline: Deadline) -> None:
+        """Bound every request, retry and Retry-After wait by the poll's deadline (:class:`memex.source.Interruptible`)."""
         self.graph.deadline = deadline
 
     def authenticate(self, say: Any) -> str:
@@ -232,9 +233,6 @@ class TeamsPoller:
                 items = self._page(walk, cursor)
             except AuthRequired:
                 raise
-            except OutOfTime:  # the deadline: this walk and the chats after it wait for the next poll
-                self._walk, self._queue = None, []
-                break
             except Gone:
                 if walk.kind == "channels" and walk.prev is not None and walk.next_url == walk.prev.get("delta"):
                     walk.next_url = self._first_url("channels", walk.chat["id"] or "", None)  # delta token expired: sync again

@@ -4,8 +4,14 @@
   the configured Graph base URL (an ``@odata.nextLink`` or an image URL that
   points elsewhere never receives the token).
 * 429 and 503 wait the server's ``Retry-After`` (seconds), other 5xx,
-  connection errors and timeouts back off (:data:`BACKOFF`); no wait ever
-  runs past the poll's deadline: then :class:`GraphUnavailable` is raised.
+  connection errors and timeouts back off (:data:`BACKOFF`); a wait that
+  would run past the poll's deadline raises :class:`GraphUnavailable` (that
+  chat fails, the others go on).
+* Every exchange (and MSAL's token refresh) is bounded by the poll's
+  :class:`~memex.deadline.Deadline`: socket timeouts capped to the time left,
+  the request run through ``deadline.call`` so SIGTERM or the end of the time
+  stops the wait (raising :class:`~memex.deadline.Interrupted`, which ends the
+  poll with its progress saved).
 * 401 refreshes the token once (MSAL, silently) and retries; a second 401
   raises :class:`~memex.errors.AuthRequired`.
 * Errors name the request by its path only (no query: ``$skiptoken`` values
@@ -14,11 +20,12 @@
 
 from __future__ import annotations
 
-import time
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+from memex.deadline import Deadline
 from memex.errors import AuthRequired, SourceError
 
 BACKOFF: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)  # seconds between retries of a 5xx or a network error
@@ -28,10 +35,6 @@ PREFER = "include-unknown-enum-members"  # system messages arrive with their rea
 
 class GraphUnavailable(SourceError):
     """A request still failed after the retries the poll's deadline allowed (the caller keeps its cursor)."""
-
-
-class OutOfTime(GraphUnavailable):
-    """The poll's deadline has passed: no request is sent (the walk stops; the next poll goes on)."""
 
 
 class NotFound(SourceError):
@@ -65,7 +68,7 @@ class Graph:
         self.timeout = timeout
         self.source = source
         self.backoff = backoff
-        self.deadline: float | None = None
+        self.deadline = Deadline(None)  # the poll's (memex.deadline), given by the runner; none for backfill
         self.requests = 0  # HTTP requests sent, for the benchmark
         self._session: Any = None
 
@@ -89,16 +92,19 @@ class Graph:
     def _ours(self, url: str) -> bool:
         return url == self.base_url or url.startswith(self.base_url + "/")
 
-    def _remaining(self) -> float | None:
-        return None if self.deadline is None else self.deadline - time.monotonic()
+    def _abandon(self) -> None:
+        """Drop the session of a request the deadline gave up on (its helper thread then ends soon)."""
+        session, self._session = self._session, None
+        if session is not None:
+            session.close()
 
     def _wait(self, seconds: float, url: str, why: str, attempt: int) -> None:
-        left = self._remaining()
-        if left is not None and seconds >= left:
+        """Back off before a retry: a wait that cannot end before the deadline fails this request (its chat) instead."""
+        if self.deadline.at is not None and seconds >= self.deadline.remaining():
             raise GraphUnavailable(f"{self.source}: {where(url)}: {why}; no time left in this poll to retry (the next poll goes on)")
-        if left is None and attempt > len(BACKOFF):  # no deadline (backfill): a bounded number of retries
+        if self.deadline.at is None and attempt > len(BACKOFF):  # no time limit (backfill): a bounded number of retries
             raise GraphUnavailable(f"{self.source}: {where(url)}: {why}, {attempt} times in a row; try again later")
-        time.sleep(max(0.0, seconds))
+        self.deadline.sleep(max(0.0, seconds), f"{self.source}: {where(url)}: waiting to retry ({why})")
 
     def get(self, url: str, *, binary: bool = False) -> Any:
         """GET ``url`` (absolute, under the base URL) and return its JSON (or bytes), retrying within the deadline."""
@@ -109,17 +115,17 @@ class Graph:
         backoff = self.backoff if self.backoff is not None else BACKOFF
         attempt = 0
         refreshed = False
+        what = f"{self.source}: GET {where(url)}"
         while True:
             if self._bearer is None:
-                self._bearer = self._token(False)
-            left = self._remaining()
-            if left is not None and left <= 0:
-                raise OutOfTime(f"{self.source}: {where(url)}: the poll's time is up")
-            timeout = self.timeout if left is None else max(0.5, min(self.timeout, left))
+                self._bearer = self.deadline.call(lambda: self._token(False), f"{self.source}: signing in")
+            timeout = self.deadline.timeout(self.timeout, what)
             headers = {"Authorization": f"Bearer {self._bearer}", "Prefer": PREFER, "Accept": "*/*" if binary else "application/json"}
             self.requests += 1
+            session = self._http()
             try:
-                resp = self._http().get(url, headers=headers, timeout=timeout, allow_redirects=False)
+                send = functools.partial(session.get, url, headers=headers, timeout=timeout, allow_redirects=False)
+                resp = self.deadline.call(send, what, abandon=self._abandon)
             except requests.RequestException as exc:
                 why = "timed out" if isinstance(exc, requests.Timeout) else f"network error ({type(exc).__name__})"
                 delay = backoff[min(attempt, len(backoff) - 1)] if backoff else 0.0
@@ -139,7 +145,7 @@ class Graph:
                 if refreshed:
                     raise AuthRequired(self.source, "Microsoft Graph refused the refreshed token (401)")
                 refreshed = True
-                self._bearer = self._token(True)
+                self._bearer = self.deadline.call(lambda: self._token(True), f"{self.source}: refreshing the login")
                 continue
             if status == 404:
                 raise NotFound(f"{self.source}: {where(url)}: not found (404)")

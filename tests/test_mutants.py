@@ -216,11 +216,12 @@ MUTANTS = [
         id="teams-poll-overwrites-a-newer-login",
     ),
     pytest.param(
-        "pollers/teams.py",
-        [("            except OutOfTime:  # the deadline: this walk and the chats after it wait for the next poll\n"
-          "                self._walk, self._queue = None, []\n                break\n", "")],
-        ["tests/test_teams.py::test_a_poll_out_of_time_stops_its_walk_cleanly"],
-        id="teams-deadline-reported-as-failed-chats",
+        "pollers/teams_graph.py",
+        [("            timeout = self.deadline.timeout(self.timeout, what)\n", "            timeout = self.timeout\n"),
+         ("                resp = self.deadline.call(send, what, abandon=self._abandon)\n", "                resp = send()\n")],
+        ["tests/test_teams.py::test_a_poll_out_of_time_stops_its_walk_cleanly",
+         "tests/test_teams.py::test_sigterm_mid_walk_ends_the_poll_within_seconds_with_progress_saved"],
+        id="teams-requests-deaf-to-the-deadline",
     ),
 ]  # fmt: skip
 

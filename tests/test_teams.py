@@ -463,7 +463,7 @@ def test_channels_through_the_delta_query(tmp_path: Path, graph: GraphServer) ->
 
 
 def test_a_poll_out_of_time_stops_its_walk_cleanly(tmp_path: Path, graph: GraphServer) -> None:
-    """At the deadline an idle walk stops between requests: exit 0, stopped=deadline, chats not reached keep their cursors."""
+    """At the deadline the walk stops between requests (stopped=deadline, exit 0, progress saved); chats not reached keep their cursors."""
     chats = [f"19:{i:032x}@thread.v2" for i in range(30)]
     for cid in chats:
         graph.add_chat(cid)
@@ -472,12 +472,44 @@ def test_a_poll_out_of_time_stops_its_walk_cleanly(tmp_path: Path, graph: GraphS
     sign_in(cfg)
     assert poll(cfg, "teams", max_seconds=60).new == 30
     before = cursor(cfg)
+    graph.post(chats[0], "early")
     graph.post(chats[-1], "late")
+    asked = len(graph.requests(f"/me/chats/{chats[-1]}/messages"))
     short = poll(cfg, "teams", max_seconds=0.3)  # 31 requests over TLS do not fit in 0.3 s
-    assert (short.exit_code, short.stopped, short.new) == (0, "deadline", 0), short.error
-    assert cursor(cfg)["chats"][chats[-1]] == before["chats"][chats[-1]]
+    assert (short.exit_code, short.stopped, short.new) == (0, "deadline", 1), short.error
+    assert len(graph.requests(f"/me/chats/{chats[-1]}/messages")) == asked  # no request after the deadline
+    assert cursor(cfg)["chats"][chats[-1]] == before["chats"][chats[-1]] != cursor(cfg)["chats"][chats[0]]
     again = poll(cfg, "teams", max_seconds=60)
     assert (again.exit_code, again.new, again.dup) == (0, 1, 0), again.error
+
+
+def test_sigterm_mid_walk_ends_the_poll_within_seconds_with_progress_saved(
+    tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]
+) -> None:
+    """SIGTERM while Graph hangs on a page ends the poll within the grace; the stored page counts, the chat's cursor stays."""
+    _, graph = setup
+    cfg = config_mod.load(write_config(tmp_path, graph, page_size=5, timeout=120))  # only the deadline can end the hung request
+    for i in range(7):
+        graph.post(CHAT_A, f"s{i}")
+    hang = threading.Event()
+    fault = graph.fault(f"/me/chats/{CHAT_A}/messages", hang=hang, after=1)
+    env = {**os.environ, "MEMEX_CONFIG": str(cfg.path), "REQUESTS_CA_BUNDLE": str(graph.cert)}
+    proc = subprocess.Popen([sys.executable, "-m", "memex", "poll", "teams", "--max-seconds", "120"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while fault.hits < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert fault.hits == 2, "the walk never reached its second page"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)  # GRACE is 2 s; the hung request would otherwise hold it 120 s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        hang.set()
+    assert proc.returncode == 0 and "Traceback" not in err
+    assert len(stored(tmp_path)) == 5 and CHAT_A not in (cursor(cfg) or {}).get("chats", {})
 
 
 def test_a_poll_never_overwrites_a_newer_sign_in(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
