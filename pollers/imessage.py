@@ -12,11 +12,13 @@ anchor messages (the last few it stored) still sit at their ROWIDs and that
 the table's AUTOINCREMENT sequence has not gone below the cursor; if not, it
 declares a reset to ROWID 0, and the re-read is absorbed by create-only,
 ID-keyed uploads. Deleting messages is not mistaken for a rebuild as long as
-one anchor survives.
+one anchor survives, and anchors are spread over the whole stored history
+(:func:`spread_anchors`), so deleting a whole conversation leaves some.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import sqlite3
 import sys
@@ -36,7 +38,8 @@ from pollers.typedstream_text import decode_attributed_body
 DEFAULT_DB = "~/Library/Messages/chat.db"
 APPLE_EPOCH = datetime(2001, 1, 1, tzinfo=UTC)
 NANOSECOND_THRESHOLD = 100_000_000_000  # dates above ~1e11 are nanoseconds (macOS 10.13+)
-ANCHORS = 3
+ANCHORS = 3  # newest rows always kept as anchors (more are spread back, see spread_anchors)
+MAX_ANCHOR_BAND = 40
 REACTIONS = {0: "love", 1: "like", 2: "dislike", 3: "laugh", 4: "emphasize", 5: "question"}
 
 MESSAGE_COLUMNS = (
@@ -67,6 +70,58 @@ def apple_time(value: int | None) -> datetime | None:
 def _time(value: int | None) -> str | None:
     dt = apple_time(value)
     return rfc3339(dt) if dt else None
+
+
+class BadText(str):
+    """Text that was not valid UTF-8 in chat.db: decoded with U+FFFD in place of the bad bytes, ``raw`` kept."""
+
+    raw: bytes
+
+
+def tolerant_text(value: bytes) -> str:
+    """A ``text_factory`` that never raises: valid UTF-8 as ``str``, anything else as :class:`BadText`."""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        text = BadText(value.decode("utf-8", "replace"))
+        text.raw = value
+        return text
+
+
+def read_all(conn: sqlite3.Connection, sql: str, args: Any = ()) -> list[Any]:
+    """All rows of a query; one TEXT value that is not valid UTF-8 affects only its own row, never the query.
+
+    sqlite3 fails the whole fetch on such a value (a half emoji, as real databases hold), quoting it in the
+    exception: the query is then read again decoding each value with :func:`tolerant_text`.
+    """
+    try:
+        return conn.execute(sql, args).fetchall()
+    except sqlite3.OperationalError:
+        conn.text_factory = tolerant_text
+        try:
+            return conn.execute(sql, args).fetchall()
+        finally:
+            conn.text_factory = str
+
+
+def spread_anchors(anchors: list[list[Any]]) -> list[list[Any]]:
+    """The anchors to keep (newest first): the newest :data:`ANCHORS` rows, then one per power-of-two distance.
+
+    Distance is counted in ROWIDs back from the newest; in each band ``[2^k, 2^(k+1))`` the oldest anchor is
+    kept, so an anchor, once kept, stays until an older one shares its band: about log2(N) anchors spread
+    over the whole stored history. Deleting a conversation (even the one holding the newest messages) leaves
+    anchors in other conversations, so it is never mistaken for a rebuilt chat.db.
+    """
+    if not anchors:
+        return []
+    newest = int(anchors[0][0])
+    kept = anchors[:ANCHORS]
+    bands: dict[int, list[Any]] = {}
+    for anchor in anchors[ANCHORS:]:
+        band = (newest - int(anchor[0])).bit_length()
+        if band not in bands or int(anchor[0]) < int(bands[band][0]):
+            bands[band] = anchor
+    return [*kept, *(bands[b] for b in sorted(bands) if b <= MAX_ANCHOR_BAND)]
 
 
 def strip_target(guid: str | None) -> str | None:
@@ -173,11 +228,9 @@ class IMessagePoller:
         ``where`` is extra SQL starting with `` AND`` (with ``params``), e.g. backfill's date range.
         """
         cols = ", ".join(f"m.{c}" for c in self._columns or ())
-        return conn.execute(
-            f"SELECT m.ROWID, {cols}, h.id FROM message m LEFT JOIN handle h ON h.ROWID = m.handle_id "
-            f"WHERE m.ROWID > ?{where} ORDER BY m.ROWID LIMIT ?",
-            (after, *(params or []), limit),
-        ).fetchall()
+        sql = (f"SELECT m.ROWID, {cols}, h.id FROM message m LEFT JOIN handle h ON h.ROWID = m.handle_id "
+               f"WHERE m.ROWID > ?{where} ORDER BY m.ROWID LIMIT ?")  # fmt: skip
+        return read_all(conn, sql, (after, *(params or []), limit))
 
     # -- rebuild detection -------------------------------------------------
     def _identity_changed(self, conn: sqlite3.Connection, cursor: Cursor) -> str | None:
@@ -196,23 +249,24 @@ class IMessagePoller:
         for anchor_rowid, guid in anchors:
             found = conn.execute("SELECT ROWID FROM message WHERE guid = ?", (guid,)).fetchone()
             if found is None:
-                continue
+                continue  # deleted (a message or a whole conversation): other anchors decide
             if found[0] == anchor_rowid:
                 return None
             return f"chat.db was rebuilt: message ROWID {anchor_rowid} is now ROWID {found[0]}; re-reading from the start"
-        return f"chat.db was replaced: none of the last {len(anchors)} stored messages is in it any more; re-reading from the start"
+        return (f"chat.db was replaced: none of the {len(anchors)} anchor messages (spread over the stored history) is in it "
+                "any more; re-reading from the start")  # fmt: skip
 
     # -- rendering ---------------------------------------------------------
     def _load_chats(self, conn: sqlite3.Connection) -> dict[int, _Chat]:
         if self._chats is None:
             members: dict[int, list[str]] = {}
-            for chat_id, handle in conn.execute(
-                "SELECT chj.chat_id, h.id FROM chat_handle_join chj JOIN handle h ON h.ROWID = chj.handle_id ORDER BY h.id"
+            for chat_id, handle in read_all(
+                conn, "SELECT chj.chat_id, h.id FROM chat_handle_join chj JOIN handle h ON h.ROWID = chj.handle_id ORDER BY h.id"
             ):
                 members.setdefault(chat_id, []).append(handle)
             self._chats = {
                 rowid: _Chat(guid, display or ident or None, members.get(rowid, []))
-                for rowid, guid, display, ident in conn.execute("SELECT ROWID, guid, display_name, chat_identifier FROM chat")
+                for rowid, guid, display, ident in read_all(conn, "SELECT ROWID, guid, display_name, chat_identifier FROM chat")
             }
         return self._chats
 
@@ -229,7 +283,8 @@ class IMessagePoller:
         with_att = [r["ROWID"] for r in records if r.get("cache_has_attachments")]
         if with_att:
             marks = ",".join("?" * len(with_att))
-            for mid, guid, filename, mime, transfer, size in conn.execute(
+            for mid, guid, filename, mime, transfer, size in read_all(
+                conn,
                 "SELECT maj.message_id, a.guid, a.filename, a.mime_type, a.transfer_name, a.total_bytes "
                 f"FROM message_attachment_join maj JOIN attachment a ON a.ROWID = maj.attachment_id WHERE maj.message_id IN ({marks}) "
                 "ORDER BY maj.message_id, a.ROWID",
@@ -245,12 +300,16 @@ class IMessagePoller:
         items = []
         for r in records:
             message = self._message(r, chats.get(chat_of.get(r["ROWID"], -1)), attachments.get(r["ROWID"], []))
-            recent = [[r["ROWID"], r["guid"]], *recent[: ANCHORS - 1]]
+            recent = spread_anchors([[r["ROWID"], r["guid"]], *recent])
             items.append(Item(cursor={"rowid": r["ROWID"], "anchors": recent}, message=message))
         return items
 
     def _message(self, r: dict[str, Any], chat: _Chat | None, attachments: list[Attachment]) -> Message:
         extra: dict[str, Any] = {}
+        bad = sorted(k for k, v in r.items() if isinstance(v, BadText))
+        if bad:  # kept losslessly, for a later `backfill --rewrite` with a better decoder
+            extra["raw_bytes_b64"] = {k: base64.b64encode(r[k].raw).decode("ascii") for k in bad}
+            extra["problems"] = [f"{k} is not valid UTF-8; bad bytes shown as U+FFFD" for k in bad]
         text = r.get("text")
         body = r.get("attributedBody")
         if text is None and body:

@@ -142,7 +142,9 @@ MUTANTS = [
     ),
     pytest.param(
         "pollers/imessage.py",
-        [("read failed ({describe_exc(exc)}); if Messages.app", "read failed ({exc}); if Messages.app")],
+        [("read failed ({describe_exc(exc)}); if Messages.app", "read failed ({exc}); if Messages.app"),
+         ("    except sqlite3.OperationalError:\n        conn.text_factory = tolerant_text\n",
+          "    except ZeroDivisionError:\n        conn.text_factory = tolerant_text\n")],
         ["tests/test_record_faults.py::test_a_database_error_quoting_message_text_reaches_no_output"],
         id="sqlite-message-in-the-log",
     ),
@@ -222,6 +224,20 @@ MUTANTS = [
         ["tests/test_teams.py::test_a_poll_out_of_time_stops_its_walk_cleanly",
          "tests/test_teams.py::test_sigterm_mid_walk_ends_the_poll_within_seconds_with_progress_saved"],
         id="teams-requests-deaf-to-the-deadline",
+    ),
+    pytest.param(
+        "pollers/imessage.py",
+        [("    except sqlite3.OperationalError:\n        conn.text_factory = tolerant_text\n",
+          "    except ZeroDivisionError:\n        conn.text_factory = tolerant_text\n")],
+        ["tests/test_imessage_faults.py::test_invalid_utf8_in_one_row_affects_that_row_only_and_is_kept"],
+        id="invalid-utf8-fails-the-batch",
+    ),
+    pytest.param(
+        "pollers/imessage.py",
+        [('            recent = spread_anchors([[r["ROWID"], r["guid"]], *recent])\n',
+          '            recent = [[r["ROWID"], r["guid"]], *recent][:ANCHORS]\n')],
+        ["tests/test_imessage_faults.py::test_deleting_the_conversation_of_the_newest_messages_is_not_a_rebuild"],
+        id="anchors-only-the-newest",
     ),
 ]  # fmt: skip
 
