@@ -32,6 +32,7 @@ import imaplib
 import ipaddress
 import os
 import re
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -166,7 +167,17 @@ class ImapPoller:
         When the poll must end first, the connection is shut down (so the exchange ends) and
         :class:`~memex.deadline.Interrupted` is raised; the exchange's own errors propagate unchanged.
         """
-        return self._deadline.call(call, f"source {self.name!r}: {what} at {self._where()}", abandon=self._drop)
+        return self._deadline.call(call, f"source {self.name!r}: {what} at {self._where()}", abandon=self._abandon)
+
+    def _abandon(self) -> None:
+        """Forget the connection an exchange is stuck on and shut its socket, which ends that exchange.
+
+        Only the socket: closing imaplib's file object would wait for the stuck reader's buffer lock.
+        """
+        conn, self._conn = self._conn, None
+        self._selected = None
+        if conn is not None:
+            _cut(conn)
 
     def _open(self, timeout: float) -> imaplib.IMAP4:
         s = self.settings
@@ -205,7 +216,7 @@ class ImapPoller:
             self.commands += 1
             self._io("login", lambda: conn.login(s.user, password))
         except Interrupted:
-            _shutdown(conn)
+            _cut(conn)
             raise
         except imaplib.IMAP4.error as exc:
             _shutdown(conn)
@@ -227,7 +238,7 @@ class ImapPoller:
             try:
                 if self._deadline.reason is not None:
                     raise Interrupted(self._deadline.reason, "logout")  # no time left to wait for a goodbye
-                self._deadline.call(conn.logout, "logout", abandon=lambda: _shutdown(conn))
+                self._deadline.call(conn.logout, "logout", abandon=lambda: _cut(conn))
             except Exception:
                 _shutdown(conn)
 
@@ -396,13 +407,15 @@ class ImapPoller:
                     return Batch(items=[], cursor=state)
                 continue
             items: list[Item] = []
+            took = 0.0
             for start in range(0, len(uids), self.fetch_chunk):
-                try:
-                    fetched = self._fetch_raw(uids[start : start + self.fetch_chunk])
-                except Interrupted:
-                    if not items:
-                        raise
-                    return Batch(items=items, cursor=state)  # the poll must end: store what arrived, the rest next time
+                if items and self._deadline.remaining() < 2 * took + 1:
+                    # Another chunk would likely run past the poll's end, and nothing fetched after it is
+                    # stored: hand over what arrived (the rest next poll), so a slow server still moves on.
+                    return Batch(items=items, cursor=state)
+                began = time.monotonic()
+                fetched = self._fetch_raw(uids[start : start + self.fetch_chunk])
+                took = time.monotonic() - began
                 for uid, raw, internal in fetched:
                     boxes = dict(state["mailboxes"])
                     boxes[mailbox] = {"uidvalidity": validity, "last_uid": uid}
@@ -482,6 +495,14 @@ class ImapPoller:
                     if when is not None and ((since is not None and when < since) or (until is not None and when >= until)):
                         continue
                     yield item
+
+
+def _cut(conn: imaplib.IMAP4) -> None:
+    """Shut a connection's socket down (from any thread): a read blocked on it returns at once."""
+    try:
+        conn.sock.shutdown(socket.SHUT_RDWR)
+    except Exception:
+        pass
 
 
 def _shutdown(conn: imaplib.IMAP4) -> None:

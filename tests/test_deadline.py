@@ -22,11 +22,17 @@ from typing import Any
 
 import pytest
 
+from memex import config as config_mod
 from memex import deadline as deadline_mod
+from memex import runner
 from memex.deadline import GRACE, Deadline, Interrupted
+from pollers import imap
 from tests.conftest import ROOT, FaultProxy, read_log, s3_objects, write_config
-from tests.hang import HungServer
+from tests.dovecot import PASSWORD, Dovecot, dovecot_server
+from tests.hang import FreezingProxy, HungServer
 from tests.test_maildir import deliver, mail, make_maildir
+
+__all__ = ["dovecot_server"]  # the `dovecot` fixture
 
 SLACK = 4.0  # process start-up and shutdown on a loaded 2-core machine
 MAILS = 12
@@ -184,6 +190,46 @@ def test_sigterm_ends_a_poll_waiting_on_a_hung_imap_server_within_seconds(tmp_pa
     assert took < GRACE + SLACK, f"ended {took:.1f}s after SIGTERM"
     assert code == 0, err
     assert read_log(tmp_path / "state", "mail")[-1]["stopped"] == "signal"
+
+
+@pytest.mark.parametrize("how", ["max-seconds", "stop"])
+def test_imap_server_hung_mid_fetch(tmp_path: Path, dovecot: Dovecot, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Real Dovecot goes silent at the 2nd UID FETCH of a session: the poll ends at max-seconds + grace (an error, nothing
+    stored in the whole budget) or within the grace of a stop request (stopped=signal); the next poll stores every mail once.
+    """
+    from tests.test_imap import mail as imap_mail
+
+    monkeypatch.setattr(imap, "FETCH_CHUNK", 4)
+    monkeypatch.setenv(IMAP_PASSWORD_ENV, PASSWORD)
+    user = dovecot.new_user()
+    for n in range(1, 11):
+        dovecot.append(user, "INBOX", imap_mail(n))
+    with FreezingProxy(dovecot.port, b"UID FETCH", after=2) as proxy:
+        cfg = config_mod.load(write_config(tmp_path, {"mail": {**imap_source(proxy.port), "user": user}}))
+        stop = threading.Event()
+        results: list[runner.PollResult] = []
+        budget = 4.0 if how == "max-seconds" else 300.0
+        worker = threading.Thread(target=lambda: results.append(runner.poll(cfg, "mail", max_seconds=budget, stop=stop)))
+        started = time.monotonic()
+        worker.start()
+        assert proxy.frozen.wait(60), "the poll never reached its 2nd UID FETCH"
+        if how == "stop":
+            started = time.monotonic()
+            stop.set()
+        worker.join(budget + GRACE + SLACK + 60 if how == "max-seconds" else GRACE + SLACK + 60)
+        took = time.monotonic() - started
+        assert not worker.is_alive(), "the poll is still waiting on the hung server"
+        first = results[0]
+        if how == "max-seconds":
+            assert took < budget + GRACE + SLACK, f"ran {took:.1f}s"
+            assert (first.status, first.exit_code, first.stopped) == ("error", 1, "deadline")
+            assert "UID FETCH" in (first.error or "") and "no answer before the poll's time limit" in (first.error or "")
+        else:
+            assert took < GRACE + SLACK, f"ended {took:.1f}s after the stop request"
+            assert (first.exit_code, first.stopped) == (0, "signal")
+        proxy.freeze_on = None
+        second = runner.poll(cfg, "mail", max_seconds=60)
+    assert (first.new + second.new, second.dup, second.status) == (10, 0, "ok")
 
 
 def test_deadline_caps_timeouts_and_backoffs() -> None:
