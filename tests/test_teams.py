@@ -526,3 +526,45 @@ def test_a_poll_never_overwrites_a_newer_sign_in(tmp_path: Path, setup: tuple[co
     finally:
         stale.close()
     assert (cfg.state_dir / "auth" / "teams.msal.json").read_text() == fresh
+
+
+DOCS = Path(__file__).parent / "data" / "graph_docs"  # response examples from Microsoft's Graph reference (microsoft-graph-docs-contrib)
+
+
+def test_microsoft_documented_responses_are_stored_or_quarantined(tmp_path: Path, graph: GraphServer) -> None:
+    """The chatMessage examples of Microsoft's docs, served as is: each is stored or quarantined with its raw bytes, none lost.
+
+    The chat example's system message carries the documented malformed timestamp "2021-03-1706:47:05.123Z": it is
+    quarantined, not allowed to stop the chat. Fields are checked against the JSON read independently.
+    """
+    chat_doc = json.loads((DOCS / "chat-list-messages.json").read_text())
+    delta_doc = json.loads((DOCS / "chatmessage-delta.json").read_text())
+    graph.add_chat(CHAT_A, topic="Graph Members")
+    graph.chats[CHAT_A].messages = {m["id"]: m for m in chat_doc["value"]}
+    graph.add_channel(TEAM, CHANNEL)
+    for m in delta_doc["value"]:
+        graph.channels[CHANNEL].messages[m["id"]] = m
+        graph.changed[(CHANNEL, m["id"])] = 1
+    cfg = config_mod.load(write_config(tmp_path, graph, channels=True))
+    sign_in(cfg)
+    result = poll(cfg, "teams")
+    assert (result.new, result.quarantined, result.exit_code) == (4, 1, 0), result.error
+    records = {r["native_id"]: r for r in stored(tmp_path).values()}
+    for doc, conv in ((chat_doc, CHAT_A), (delta_doc, CHANNEL)):
+        for m in doc["value"]:
+            key = f"{conv}/{m['id']}"
+            if m["createdDateTime"] == "2021-03-1706:47:05.123Z":
+                quarantined = tmp_path / "store" / "quarantine" / "teams"
+                raws = [json.loads(p.read_bytes()) for p in quarantined.glob("*.raw")]
+                assert [r["id"] for r in raws] == [m["id"]]
+                continue
+            rec = records[key]
+            assert rec["sender"]["id"] == m["from"]["user"]["id"] and rec["sender"]["name"] == m["from"]["user"]["displayName"]
+            assert rec["sent_at"].replace(".", "").startswith(m["createdDateTime"][:19].replace(".", ""))
+            if m["body"]["contentType"] == "text":
+                assert rec["text"] == m["body"]["content"]
+            else:
+                assert rec["extra"]["html"] == m["body"]["content"].replace("https://graph.microsoft.com/v1.0", graph.graph)
+    image = records[f"{CHAT_A}/1615971548136"]
+    assert image["text"] == "[image]" and image["attachments"][0]["id"].startswith("hostedContents/aWQ9eF8wLXd1cy1k")
+    assert image["attachments"][0]["missing"] is True  # the docs' image bytes are not on the stand-in: listed, not lost
