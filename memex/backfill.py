@@ -42,6 +42,7 @@ from typing import IO, Any
 
 from memex.config import Config
 from memex.cursors import Section, utc_now
+from memex.deadline import Deadline, Interrupted
 from memex.errors import AlreadyRunning, ConfigError, MemexError, StoreError
 from memex.logs import source_logger
 from memex.objectstore import open_store
@@ -432,6 +433,12 @@ class _Run:
             except MemexError:
                 total = None
         store = open_store(self.cfg.store, max_pool_connections=self.workers)
+        # SIGTERM or Ctrl-C: requests in flight get the grace to finish, then a hung one is cut short (memex.deadline).
+        on_stop = Deadline(None, self.stop)
+        for part in (store, self.poller):
+            use_deadline = getattr(part, "use_deadline", None)
+            if use_deadline is not None:
+                use_deadline(on_stop)
         getattr(store, "client", None)  # S3: create the one shared boto3 client here, before the threads
         uploader = Uploader(self.cfg, self.source, self.log, store=store)
         frontier = Frontier(self.start)
@@ -473,6 +480,7 @@ class _Run:
                 t.join(30)
             raise
         finally:
+            on_stop.close()
             status = "done"
             if self.stop.is_set():
                 status = "stopped"
@@ -513,6 +521,8 @@ class _Run:
                         continue
                 if halt.is_set():
                     break
+        except Interrupted:
+            pass  # stopped while the source was answering: the run ends as stopped, the checkpoint before it
         except MemexError as exc:
             self.reader_error = str(exc)
             self.abort.set()
@@ -570,6 +580,8 @@ class _Run:
                 time.sleep(self.retry_delay * 2 ** (attempt - 1))
             try:
                 return uploader.put(item, rewrite=self.rewrite), None
+            except Interrupted:
+                return "abandoned", error  # cut short by the stop request: the next run takes it
             except StoreError as exc:
                 error = str(exc)
             except MemexError as exc:

@@ -53,11 +53,11 @@ def imap_source(port: int) -> dict[str, Any]:
 
 
 @contextmanager
-def poll_process(config: Path, source: str, *args: str) -> Iterator[subprocess.Popen[str]]:
-    """``memex poll SOURCE ARGS`` as a process; killed at the end whatever happened."""
+def memex_process(config: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """``memex ARGS`` as a process; killed at the end whatever happened."""
     env = {k: v for k, v in os.environ.items() if k != "MEMEX_CONFIG"}
     env[IMAP_PASSWORD_ENV] = "pw"
-    proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(config), "poll", source, *args], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(config), *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         yield proc
@@ -77,9 +77,11 @@ def finish(proc: subprocess.Popen[str], within: float) -> tuple[float, str]:
     return time.monotonic() - started, err
 
 
-def sigterm_when(server: HungServer, config: Path, source: str, what: str, ready: Callable[[], bool]) -> tuple[float, int, str]:
-    """Poll with a 300 s budget, SIGTERM it once ``ready()``; how long it took to end after that, its exit code, stderr."""
-    with poll_process(config, source, "--max-seconds", "300") as proc:
+def sigterm_when(server: HungServer, config: Path, source: str, what: str, ready: Callable[[], bool],
+                 command: str = "poll") -> tuple[float, int, str]:  # fmt: skip
+    """Poll (with a 300 s budget) or backfill, SIGTERM it once ``ready()``; how long it took to end after that, exit code, stderr."""
+    args = ["--max-seconds", "300"] if command == "poll" else []
+    with memex_process(config, command, source, *args) as proc:
         server.wait_for(what, ready, 60)
         proc.send_signal(signal.SIGTERM)
         took, err = finish(proc, GRACE + SLACK + 60)
@@ -90,7 +92,7 @@ def sigterm_when(server: HungServer, config: Path, source: str, what: str, ready
 def poll_with_budget(config: Path, source: str, max_seconds: float) -> tuple[float, int, str]:
     """Poll with ``--max-seconds``; its whole run time (start-up included), exit code and stderr."""
     started = time.monotonic()
-    with poll_process(config, source, "--max-seconds", str(max_seconds)) as proc:
+    with memex_process(config, "poll", source, "--max-seconds", str(max_seconds)) as proc:
         _, err = finish(proc, max_seconds + GRACE + SLACK + 60)
     assert proc.returncode is not None
     return time.monotonic() - started, proc.returncode, err
@@ -147,7 +149,7 @@ def test_sigterm_during_a_hung_put_saves_the_progress_before_it(tmp_path: Path, 
         proxy.rule = rule
         cfg = write_config(tmp_path, {"md": maildir_source(tmp_path)}, store={"url": f"s3://{s3_bucket}/p", "endpoint_url": proxy.url})
         try:
-            with poll_process(cfg, "md", "--max-seconds", "300") as proc:
+            with memex_process(cfg, "poll", "md", "--max-seconds", "300") as proc:
                 deadline = time.monotonic() + 60
                 while proxy.puts < 7:
                     assert time.monotonic() < deadline and proc.poll() is None, "the poll never reached the 7th PUT"
@@ -161,7 +163,7 @@ def test_sigterm_during_a_hung_put_saves_the_progress_before_it(tmp_path: Path, 
         assert (first["stopped"], first["new"]) == ("signal", 3)
         cursor = json.loads((tmp_path / "state" / "cursors.json").read_text())["sources"]["md"]["cursor"]
         assert first["positions_after"] == {"INBOX": cursor["folders"]["INBOX"]["ctime_ns"]}
-        with poll_process(cfg, "md") as proc:
+        with memex_process(cfg, "poll", "md") as proc:
             _, err = finish(proc, 60)
         assert proc.returncode == 0, err
     second = read_log(tmp_path / "state", "md")[-1]
@@ -190,6 +192,18 @@ def test_sigterm_ends_a_poll_waiting_on_a_hung_imap_server_within_seconds(tmp_pa
     assert took < GRACE + SLACK, f"ended {took:.1f}s after SIGTERM"
     assert code == 0, err
     assert read_log(tmp_path / "state", "mail")[-1]["stopped"] == "signal"
+
+
+def test_sigterm_ends_a_backfill_stuck_on_a_hung_s3_within_seconds(tmp_path: Path) -> None:
+    """A backfill's uploads all hang: SIGTERM ends it within the grace with exit 130 (stopped, the same command continues)."""
+    with HungServer() as server:
+        cfg = write_config(tmp_path, {"md": maildir_source(tmp_path)},
+                           store={"url": "s3://bucket/p", "endpoint_url": f"http://127.0.0.1:{server.port}"})  # fmt: skip
+        took, code, err = sigterm_when(server, cfg, "md", "the uploads to hang", lambda: server.received > 0, command="backfill")
+    assert took < GRACE + SLACK, f"ended {took:.1f}s after SIGTERM"
+    assert code == 130, err
+    state = json.loads((tmp_path / "state" / "cursors.json").read_text())["sources"]["md"]["backfill"]
+    assert state["status"] == "stopped" and state["done"] == 0
 
 
 @pytest.mark.parametrize("how", ["max-seconds", "stop"])

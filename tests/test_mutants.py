@@ -239,6 +239,12 @@ MUTANTS = [
         ["tests/test_imessage_faults.py::test_deleting_the_conversation_of_the_newest_messages_is_not_a_rebuild"],
         id="anchors-only-the-newest",
     ),
+    pytest.param(
+        "memex/backfill.py",
+        [("        on_stop = Deadline(None, self.stop)\n", "        on_stop = Deadline()\n")],
+        ["tests/test_deadline.py::test_sigterm_ends_a_backfill_stuck_on_a_hung_s3_within_seconds"],
+        id="backfill-uploads-deaf-to-sigterm",
+    ),
 ]  # fmt: skip
 
 
