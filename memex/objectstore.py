@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 from memex.deadline import NEVER, Deadline
 from memex.errors import ConfigError, StoreError
-from memex.statedir import ensure_private_dir, fsync_dir, stream_temp, write_temp
+from memex.statedir import ensure_private_dir, fsync_dir, full_fsync, make_dirs, stream_temp, write_temp
 
 if TYPE_CHECKING:
     from memex.config import StoreConfig
@@ -81,15 +81,44 @@ class FileStore:
         self.root = root
         self.url = root.as_uri()
         self._tmp: Path | None = None
-        self._dirty: set[Path] = set()
+        self._dirty: set[Path] = set()  # folders whose entries must be made durable
+        self._dirty_files: set[Path] = set()  # objects found already there (another process wrote them)
+        self._checked: set[Path] = set()  # folders known to exist, private, and durable in their parent
         self._dirty_lock = threading.Lock()  # backfill writes from several threads while sync() runs
 
     def _tmp_dir(self) -> Path:
         if self._tmp is None:
+            self._folder(self.root)
             tmp = ensure_private_dir(self.root / TMP_DIR)
             _sweep_stale(tmp)
             self._tmp = tmp
         return self._tmp
+
+    def _folder(self, folder: Path) -> None:
+        """Make ``folder`` exist (new folders 0700, their parents' entries made durable at the next sync).
+
+        An existing folder inside the store that another user could write to is refused: they could plant
+        an object for a future message, which memex would then count as already stored.
+        """
+        if folder in self._checked:
+            return
+        chain = [folder]
+        while chain[-1] != self.root and chain[-1].parent != chain[-1]:
+            chain.append(chain[-1].parent)
+        for probe in reversed(chain):  # the root first; nothing is created inside a folder others can write to
+            if probe in self._checked or not probe.exists():
+                continue
+            mode = probe.stat().st_mode
+            if mode & 0o022:
+                raise ConfigError(
+                    f"store folder is writable by other users (mode {mode & 0o777:04o}): another user could plant objects "
+                    f"memex would take for stored messages; run chmod 700 {probe}",
+                    path=probe,
+                )
+        made = make_dirs(folder)
+        with self._dirty_lock:
+            self._dirty.update(m.parent for m in made)
+        self._checked.update(chain)
 
     def _path(self, key: str) -> Path:
         parts = key.split("/")
@@ -105,12 +134,15 @@ class FileStore:
         """Write a fsynced temp file with ``make_temp`` and link it to ``key``'s name; False if the name exists."""
         path = self._path(key)
         if path.exists():
+            self._written_elsewhere(path)
             return False
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = make_temp(self._tmp_dir())
+        tmp_dir = self._tmp_dir()
+        self._folder(path.parent)
+        tmp = make_temp(tmp_dir)
         try:
             os.link(tmp, path)
         except FileExistsError:
+            self._written_elsewhere(path)
             return False
         except OSError as exc:
             raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
@@ -120,11 +152,18 @@ class FileStore:
             self._dirty.add(path.parent)
         return True
 
+    def _written_elsewhere(self, path: Path) -> None:
+        """``path`` was already there: whoever wrote it (a killed poll, a backfill), make it durable before the cursor passes it."""
+        with self._dirty_lock:
+            self._dirty_files.add(path)
+            self._dirty.add(path.parent)
+
     def put(self, key: str, body: bytes) -> None:
         """Atomically create or replace ``key``."""
         path = self._path(key)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = write_temp(self._tmp_dir(), "obj", body)
+        tmp_dir = self._tmp_dir()
+        self._folder(path.parent)
+        tmp = write_temp(tmp_dir, "obj", body)
         try:
             os.replace(tmp, path)
         except OSError as exc:
@@ -145,8 +184,7 @@ class FileStore:
         path = self._path(key)
         if not path.exists():
             return False
-        with self._dirty_lock:
-            self._dirty.add(path.parent)
+        self._written_elsewhere(path)
         return True
 
     def put_new_stream(self, key: str, open_body: Callable[[], IO[bytes]], size: int) -> bool:
@@ -154,10 +192,20 @@ class FileStore:
         return self._link_new(key, lambda tmp_dir: stream_temp(tmp_dir, "obj", open_body))
 
     def sync(self) -> None:
-        """fsync every folder a link or rename went into since the last sync."""
+        """Make durable what the cursor is about to pass: objects found already there, then every folder entry since the last sync.
+
+        Folders are synced deepest first, so a new folder's own entries are durable before its entry in its parent.
+        """
         with self._dirty_lock:
             dirty, self._dirty = self._dirty, set()
-        for d in sorted(dirty):
+            files, self._dirty_files = self._dirty_files, set()
+        for f in sorted(files):
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                full_fsync(fd)
+            finally:
+                os.close(fd)
+        for d in sorted(dirty, key=lambda p: len(p.parts), reverse=True):
             fsync_dir(d)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import shutil
@@ -14,18 +15,52 @@ FILE_MODE = 0o600
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) if missing and make it 0700; return it."""
-    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    """Create ``path`` (and any missing parents, each 0700 whatever the umask) and make it 0700; return it."""
+    make_dirs(path)
     if (path.stat().st_mode & 0o777) != DIR_MODE:
         os.chmod(path, DIR_MODE)
     return path
+
+
+def make_dirs(path: Path) -> list[Path]:
+    """Create ``path`` and its missing parents, each 0700 (``mkdir -p`` gives parents 0777 minus the umask).
+
+    Returns the folders it created, outermost first (their parents' entries need an fsync to be durable).
+    """
+    missing = []
+    probe = path
+    while not probe.exists():
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    made = []
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue  # another process made it meanwhile
+        os.chmod(folder, DIR_MODE)  # the umask may have removed bits we want; never adds any
+        made.append(folder)
+    return made
+
+
+def full_fsync(fd: int) -> None:
+    """Flush a file's data to stable storage: ``F_FULLFSYNC`` on macOS (its fsync leaves the drive's cache), else fsync."""
+    if hasattr(fcntl, "F_FULLFSYNC"):
+        try:
+            fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
+            return
+        except OSError:  # not supported by this file system: fall back
+            pass
+    os.fsync(fd)
 
 
 def fsync_dir(path: Path) -> None:
     """fsync a directory so a rename or link inside it survives a crash."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        full_fsync(fd)
     finally:
         os.close(fd)
 
@@ -43,7 +78,7 @@ def write_temp(directory: Path, stem: str, data: bytes, mode: int = FILE_MODE) -
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        full_fsync(fd)
     except BaseException:
         os.close(fd)
         tmp.unlink(missing_ok=True)
@@ -59,7 +94,7 @@ def stream_temp(directory: Path, stem: str, open_body: Callable[[], IO[bytes]], 
     try:
         with open_body() as src, os.fdopen(os.dup(fd), "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
-        os.fsync(fd)
+        full_fsync(fd)
     except BaseException:
         os.close(fd)
         tmp.unlink(missing_ok=True)

@@ -75,7 +75,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/objectstore.py",
-        [("        if path.exists():\n            return False\n        path.parent.mkdir", "        path.parent.mkdir"),
+        [("        if path.exists():\n            self._written_elsewhere(path)\n            return False\n        tmp_dir", "        tmp_dir"),
          ("            os.link(tmp, path)\n        except FileExistsError:", "            os.replace(tmp, path)\n        except FileExistsError:")],
         ["tests/test_objectstore.py::test_file_store_is_create_only"],
         id="file-store-write-temp-and-rename",
@@ -244,6 +244,25 @@ MUTANTS = [
         [("        on_stop = Deadline(None, self.stop)\n", "        on_stop = Deadline()\n")],
         ["tests/test_deadline.py::test_sigterm_ends_a_backfill_stuck_on_a_hung_s3_within_seconds"],
         id="backfill-uploads-deaf-to-sigterm",
+    ),
+    pytest.param(
+        "memex/objectstore.py",
+        [("            self._dirty_files.add(path)\n", "            pass\n")],
+        ["tests/test_filestore_safety.py::test_an_object_found_already_there_is_made_durable_before_it_is_counted_past"],
+        id="file-store-counts-past-an-object-it-never-made-durable",
+    ),
+    pytest.param(
+        "memex/statedir.py",
+        [("            folder.mkdir(mode=DIR_MODE)\n", "            folder.mkdir()\n"),
+         ("        os.chmod(folder, DIR_MODE)  # the umask may have removed bits we want; never adds any\n", "")],
+        ["tests/test_filestore_safety.py::test_every_store_folder_is_private_under_umask_000"],
+        id="store-folders-follow-the-umask",
+    ),
+    pytest.param(
+        "memex/objectstore.py",
+        [("            if mode & 0o022:\n", "            if False:\n")],
+        ["tests/test_filestore_safety.py::test_a_store_folder_other_users_can_write_is_refused"],
+        id="world-writable-store-accepted",
     ),
 ]  # fmt: skip
 

@@ -1,0 +1,73 @@
+"""The file store: private under any umask, refuses a store others can write to, and makes durable what it counts."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memex.errors import ConfigError
+from memex.objectstore import FileStore
+from tests.conftest import ROOT, write_config
+
+
+def _modes(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root.parent)): stat.S_IMODE(p.stat().st_mode) for p in [root, *root.rglob("*")] if p.is_dir()}
+
+
+def test_every_store_folder_is_private_under_umask_000(tmp_path: Path) -> None:
+    """A poll run with umask 000 creates the store root, messages/ and every folder below 0700 (mkdir -p would give 0777)."""
+    from pollers import imessage_samples
+
+    db = tmp_path / "chat.db"
+    imessage_samples.build(db, 5, seed=3)
+    store = tmp_path / "deep" / "er" / "store"
+    cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}}, store={"url": store.as_uri()})
+    code = ("import os, sys, runpy; os.umask(0); sys.argv = ['memex', '--config', sys.argv[1], 'poll', 'imessage']; "
+            "runpy.run_module('memex', run_name='__main__')")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    modes = _modes(tmp_path / "deep")
+    assert modes and set(modes.values()) == {0o700}, modes
+
+
+def test_a_store_folder_other_users_can_write_is_refused(tmp_path: Path) -> None:
+    """A group- or world-writable store (root or a folder in it) stops the poll with one line naming it and the fix."""
+    root = tmp_path / "store"
+    (root / "messages").mkdir(parents=True)
+    os.chmod(root, 0o700)
+    os.chmod(root / "messages", 0o777)
+    with pytest.raises(ConfigError, match=r"messages: store folder is writable by other users \(mode 0777\).*chmod 700"):
+        FileStore(root).put_new("messages/s/a.json", b"{}")
+    assert not (root / "messages" / "s").exists()
+
+
+def test_an_object_found_already_there_is_made_durable_before_it_is_counted_past(tmp_path: Path) -> None:
+    """put_new meeting an existing name (a killed poll or a backfill wrote it) fsyncs that file and its folder at the next sync.
+
+    Checked with strace: the sync after the duplicate opens and fsyncs the existing object.
+    """
+    import shutil
+
+    if shutil.which("strace") is None:
+        if os.environ.get("CI"):
+            raise AssertionError("strace is missing on CI")
+        pytest.skip("strace is not installed")
+    root = tmp_path / "store"
+    FileStore(root).put_new("messages/s/a.json", b"{}")
+    script = (
+        "import sys; from pathlib import Path; from memex.objectstore import FileStore\n"
+        "s = FileStore(Path(sys.argv[1])); assert s.put_new('messages/s/a.json', b'{}') is False; print('SYNC', flush=True); s.sync()\n"
+    )
+    out = subprocess.run(["strace", "-f", "-e", "trace=openat,fsync", "-o", str(tmp_path / "trace"), sys.executable, "-c", script, str(root)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    trace = (tmp_path / "trace").read_text().splitlines()
+    opened = [ln for ln in trace if "openat(" in ln and "messages/s/a.json" in ln]
+    assert opened, "the existing object was never opened for an fsync"
+    fd = opened[-1].rsplit("=", 1)[1].strip()
+    assert any(f"fsync({fd})" in ln for ln in trace[trace.index(opened[-1]) :])
