@@ -146,15 +146,18 @@ def status(ctx: click.Context, as_json: bool) -> None:
     """Show a row per source: cursor, last poll, last successful poll, health state, last result.
 
     States (OK, IDLE, SKIPPED, AUTH, FAILING, STALE, STUCK, REGRESSED, SPOOL,
-    DISABLED) are explained in the README; --json adds state_reason.
+    DISABLED, CONFIG, REMOTE) are explained in the README; --json adds
+    state_reason. Exits 2 when a source's config section is broken (CONFIG).
     """
-    from memex.status import collect, render_table
+    from memex.status import CONFIG, collect, render_table
 
     rows = collect(load_config(ctx))
     if as_json:
         click.echo(json.dumps(rows, indent=2, sort_keys=True))
     else:
         click.echo(render_table(rows))
+    if any(r["state"] == CONFIG for r in rows):
+        sys.exit(2)
 
 
 @main.command()

@@ -32,6 +32,7 @@ from memex.follow import Follower, parse_line
 from memex.logs import human_line, log_path
 from memex.source import describe
 from memex.statebackend import cursor_store, leases
+from memex.status import CONFIG, config_problem
 from memex.tail import colour, shown
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ STATE_STYLE = {
     health.STUCK: "bold white on red",
     health.REGRESSED: "bold white on red",
     health.DISABLED: "bright_black",
+    "CONFIG": "bold red",
 }
 
 
@@ -74,6 +76,7 @@ class SourceView:
     horizon_s: float
     events: deque[dict[str, Any]] = field(default_factory=deque)
     follower: Follower | None = None
+    problem: str | None = None  # the source's config section is broken (state CONFIG)
 
     def add(self, event: dict[str, Any]) -> None:
         """Append a newly logged event."""
@@ -119,7 +122,8 @@ class Dashboard:
         when = time.time() if now is None else now
         self.views: dict[str, SourceView] = {}
         for name, conf in sorted(cfg.sources.items()):
-            view = SourceView(name, conf, horizon_s=max(DAY, rules.horizon_s(conf.interval)))
+            view = SourceView(name, conf, horizon_s=max(DAY, rules.horizon_s(conf.interval)),
+                              problem=config_problem(conf) if conf.enabled else None)  # fmt: skip
             path = log_path(cfg.state_dir, name)
             view.follower = Follower(path, cfg.log_backups, from_end=True)  # first: nothing falls between
             reader = view.follower.history()
@@ -173,6 +177,8 @@ class Dashboard:
         """Compute one source's row at ``now``."""
         events = list(view.events)
         state = health.assess(events, interval=view.conf.interval, now=now, enabled=view.conf.enabled, rules=self.rules)
+        if view.problem is not None:
+            state = health.Health(CONFIG, view.problem, (CONFIG, *state.flags))
         polls = [e for e in events if e.get("event") == "poll"]
         last = polls[-1] if polls else None
         last_ok = next((p for p in reversed(polls) if p.get("status") in ("ok", "idle")), None)

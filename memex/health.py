@@ -35,13 +35,14 @@ everything. Each state below has one rule over the source's recent events
       ``stuck_repeats`` (3) polls in a row, whatever the split between new and
       duplicate: the clobber loop, where something resets the cursor to A
       between polls and every poll re-reads A..B;
-    * the newest poll processed messages (new + dup + quarantined > 0) and its
-      cursor did not move;
-    * the newest ``dup_streak`` (3) polls all reported duplicates. With
-      create-only uploads a replay shows up only as duplicates, so a live poll
-      that keeps meeting messages it already stored is re-reading something.
-      A streak that reaches back to an explicit change or a declared reset (a
-      legitimate re-read of history) is not flagged.
+    * the newest poll processed messages (new + dup + quarantined > 0), did
+      not fail, and its cursor did not move;
+    * a replay: the newest poll met duplicates the poller did not declare as
+      expected (``dup - dup_expected > 0``) starting at or below the position
+      where the previous poll started, although that poll moved on: something
+      put the cursor back. Duplicates met by a cursor that moves forward (a
+      Maildir flag rename, one message in two IMAP mailboxes, a backfill beside
+      cron, a PUT retried after its answer was lost) are normal and never STUCK.
 ``REGRESSED``
     A cursor went backward without an explicit change: some position in a
     poll's ``positions_before`` is lower than the same position in the previous
@@ -103,7 +104,6 @@ class Rules:
     failing_after: int = 3
     stale_factor: float = 2.0
     stuck_repeats: int = 3
-    dup_streak: int = 3
     regressed_hold_s: float = 24 * 3600.0
     spool_max_age_s: float = 900.0
 
@@ -221,7 +221,7 @@ def find_stuck(events: Sequence[dict[str, Any]], rules: Rules = Rules()) -> str 
     if newest is None:
         return None
     before, after = _positions(newest, "positions_before"), _positions(newest, "positions_after")
-    if _processed(newest) > 0 and before == after:
+    if _processed(newest) > 0 and before == after and newest.get("status") != "error":
         return f"last poll processed {_processed(newest)} messages but the cursor stayed at {newest.get('cursor_after', '?')}"
     # The same moving transition, N times in a row (no boundary in between).
     run = []
@@ -240,18 +240,24 @@ def find_stuck(events: Sequence[dict[str, Any]], rules: Rules = Rules()) -> str 
                 f"the same cursor transition {newest.get('cursor_before')} -> {newest.get('cursor_after')} "
                 f"{len(run)} polls in a row (something keeps moving the cursor back)"
             )
-    # Duplicates poll after poll, not explained by an explicit change or a declared reset.
-    streak = 0
-    for poll in polls:
-        if poll is None:
-            return None  # a re-read since an explicit change: expected duplicates
-        dup = poll.get("dup")
-        if not isinstance(dup, int) or dup <= 0:
-            break
-        streak += 1
-    if streak >= rules.dup_streak:
-        return f"{streak} polls in a row met messages already stored (re-reading the same messages)"
+    # A replay: the newest poll met duplicates it did not expect, starting at or below where the previous poll
+    # started although that one moved on (something put the cursor back). Duplicates a moving cursor meets
+    # (a renamed file, one message in two mailboxes, a backfill beside cron, a retried PUT) are not a replay.
+    previous = polls[1] if len(polls) > 1 else None
+    if previous is not None and _unexpected_dups(newest) > 0:
+        prev_before, prev_after = _positions(previous, "positions_before"), _positions(previous, "positions_after")
+        replayed = bool(before) and prev_before != prev_after and all(k in prev_before and v <= prev_before[k] for k, v in before.items())
+        if replayed:
+            return (f"the last poll re-read messages from {newest.get('cursor_before', '?')}, where the poll before it had started "
+                    "(something put the cursor back)")  # fmt: skip
     return None
+
+
+def _unexpected_dups(poll: dict[str, Any]) -> int:
+    dup, expected = poll.get("dup"), poll.get("dup_expected", 0)
+    if not isinstance(dup, int):
+        return 0
+    return dup - (expected if isinstance(expected, int) else 0)
 
 
 def assess(

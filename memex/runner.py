@@ -53,6 +53,7 @@ class PollResult:
     status: str = "idle"  # ok | idle | skipped | error
     new: int = 0
     dup: int = 0
+    dup_expected: int = 0  # of ``dup``: duplicates the poller said it expected (a renamed Maildir file, ...)
     quarantined: int = 0
     cursor_before: str = "-"
     cursor_after: str = "-"
@@ -81,6 +82,8 @@ class PollResult:
             "positions_after": self.positions_after,
             "duration_ms": self.duration_ms,
         }
+        if self.dup_expected:
+            fields["dup_expected"] = self.dup_expected
         for key in ("error", "reset", "stopped", "holder_pid", "holder_host", "lease_epoch", "auth_required"):
             value = getattr(self, key)
             if value is not None:
@@ -329,6 +332,7 @@ def _run(
                     result.new += 1
                 elif outcome == "dup":
                     result.dup += 1
+                    result.dup_expected += item.expected_dup
                 elif outcome == "quarantined":
                     result.quarantined += 1
                 current = item.cursor

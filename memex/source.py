@@ -46,6 +46,7 @@ class Item:
     failure: Failure | None = None
     blobs: dict[str, bytes] = field(default_factory=dict)  # suffix -> bytes stored beside the record (".eml")
     contents: list[Content] = field(default_factory=list)  # attachments' bytes, stored content-addressed first
+    expected_dup: bool = False  # if it turns out stored already, the poller expected that (not a sign of a replay)
 
 
 @dataclass

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
-from memex.config import Config
-from memex.errors import StateError
+from memex.config import Config, SourceConfig
+from memex.errors import ConfigError, StateError
 from memex.follow import RecentReader
 from memex.health import source_health
 from memex.logs import log_path, short_ts
@@ -36,6 +36,21 @@ class SourceStatus(TypedDict):
 
 
 REMOTE = "REMOTE"
+CONFIG = "CONFIG"
+
+
+def config_problem(source: SourceConfig) -> str | None:
+    """What is wrong with a source's config section (its type's keys, checked as a poll would), or None."""
+    from memex.registry import make_poller
+
+    try:
+        poller = make_poller(source)
+    except ConfigError as exc:
+        return str(exc)
+    close = getattr(poller, "close", None)
+    if callable(close):
+        close()
+    return None
 
 
 def collect(cfg: Config) -> list[SourceStatus]:
@@ -51,7 +66,10 @@ def collect(cfg: Config) -> list[SourceStatus]:
         health = source_health(cfg, name, now=now)
         state, reason = health.state, health.reason
         lease = held.get(name)
-        if lease is not None and not last and lease.host != host_name():
+        problem = config_problem(source) if source.enabled else None
+        if problem is not None:  # the section itself is broken: every poll fails before reading anything
+            state, reason = CONFIG, problem
+        elif lease is not None and not last and lease.host != host_name():
             # Never polled here, polled on another host: its logs (and health) are there.
             state, reason = REMOTE, f"polled on {lease.host} {int(lease.age)}s ago; run memex status there for its health"
         rows.append(

@@ -163,7 +163,11 @@ class MaildirPoller:
             "maildir_key": entry.key,
             "received_at": datetime.fromtimestamp(entry.mtime_ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
-        return to_item(raw, self.name, cursor, ref=f"{folder}/{entry.key}", extra=extra)
+        item = to_item(raw, self.name, cursor, ref=f"{folder}/{entry.key}", extra=extra)
+        # A file in cur/ is most often one already read from new/ and renamed by a mail client (seen, flags):
+        # if it is stored already, that is expected, not a replay.
+        item.expected_dup = entry.path.parent.name == "cur"
+        return item
 
     # -- the Poller interface ----------------------------------------------
     def positions(self, cursor: Cursor) -> dict[str, int]:

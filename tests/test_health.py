@@ -89,13 +89,23 @@ def test_messages_processed_without_the_cursor_moving_is_stuck() -> None:
     assert got.state == health.STUCK and "stayed at 520" in got.reason
 
 
-def test_duplicates_poll_after_poll_are_stuck_but_not_after_an_explicit_reset() -> None:
-    """Three live polls in a row meeting duplicates are STUCK; the same re-read right after a cursor reset is not."""
-    dups = [poll(T0 + 60 * i, 100 + 10 * i, 110 + 10 * i, dup=2, new=8) for i in range(3)]
-    assert assess(dups, now=T0 + 125).state == health.STUCK
+def test_duplicates_met_by_a_moving_cursor_are_normal_but_a_replay_is_stuck() -> None:
+    """Duplicates poll after poll while the cursor moves on (renames, two mailboxes, backfill beside cron) are OK;
+    a poll re-reading from where the previous one started (the cursor put back) is STUCK; after an explicit reset it is not."""
+    moving = [poll(T0 + 60 * i, 100 + 10 * i, 110 + 10 * i, dup=2, new=8) for i in range(5)]
+    assert assess(moving, now=T0 + 245).state == health.OK
+    replay = [poll(T0, 100, 110, new=10), poll(T0 + 60, 100, 112, new=2, dup=10)]
+    got = assess(replay, now=T0 + 65)
+    assert got.state == health.STUCK and "re-read messages from 100" in got.reason
     reset = {"event": "cursor.reset", "level": "warning", "ts": ts(T0 - 30), "positions_before": {"rowid": 100}, "positions_after": {}}
     reread = [reset, *[poll(T0 + 60 * i, 10 * i if i else None, 10 * i + 10, dup=10) for i in range(5)]]
     assert assess(reread, now=T0 + 245).state == health.OK
+
+
+def test_a_failed_poll_that_processed_messages_is_not_stuck() -> None:
+    """A poll ending in a CursorConflict after an explicit `cursor set` processed messages and kept its cursor: FAILING material, not STUCK."""
+    events = [poll(T0, 100, 110, new=10), poll(T0 + 60, 110, 110, status="error", dup=200, error="cursor of 'imessage' changed")]
+    assert health.STUCK not in assess(events, now=T0 + 65).flags
 
 
 def test_regressed_cursor_is_flagged() -> None:

@@ -199,3 +199,22 @@ def test_config_mistakes_name_the_key(tmp_path: Path) -> None:
     path = write_config(tmp_path, {"md": {"type": "maildir"}})
     with pytest.raises(ConfigError, match=r"sources\.md\.path"):
         make_poller(memex_config.load(path).source("md"))
+
+
+def test_a_mail_client_marking_one_message_read_each_minute_is_not_stuck(tmp_path: Path) -> None:
+    """Each poll meets one renamed file (new/ -> cur/ with :2,S): a duplicate the poller expected; health stays OK for many polls."""
+    from memex import health
+    from tests.conftest import read_log
+
+    root = make_maildir(tmp_path / "Maildir")
+    cfg = setup(tmp_path, root)
+    names = [f"{1700000000 + n}.M{n}P1.host" for n in range(6)]
+    for n, name in enumerate(names):
+        deliver(root, name, mail(n))
+    assert poll(cfg, "md").new == 6
+    for name in names[:5]:  # one message read per minute
+        os.rename(root / "new" / name, root / "cur" / f"{name}:2,S")
+        result = poll(cfg, "md")
+        assert (result.new, result.dup, result.dup_expected) == (0, 1, 1)
+    events = read_log(tmp_path / "state", "md")
+    assert health.assess(events, now=time.time()).state == health.OK

@@ -264,6 +264,18 @@ MUTANTS = [
         ["tests/test_filestore_safety.py::test_a_store_folder_other_users_can_write_is_refused"],
         id="world-writable-store-accepted",
     ),
+    pytest.param(
+        "memex/health.py",
+        [("        if replayed:\n", "        if True:\n")],
+        ["tests/test_health.py::test_duplicates_met_by_a_moving_cursor_are_normal_but_a_replay_is_stuck"],
+        id="any-duplicate-is-stuck",
+    ),
+    pytest.param(
+        "memex/status.py",
+        [("        problem = config_problem(source) if source.enabled else None\n", "        problem = None\n")],
+        ["tests/test_status.py::test_a_broken_source_section_is_config_not_stale"],
+        id="broken-section-shown-as-stale",
+    ),
 ]  # fmt: skip
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from memex import config as config_mod
 from memex.status import collect
-from tests.conftest import write_config
+from tests.conftest import run_cli, write_config
 
 
 def test_last_ok_poll_is_found_in_a_rotated_file(tmp_path: Path) -> None:
@@ -22,3 +22,15 @@ def test_last_ok_poll_is_found_in_a_rotated_file(tmp_path: Path) -> None:
     [row] = collect(cfg)
     assert (row["last_status"], row["last_error"], row["last_poll_at"]) == ("error", "boom", "2026-11-22T07:01:00Z")
     assert row["last_ok_at"] == "2026-11-22T07:00:00Z"
+
+
+def test_a_broken_source_section_is_config_not_stale(tmp_path: Path) -> None:
+    """A misspelt key in one source's section: status shows CONFIG with the error and exits 2; the dashboard shows CONFIG too."""
+    cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "dbb": "/x/chat.db"}, "ok": {"type": "maildir", "path": str(tmp_path)}})
+    out = run_cli("status", "--json", config=cfg)
+    assert out.returncode == 2
+    rows = {r["source"]: r for r in json.loads(out.stdout)}
+    assert rows["imessage"]["state"] == "CONFIG" and "sources.imessage.dbb" in rows["imessage"]["state_reason"]
+    assert rows["ok"]["state"] != "CONFIG"
+    board = run_cli("dashboard", "--once", "--width", "160", config=cfg)
+    assert "CONFIG" in board.stdout
