@@ -194,7 +194,7 @@ MUTANTS = [
     ),
     pytest.param(
         "pollers/imap.py",
-        [('        return self._deadline.call(call, f"source {self.name!r}: {what} at {self._where()}", abandon=self._drop)\n',
+        [('        return self._deadline.call(call, f"source {self.name!r}: {what} at {self._where()}", abandon=self._abandon)\n',
           "        return call()\n")],
         ["tests/test_deadline.py::test_sigterm_ends_a_poll_waiting_on_a_hung_imap_server_within_seconds"],
         id="imap-exchange-deaf-to-the-deadline",
