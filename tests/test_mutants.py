@@ -82,8 +82,8 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/runner.py",
-        [("    uploader = Uploader(cfg, name, log)\n",
-          "    uploader = Uploader(cfg, name, log)\n    uploader.store.get('messages/probe')  # a startup check, as a naive poller might do\n")],
+        [("    uploader = Uploader(cfg, name, log, deadline=deadline)\n",
+          "    uploader = Uploader(cfg, name, log, deadline=deadline)\n    uploader.store.get('messages/probe')  # a startup check, as a naive poller might do\n")],
         ["tests/test_poll.py::test_idle_poll_makes_no_s3_request_and_imports_no_boto3"],
         id="idle-poll-opens-the-store",
     ),
