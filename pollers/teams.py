@@ -123,6 +123,9 @@ class _Walk:
     newest: int = 0
     seen: dict[str, int] = field(default_factory=dict)  # message id -> lastModified µs, of this walk
     delta: str | None = None  # a channel walk's final @odata.deltaLink
+    resume: bool = False  # this walk reads what an interrupted walk left (below its oldest page)
+    low: int | None = None  # the oldest modification stored by this walk so far, and the messages at it
+    low_ids: set[str] = field(default_factory=set)
 
 
 class TeamsPoller:
@@ -208,7 +211,10 @@ class TeamsPoller:
 
     def _messages_url(self, chat_id: str, prev: dict[str, Any] | None) -> str:
         params: dict[str, Any] = {"$top": self.settings.page_size, "$orderby": "lastModifiedDateTime desc"}
-        if prev is not None:
+        if prev is not None and prev.get("below"):  # an interrupted walk: the messages older than its last stored page
+            low = int(prev["below"][0]) + 1
+            params["$filter"] = f"lastModifiedDateTime lt {render.format_ts(-(-low // 1000) * 1000)}"
+        elif prev is not None:
             since = max(0, int(prev.get("t", 0)) - self.settings.overlap_us)
             params["$filter"] = f"lastModifiedDateTime gt {render.format_ts(since)}"
         return self.graph.url(f"/me/chats/{quote(chat_id, safe=':@;')}/messages?" + urlencode(params, safe="$:", quote_via=quote))
@@ -227,7 +233,8 @@ class TeamsPoller:
             if self._walk is None:
                 kind, chat = self._queue.pop(0)
                 prev = (cursor.get(kind) or {}).get(chat["id"])
-                self._walk = _Walk(chat=chat, next_url=self._first_url(kind, chat["id"] or "", prev), prev=prev, kind=kind)
+                self._walk = _Walk(chat=chat, next_url=self._first_url(kind, chat["id"] or "", prev), prev=prev, kind=kind,
+                                   resume=kind == "chats" and bool((prev or {}).get("below")))  # fmt: skip
             walk = self._walk
             try:
                 items = self._page(walk, cursor)
@@ -251,7 +258,7 @@ class TeamsPoller:
                     return Batch(items=items, cursor=new)
                 continue
             if items:
-                return Batch(items=items, cursor=cursor)
+                return Batch(items=items, cursor=self._partial(cursor, walk))
         if self._failed:
             failed, self._failed = self._failed, []
             raise SourceError(f"{self.name}: {len(failed)} chat(s) not read this time, their cursors kept: {'; '.join(failed)[:600]}")
@@ -297,9 +304,17 @@ class TeamsPoller:
             raw = json.dumps(msg, sort_keys=True).encode()
             ref = f"{chat_id}/{mid}" if isinstance(mid, str) else chat_id
             return [Item(cursor=cursor, failure=_failure(ref, "chatMessage without an id or a valid lastModifiedDateTime", raw))]
+        prev = walk.prev
+        if walk.resume and prev is not None:
+            low, low_ids = prev["below"]
+            if modified > low or (modified == low and mid in low_ids):
+                return []  # stored by the interrupted walk
         walk.newest = max(walk.newest, modified)
         walk.seen[mid] = modified
-        prev = walk.prev
+        if walk.low is None or modified < walk.low:
+            walk.low, walk.low_ids = modified, {mid}
+        elif modified == walk.low:
+            walk.low_ids.add(mid)
         if prev is not None and f"{mid}@{modified}" in prev.get("seen", ()):
             return []  # the overlap's re-read of a message already handled
         if prev is not None and modified <= int(prev.get("t", 0)) - self.settings.overlap_us:
@@ -343,9 +358,31 @@ class TeamsPoller:
             item.contents.append(_content(index, data))
         return item
 
+    def _partial(self, cursor: Cursor, walk: _Walk) -> Cursor:
+        """The cursor after a page of a chat walk that goes on: the chat's own cursor stays, plus where to resume.
+
+        ``below`` is the oldest modification stored so far (and the messages at it): a poll stopped before
+        the walk ends (deadline, kill) resumes with ``lastModifiedDateTime lt below``; ``top`` and
+        ``seen_top`` are the newest end of the interrupted walk, which becomes the chat's cursor once the
+        rest is read. Channel (delta) walks cannot resume: their cursor stays until the round completes.
+        """
+        if walk.kind != "chats" or walk.low is None:
+            return cursor
+        prev = dict(walk.prev or {"t": 0, "seen": []})
+        if not walk.resume:
+            prev["top"], prev["seen_top"] = walk.newest, []
+        floor = int(prev["top"]) - self.settings.overlap_us  # what the next walk from `top` re-reads must be known
+        prev["seen_top"] = sorted({*prev["seen_top"], *(f"{sid}@{at}" for sid, at in walk.seen.items() if at > floor)})
+        prev["below"] = [walk.low, sorted(walk.low_ids)]
+        convs = dict(cursor.get("chats") or {})
+        convs[walk.chat["id"] or ""] = prev
+        return {**cursor, "chats": convs}
+
     def _advanced(self, cursor: Cursor, walk: _Walk) -> Cursor:
         """The cursor with the walked chat moved to the newest modification seen (never backward)."""
         prev = walk.prev or {"t": 0, "seen": []}
+        if walk.resume:  # the rest of an interrupted walk is read: its newest end becomes the cursor
+            prev = {"t": max(int(prev.get("t", 0)), int(prev.get("top", 0))), "seen": [*prev.get("seen", ()), *prev.get("seen_top", ())]}
         t = max(int(prev.get("t", 0)), walk.newest)
         floor = t - self.settings.overlap_us
         seen: dict[str, int] = {}

@@ -150,8 +150,8 @@ MUTANTS = [
     ),
     pytest.param(
         "pollers/teams.py",
-        [("            if items:\n                return Batch(items=items, cursor=cursor)\n",
-          "            if items:\n                return Batch(items=items, cursor=self._advanced(cursor, walk))\n")],
+        [("                return Batch(items=items, cursor=self._partial(cursor, walk))\n",
+          "                return Batch(items=items, cursor=self._advanced(cursor, walk))\n")],
         ["tests/test_teams.py::test_kill_9_mid_walk_then_rerun_stores_every_message_once"],
         id="teams-chat-cursor-saved-per-page",
     ),

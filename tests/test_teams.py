@@ -307,7 +307,7 @@ def test_config_rejects_bad_teams_keys(tmp_path: Path, graph: GraphServer) -> No
 
 
 def test_kill_9_mid_walk_then_rerun_stores_every_message_once(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
-    """A poll killed while a chat's walk is between pages leaves that chat's cursor alone; the rerun stores the rest, each once."""
+    """A poll killed while a chat's walk is between pages saved only where to resume; the rerun stores the rest, each once."""
     cfg, graph = setup
     ids = [graph.post(CHAT_A, f"k{i}") for i in range(14)]
     hang = threading.Event()
@@ -327,10 +327,11 @@ def test_kill_9_mid_walk_then_rerun_stores_every_message_once(tmp_path: Path, se
             proc.kill()
             proc.wait()
         hang.set()
-    assert (cursor(cfg) or {}).get("chats", {}).get(CHAT_A) is None  # no cursor past an unwalked page
+    entry = cursor(cfg)["chats"][CHAT_A]  # no cursor past an unwalked page: only where to resume
+    assert entry["t"] == 0 and entry["below"][0] > 0
     graph.faults.clear()
     result = poll(cfg, "teams")
-    assert (result.new, result.dup, result.exit_code) == (9, 5, 0), result.error
+    assert (result.new, result.dup, result.exit_code) == (9, 0, 0), result.error
     assert sorted(r["native_id"] for r in stored(tmp_path).values()) == sorted(f"{CHAT_A}/{m}" for m in ids)
 
 
@@ -422,7 +423,7 @@ def test_the_token_never_leaves_the_graph_url(tmp_path: Path, setup: tuple[confi
     finally:
         elsewhere.close()
     assert result.exit_code == 1 and "not following" in (result.error or "") and CHAT_A in (result.error or "")
-    assert CHAT_A not in cursor(cfg)["chats"] and CHAT_B in cursor(cfg)["chats"]
+    assert cursor(cfg)["chats"][CHAT_A]["t"] == 0 and cursor(cfg)["chats"][CHAT_B]["t"] > 0  # only where to resume
     assert "other chat" in {r["text"] for r in stored(tmp_path).values()}
 
 
@@ -509,7 +510,7 @@ def test_sigterm_mid_walk_ends_the_poll_within_seconds_with_progress_saved(
             proc.wait()
         hang.set()
     assert proc.returncode == 0 and "Traceback" not in err
-    assert len(stored(tmp_path)) == 5 and CHAT_A not in (cursor(cfg) or {}).get("chats", {})
+    assert len(stored(tmp_path)) == 5 and cursor(cfg)["chats"][CHAT_A]["t"] == 0  # only where to resume
 
 
 def test_a_poll_never_overwrites_a_newer_sign_in(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
@@ -568,3 +569,22 @@ def test_microsoft_documented_responses_are_stored_or_quarantined(tmp_path: Path
     image = records[f"{CHAT_A}/1615971548136"]
     assert image["text"] == "[image]" and image["attachments"][0]["id"].startswith("hostedContents/aWQ9eF8wLXd1cy1k")
     assert image["attachments"][0]["missing"] is True  # the docs' image bytes are not on the stand-in: listed, not lost
+
+
+def test_a_history_longer_than_one_poll_is_read_across_polls(tmp_path: Path, graph: GraphServer) -> None:
+    """A first sync that cannot finish within --max-seconds resumes below its last stored page: every message once, no re-reads."""
+    graph.add_chat(CHAT_A)
+    ids = [graph.post(CHAT_A, f"long {i}") for i in range(60)]
+    cfg = config_mod.load(write_config(tmp_path, graph, page_size=5))
+    sign_in(cfg)
+    results = []
+    for _ in range(40):
+        results.append(poll(cfg, "teams", max_seconds=0.25))
+        if results[-1].stopped is None and results[-1].exit_code == 0:
+            break
+    assert results[-1].stopped is None and len(results) > 1, [(r.new, r.stopped, r.error) for r in results]
+    assert sum(r.new for r in results) == 60 and sum(r.dup for r in results) == 0
+    assert sorted(r["native_id"] for r in stored(tmp_path).values()) == sorted(f"{CHAT_A}/{m}" for m in ids)
+    graph.post(CHAT_A, "after")
+    assert poll(cfg, "teams").new == 1
+    assert "below" not in cursor(cfg)["chats"][CHAT_A]
