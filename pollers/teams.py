@@ -126,6 +126,7 @@ class _Walk:
     resume: bool = False  # this walk reads what an interrupted walk left (below its oldest page)
     low: int | None = None  # the oldest modification stored by this walk so far, and the messages at it
     low_ids: set[str] = field(default_factory=set)
+    ordered: bool = True  # pages came newest first, as $orderby asks
 
 
 class TeamsPoller:
@@ -159,11 +160,15 @@ class TeamsPoller:
         self.graph.close()
 
     def positions(self, cursor: Cursor) -> dict[str, int]:
-        """``{"chats": chats walked, "modified": newest stored modification (epoch seconds)}`` (+ ``"channels"``)."""
+        """``{"chats": chats walked, "modified": newest stored modification (epoch seconds), "read": records stored}`` (+ ``"channels"``).
+
+        ``read`` counts every item a cursor has passed, so a poll that only continued an interrupted walk
+        (its chat's ``t`` unchanged) still shows its cursor moving.
+        """
         chats = (cursor or {}).get("chats") or {}
         channels = (cursor or {}).get("channels") or {}
         newest = max((int(c.get("t", 0)) for c in (*chats.values(), *channels.values())), default=0)
-        out = {"chats": len(chats), "modified": newest // 1_000_000}
+        out = {"chats": len(chats), "modified": newest // 1_000_000, "read": int((cursor or {}).get("n", 0))}
         if self.settings.channels or channels:
             out["channels"] = len(channels)
         return out
@@ -255,10 +260,10 @@ class TeamsPoller:
                 self._walk = None
                 new = self._advanced(cursor, walk)
                 if items or new != cursor:
-                    return Batch(items=items, cursor=new)
+                    return _numbered(cursor, items, new)
                 continue
             if items:
-                return Batch(items=items, cursor=self._partial(cursor, walk))
+                return _numbered(cursor, items, self._partial(cursor, walk))
         if self._failed:
             failed, self._failed = self._failed, []
             raise SourceError(f"{self.name}: {len(failed)} chat(s) not read this time, their cursors kept: {'; '.join(failed)[:600]}")
@@ -285,7 +290,12 @@ class TeamsPoller:
         for msg in values:
             if isinstance(msg, dict) and "@removed" in msg:
                 continue  # a delta tombstone without the message: its deletion arrives as deletedDateTime
-            items.extend(self._message(walk, msg, cursor))
+            stored = self._message(walk, msg, cursor)
+            if stored and walk.kind == "chats":  # each item resumes right below itself (a poll stopped mid-page)
+                at = self._partial(cursor, walk)
+                for item in stored:
+                    item.cursor = at
+            items.extend(stored)
             for reply in (msg.get("replies") or []) if isinstance(msg, dict) else []:
                 items.extend(self._message(walk, reply, cursor))
         walk.next_url = nxt if isinstance(nxt, str) else None
@@ -311,6 +321,8 @@ class TeamsPoller:
                 return []  # stored by the interrupted walk
         walk.newest = max(walk.newest, modified)
         walk.seen[mid] = modified
+        if walk.low is not None and modified > walk.low:
+            walk.ordered = False  # not newest first after all: no resume point can be trusted in this walk
         if walk.low is None or modified < walk.low:
             walk.low, walk.low_ids = modified, {mid}
         elif modified == walk.low:
@@ -366,7 +378,7 @@ class TeamsPoller:
         ``seen_top`` are the newest end of the interrupted walk, which becomes the chat's cursor once the
         rest is read. Channel (delta) walks cannot resume: their cursor stays until the round completes.
         """
-        if walk.kind != "chats" or walk.low is None:
+        if walk.kind != "chats" or walk.low is None or not walk.ordered:
             return cursor
         prev = dict(walk.prev or {"t": 0, "seen": []})
         if not walk.resume:
@@ -401,6 +413,14 @@ class TeamsPoller:
         convs = dict(cursor.get(walk.kind) or {})
         convs[walk.chat["id"] or ""] = entry
         return {**cursor, walk.kind: convs}
+
+
+def _numbered(cursor: Cursor, items: list[Item], final: Cursor) -> Batch:
+    """The batch, each item's cursor (and the batch's) carrying ``n``: how many items all cursors so far have passed."""
+    n = int(cursor.get("n", 0))
+    for k, item in enumerate(items, 1):
+        item.cursor = {**item.cursor, "n": n + k}
+    return Batch(items=items, cursor={**final, "n": n + len(items)})
 
 
 def _failure(ref: str, reason: str, raw: bytes) -> Any:

@@ -584,6 +584,7 @@ def test_a_history_longer_than_one_poll_is_read_across_polls(tmp_path: Path, gra
             break
     assert results[-1].stopped is None and len(results) > 1, [(r.new, r.stopped, r.error) for r in results]
     assert sum(r.new for r in results) == 60 and sum(r.dup for r in results) == 0
+    assert all(r.positions_after != r.positions_before for r in results if r.new)  # progress shows: never "stuck"
     assert sorted(r["native_id"] for r in stored(tmp_path).values()) == sorted(f"{CHAT_A}/{m}" for m in ids)
     graph.post(CHAT_A, "after")
     assert poll(cfg, "teams").new == 1
