@@ -45,6 +45,7 @@ from memex.errors import MemexError
 
 T = TypeVar("T")
 
+SAVE_SECONDS = 10.0  # how long after the poll's end writing its results (cursor, lease) may still take
 GRACE = 2.0  # seconds a request in flight may still take after the stop request or the end of the time
 MIN_TIMEOUT = 0.05  # a socket timeout of 0 would mean non-blocking; the deadline check follows anyway
 WATCH_SLICE = 0.25  # how often the watcher looks at whether the deadline is closed (a stop request wakes it at once)
@@ -77,11 +78,22 @@ class Deadline:
         self._fired = False
         self._closed = False
         self._watcher: threading.Thread | None = None
+        self._saving: Deadline | None = None
 
     @classmethod
     def after(cls, seconds: float | None, stop: threading.Event | None = None) -> Deadline:
         """A deadline ``seconds`` from now (None: none, only the stop request)."""
         return cls(None if seconds is None else time.monotonic() + seconds, stop)
+
+    def for_saving(self) -> Deadline:
+        """The deadline of the writes that record what the poll did (cursor and lease on S3 state).
+
+        :data:`SAVE_SECONDS` after this one and deaf to the stop request, so progress is saved after
+        SIGTERM or at the end of the time, yet a hung state server cannot hold the poll forever.
+        """
+        if self._saving is None:
+            self._saving = Deadline(None if self.at is None else self.at + SAVE_SECONDS, None, grace=self.grace)
+        return self._saving
 
     # -- asking ------------------------------------------------------------------------------------
     def remaining(self) -> float:
@@ -188,6 +200,8 @@ class Deadline:
         """Stop the watcher thread (the poll is over); guards entered later still honour a stop."""
         with self._lock:
             self._closed = True
+        if self._saving is not None:
+            self._saving.close()
 
     # -- the watcher -------------------------------------------------------------------------------
     def _start_watcher(self) -> None:

@@ -216,7 +216,7 @@ def poll(
     deadline = Deadline(started + max_seconds, stop)  # reaches the store client and the poller (memex.deadline)
     try:
         ensure_private_dir(cfg.state_dir)
-        lock = run_lock(cfg, name, run_lock_path(cfg.state_dir, name), fenced_source=name)
+        lock = run_lock(cfg, name, run_lock_path(cfg.state_dir, name), fenced_source=name, deadline=deadline.for_saving())
     except OSError as exc:
         raise StateError(
             f"cannot use the state folder ({exc.strerror}); fix its permissions or set state_dir", path=cfg.state_dir
@@ -230,6 +230,13 @@ def poll(
         result.duration_ms = int((time.monotonic() - started) * 1000)
         log.info("poll", **result.log_fields())
         metrics.after_poll(cfg, name, result.log_fields(), log)  # no heartbeat: the running poll reports
+        return result
+    except MemexError as exc:  # the run lock's home (S3 state) refused or did not answer in time
+        result.status, result.error, result.exit_code = "error", str(exc), exc.exit_code
+        result.duration_ms = int((time.monotonic() - started) * 1000)
+        log.error("poll", **result.log_fields())
+        metrics.after_poll(cfg, name, result.log_fields(), log)
+        deadline.close()
         return result
     result.lease_epoch = lock.epoch
     beat = heartbeat.start(cfg, name, log)  # None unless the source has a heartbeat_url
@@ -277,7 +284,7 @@ def _run(
     batch_size: int,
     epoch: int | None = None,
 ) -> None:
-    cursors = cursor_store(cfg, epoch=epoch)
+    cursors = cursor_store(cfg, epoch=epoch, deadline=deadline.for_saving())
     committed: Cursor = cursors.cursor(name)
     use_deadline = getattr(poller, "use_deadline", None)  # memex.source.Interruptible
     set_deadline = getattr(poller, "set_deadline", None)  # memex.source.DeadlineAware (the time limit only)

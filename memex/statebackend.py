@@ -16,19 +16,22 @@ from memex.locks import RunLock
 from memex.statedir import ensure_private_dir
 
 if TYPE_CHECKING:
+    from memex.deadline import Deadline
+    from memex.objectstore import S3Store
     from memex.s3state import LeaseInfo, S3CursorStore, S3Lease
 
 
-def cursor_store(cfg: Config, *, epoch: int | None = None) -> CursorStore | S3CursorStore:
-    """The cursor store of this configuration; ``epoch`` fences its writes (S3 state only)."""
+def cursor_store(cfg: Config, *, epoch: int | None = None, deadline: Deadline | None = None) -> CursorStore | S3CursorStore:
+    """The cursor store of this configuration; ``epoch`` fences its writes, ``deadline`` bounds its requests (S3 state only)."""
     if cfg.state_url is None:
         return CursorStore(cfg.state_dir)
     from memex.s3state import S3CursorStore, open_state
 
-    return S3CursorStore(open_state(cfg), sources=sorted(cfg.sources), epoch=epoch)
+    return S3CursorStore(_bounded(open_state(cfg), deadline), sources=sorted(cfg.sources), epoch=epoch)
 
 
-def run_lock(cfg: Config, lease: str, local_path: Path, *, fenced_source: str | None = None) -> RunLock | S3Lease:
+def run_lock(cfg: Config, lease: str, local_path: Path, *, fenced_source: str | None = None,
+             deadline: Deadline | None = None) -> RunLock | S3Lease:  # fmt: skip
     """A run lock: the flock at ``local_path``, or with S3 state the lease ``leases/<lease>.json``.
 
     ``fenced_source``: the source whose cursor writes carry this lease's epoch; a new lease starts above
@@ -40,7 +43,14 @@ def run_lock(cfg: Config, lease: str, local_path: Path, *, fenced_source: str | 
         return RunLock(local_path)
     from memex.s3state import S3Lease, open_state
 
-    return S3Lease(open_state(cfg), lease, ttl=float(cfg.lease_seconds), fenced_source=fenced_source)
+    return S3Lease(_bounded(open_state(cfg), deadline), lease, ttl=float(cfg.lease_seconds), fenced_source=fenced_source)
+
+
+def _bounded(state: S3Store, deadline: Deadline | None) -> S3Store:
+    """The state's S3 client with its requests bounded by ``deadline`` (a poll's :meth:`Deadline.for_saving`)."""
+    if deadline is not None:
+        state.use_deadline(deadline)
+    return state
 
 
 def host_name() -> str:

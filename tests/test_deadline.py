@@ -25,7 +25,7 @@ import pytest
 from memex import config as config_mod
 from memex import deadline as deadline_mod
 from memex import runner
-from memex.deadline import GRACE, Deadline, Interrupted
+from memex.deadline import GRACE, SAVE_SECONDS, Deadline, Interrupted
 from pollers import imap
 from tests.conftest import ROOT, FaultProxy, read_log, s3_objects, write_config
 from tests.dovecot import PASSWORD, Dovecot, dovecot_server
@@ -192,6 +192,19 @@ def test_sigterm_ends_a_poll_waiting_on_a_hung_imap_server_within_seconds(tmp_pa
     assert took < GRACE + SLACK, f"ended {took:.1f}s after SIGTERM"
     assert code == 0, err
     assert read_log(tmp_path / "state", "mail")[-1]["stopped"] == "signal"
+
+
+def test_hung_s3_state_ends_the_poll_soon_after_max_seconds(tmp_path: Path) -> None:
+    """With cursors and leases on S3 (state_url) and that S3 hung, the poll exits 1 within max-seconds + the saving time."""
+    max_seconds = 2.0
+    with HungServer() as server:
+        cfg = write_config(tmp_path, {"md": maildir_source(tmp_path)}, state_url="s3://bucket/state",
+                           store={"url": "s3://bucket/p", "endpoint_url": f"http://127.0.0.1:{server.port}"})  # fmt: skip
+        elapsed, code, err = poll_with_budget(cfg, "md", max_seconds)
+        assert server.received > 0
+    assert elapsed < max_seconds + SAVE_SECONDS + GRACE + SLACK, f"ran {elapsed:.1f}s"
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "leases/md.json" in err and "no answer before the poll's time limit" in err
 
 
 def test_sigterm_ends_a_backfill_stuck_on_a_hung_s3_within_seconds(tmp_path: Path) -> None:

@@ -277,6 +277,12 @@ MUTANTS = [
         ["tests/test_status.py::test_a_broken_source_section_is_config_not_stale"],
         id="broken-section-shown-as-stale",
     ),
+    pytest.param(
+        "memex/statebackend.py",
+        [("    if deadline is not None:\n        state.use_deadline(deadline)\n", "")],
+        ["tests/test_deadline.py::test_hung_s3_state_ends_the_poll_soon_after_max_seconds"],
+        id="s3-state-requests-deaf-to-the-deadline",
+    ),
 ]  # fmt: skip
 
 
