@@ -76,6 +76,13 @@ def stored(tmp_path: Path, prefix: str = "messages/teams/") -> dict[str, dict[st
     return out
 
 
+def logs_text(state_dir: Path) -> str:
+    """Everything the source's logs hold (there must be some: an empty read would make a canary check vacuous)."""
+    text = "".join(p.read_text() for p in sorted((state_dir / "logs").iterdir()) if p.is_file())
+    assert '"event":"poll"' in text.replace(" ", "") or '"event": "poll"' in text
+    return text
+
+
 def cursor(cfg: config_mod.Config) -> Any:
     """The teams source's stored cursor."""
     return CursorStore(cfg.state_dir).cursor("teams")
@@ -246,7 +253,7 @@ def test_revoked_login_says_run_memex_auth(tmp_path: Path, setup: tuple[config_m
     result = poll(cfg, "teams")
     assert result.exit_code == 1 and "run `memex auth teams`" in (result.error or "")
     assert cursor(cfg) is None and stored(tmp_path) == {}
-    log = (cfg.state_dir / "logs" / "teams.log").read_text() if (cfg.state_dir / "logs" / "teams.log").exists() else ""
+    log = logs_text(cfg.state_dir)
     for token in graph.issued:
         assert token not in (result.error or "") and token not in log
     (row,) = collect(cfg)
@@ -276,7 +283,7 @@ def test_memex_auth_cli_device_flow_and_private_cache(tmp_path: Path, graph: Gra
     graph.expire_access()
     failed = subprocess.run([sys.executable, "-m", "memex", "poll", "teams"], env=env, capture_output=True, text=True, timeout=60)
     assert failed.returncode == 1 and "memex auth teams" in failed.stderr and "Traceback" not in failed.stderr
-    logs = "".join(p.read_text() for p in (tmp_path / "state").rglob("*.log"))
+    logs = logs_text(tmp_path / "state")
     outputs = proc.stdout + proc.stderr + polled.stdout + polled.stderr + failed.stdout + failed.stderr + logs
     assert graph.issued and not [t for t in graph.issued if t in outputs]
 
@@ -589,3 +596,34 @@ def test_a_history_longer_than_one_poll_is_read_across_polls(tmp_path: Path, gra
     graph.post(CHAT_A, "after")
     assert poll(cfg, "teams").new == 1
     assert "below" not in cursor(cfg)["chats"][CHAT_A]
+
+
+def test_401_after_a_silent_refresh_is_the_run_memex_auth_line(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
+    """Graph refusing even the freshly refreshed token (a revoked consent) ends the poll with the sign-in line and state AUTH."""
+    cfg, graph = setup
+    graph.post(CHAT_A, "x")
+    graph.fault("/v1.0/me/chats", 401, times=2)
+    result = poll(cfg, "teams")
+    assert result.exit_code == 1 and "refused the refreshed token" in (result.error or "") and "memex auth teams" in (result.error or "")
+    assert [r["form"]["grant_type"] for r in graph.requests("/oauth2/v2.0/token")][-1] == "refresh_token"
+    assert collect(cfg)[0]["state"] == "AUTH"
+
+
+def test_message_text_never_reaches_logs_or_errors(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
+    """A canary in message bodies, file names and chat topics appears in stored records only: not in logs, errors or stderr."""
+    cfg, graph = setup
+    canary = "CANARY-7f3e9b"
+    graph.chats[CHAT_A].doc["topic"] = f"topic {canary}"
+    graph.post(CHAT_A, f"<p>secret {canary}</p>", html=True)
+    graph.post(CHAT_B, f"plain {canary}", files=[{"id": "f1", "contentType": "reference", "name": f"{canary}.docx",
+                                                 "contentUrl": f"https://contoso.sharepoint.com/{canary}.docx"}])  # fmt: skip
+    graph.chats[CHAT_C].messages["bad"] = {"id": "bad", "lastModifiedDateTime": "not a time", "body": {"content": canary}}
+    graph.fault(f"/me/chats/{CHAT_B}/messages", 500, times=1000)  # one chat fails: its error line is printed too
+    env = {**os.environ, "MEMEX_CONFIG": str(cfg.path), "REQUESTS_CA_BUNDLE": str(graph.cert)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "memex", "poll", "teams", "--max-seconds", "4"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 1 and CHAT_B in proc.stderr
+    assert any(canary in json.dumps(r) for r in stored(tmp_path).values())  # it was stored
+    logs = logs_text(tmp_path / "state")
+    assert canary not in proc.stdout + proc.stderr + logs
