@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -52,6 +52,7 @@ from memex.records import Conversation
 from memex.source import Batch, Cursor, Item
 from pollers import teams_render as render
 from pollers.teams_auth import CHANNEL_SCOPES, CHAT_SCOPES, DEFAULT_AUTHORITY, DEFAULT_CLIENT_ID, DEFAULT_TENANT, AuthSettings, Login
+from pollers.teams_cursor import Walk, advanced, numbered, partial
 from pollers.teams_graph import Gone, Graph, GraphUnavailable, NotFound
 
 DEFAULT_GRAPH = "https://graph.microsoft.com/v1.0"
@@ -112,23 +113,6 @@ def make(source: SourceConfig) -> TeamsPoller:
     return TeamsPoller(source.name, settings, Login(source.name, settings.auth, source.state_dir))
 
 
-@dataclass
-class _Walk:
-    """One chat (or channel) being walked in this poll: where the next page is and what the walk has seen."""
-
-    chat: Conversation
-    next_url: str | None
-    prev: dict[str, Any] | None  # the chat's cursor entry before the walk (None: never walked)
-    kind: str = "chats"  # or "channels" (a delta walk)
-    newest: int = 0
-    seen: dict[str, int] = field(default_factory=dict)  # message id -> lastModified µs, of this walk
-    delta: str | None = None  # a channel walk's final @odata.deltaLink
-    resume: bool = False  # this walk reads what an interrupted walk left (below its oldest page)
-    low: int | None = None  # the oldest modification stored by this walk so far, and the messages at it
-    low_ids: set[str] = field(default_factory=set)
-    ordered: bool = True  # pages came newest first, as $orderby asks
-
-
 class TeamsPoller:
     """Reads new and changed chat messages of the signed-in user."""
 
@@ -140,7 +124,7 @@ class TeamsPoller:
         self._me: str | None = None
         self._queue: list[tuple[str, Conversation]] | None = None
         self._teams: dict[str, str] = {}  # channel id -> team id
-        self._walk: _Walk | None = None
+        self._walk: Walk | None = None
         self._failed: list[str] = []
 
     def _token(self, force: bool) -> str:
@@ -238,7 +222,7 @@ class TeamsPoller:
             if self._walk is None:
                 kind, chat = self._queue.pop(0)
                 prev = (cursor.get(kind) or {}).get(chat["id"])
-                self._walk = _Walk(chat=chat, next_url=self._first_url(kind, chat["id"] or "", prev), prev=prev, kind=kind,
+                self._walk = Walk(chat=chat, next_url=self._first_url(kind, chat["id"] or "", prev), prev=prev, kind=kind,
                                    resume=kind == "chats" and bool((prev or {}).get("below")))  # fmt: skip
             walk = self._walk
             try:
@@ -258,12 +242,12 @@ class TeamsPoller:
                 continue
             if walk.next_url is None:
                 self._walk = None
-                new = self._advanced(cursor, walk)
+                new = advanced(cursor, walk, self.settings.overlap_us)
                 if items or new != cursor:
-                    return _numbered(cursor, items, new)
+                    return numbered(cursor, items, new)
                 continue
             if items:
-                return _numbered(cursor, items, self._partial(cursor, walk))
+                return numbered(cursor, items, partial(cursor, walk, self.settings.overlap_us))
         if self._failed:
             failed, self._failed = self._failed, []
             raise SourceError(f"{self.name}: {len(failed)} chat(s) not read this time, their cursors kept: {'; '.join(failed)[:600]}")
@@ -278,7 +262,7 @@ class TeamsPoller:
 
         return delta_url(self, self._teams[conv_id], conv_id)
 
-    def _page(self, walk: _Walk, cursor: Cursor) -> list[Item]:
+    def _page(self, walk: Walk, cursor: Cursor) -> list[Item]:
         """Fetch the walk's next page and turn its messages into items (all at the unchanged cursor)."""
         assert walk.next_url is not None
         doc = self.graph.get(walk.next_url)
@@ -292,7 +276,7 @@ class TeamsPoller:
                 continue  # a delta tombstone without the message: its deletion arrives as deletedDateTime
             stored = self._message(walk, msg, cursor)
             if stored and walk.kind == "chats":  # each item resumes right below itself (a poll stopped mid-page)
-                at = self._partial(cursor, walk)
+                at = partial(cursor, walk, self.settings.overlap_us)
                 for item in stored:
                     item.cursor = at
             items.extend(stored)
@@ -304,7 +288,7 @@ class TeamsPoller:
             walk.delta = delta
         return items
 
-    def _message(self, walk: _Walk, msg: Any, cursor: Cursor) -> list[Item]:
+    def _message(self, walk: Walk, msg: Any, cursor: Cursor) -> list[Item]:
         chat_id = walk.chat["id"] or ""
         mid = msg.get("id") if isinstance(msg, dict) else None
         modified = render.parse_ts(msg.get("lastModifiedDateTime")) if isinstance(msg, dict) else None
@@ -369,58 +353,6 @@ class TeamsPoller:
                 continue
             item.contents.append(_content(index, data))
         return item
-
-    def _partial(self, cursor: Cursor, walk: _Walk) -> Cursor:
-        """The cursor after a page of a chat walk that goes on: the chat's own cursor stays, plus where to resume.
-
-        ``below`` is the oldest modification stored so far (and the messages at it): a poll stopped before
-        the walk ends (deadline, kill) resumes with ``lastModifiedDateTime lt below``; ``top`` and
-        ``seen_top`` are the newest end of the interrupted walk, which becomes the chat's cursor once the
-        rest is read. Channel (delta) walks cannot resume: their cursor stays until the round completes.
-        """
-        if walk.kind != "chats" or walk.low is None or not walk.ordered:
-            return cursor
-        prev = dict(walk.prev or {"t": 0, "seen": []})
-        if not walk.resume:
-            prev["top"], prev["seen_top"] = walk.newest, []
-        floor = int(prev["top"]) - self.settings.overlap_us  # what the next walk from `top` re-reads must be known
-        prev["seen_top"] = sorted({*prev["seen_top"], *(f"{sid}@{at}" for sid, at in walk.seen.items() if at > floor)})
-        prev["below"] = [walk.low, sorted(walk.low_ids)]
-        convs = dict(cursor.get("chats") or {})
-        convs[walk.chat["id"] or ""] = prev
-        return {**cursor, "chats": convs}
-
-    def _advanced(self, cursor: Cursor, walk: _Walk) -> Cursor:
-        """The cursor with the walked chat moved to the newest modification seen (never backward)."""
-        prev = walk.prev or {"t": 0, "seen": []}
-        if walk.resume:  # the rest of an interrupted walk is read: its newest end becomes the cursor
-            prev = {"t": max(int(prev.get("t", 0)), int(prev.get("top", 0))), "seen": [*prev.get("seen", ()), *prev.get("seen_top", ())]}
-        t = max(int(prev.get("t", 0)), walk.newest)
-        floor = t - self.settings.overlap_us
-        seen: dict[str, int] = {}
-        for mark in prev.get("seen", ()):
-            sid, _, at = mark.rpartition("@")
-            if at.isdigit() and int(at) > floor:
-                seen[sid] = max(seen.get(sid, 0), int(at))
-        for sid, at in walk.seen.items():
-            if at > floor:
-                seen[sid] = max(seen.get(sid, 0), at)
-        entry: dict[str, Any] = {"t": t, "seen": sorted(f"{sid}@{at}" for sid, at in seen.items())}
-        if walk.kind == "channels":
-            entry["delta"] = walk.delta or prev.get("delta")
-        if walk.prev is not None and entry == walk.prev:
-            return cursor
-        convs = dict(cursor.get(walk.kind) or {})
-        convs[walk.chat["id"] or ""] = entry
-        return {**cursor, walk.kind: convs}
-
-
-def _numbered(cursor: Cursor, items: list[Item], final: Cursor) -> Batch:
-    """The batch, each item's cursor (and the batch's) carrying ``n``: how many items all cursors so far have passed."""
-    n = int(cursor.get("n", 0))
-    for k, item in enumerate(items, 1):
-        item.cursor = {**item.cursor, "n": n + k}
-    return Batch(items=items, cursor={**final, "n": n + len(items)})
 
 
 def _failure(ref: str, reason: str, raw: bytes) -> Any:

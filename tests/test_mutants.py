@@ -150,9 +150,9 @@ MUTANTS = [
     ),
     pytest.param(
         "pollers/teams.py",
-        [("                return _numbered(cursor, items, self._partial(cursor, walk))\n",
-          "                return _numbered(cursor, items, self._advanced(cursor, walk))\n"),
-         ("                at = self._partial(cursor, walk)\n", "                at = self._advanced(cursor, walk)\n")],
+        [("                return numbered(cursor, items, partial(cursor, walk, self.settings.overlap_us))\n",
+          "                return numbered(cursor, items, advanced(cursor, walk, self.settings.overlap_us))\n"),
+         ("                at = partial(cursor, walk, self.settings.overlap_us)\n", "                at = advanced(cursor, walk, self.settings.overlap_us)\n")],
         ["tests/test_teams.py::test_kill_9_mid_walk_then_rerun_stores_every_message_once"],
         id="teams-chat-cursor-saved-per-page",
     ),
