@@ -42,7 +42,9 @@ class Attachment(TypedDict, total=False):
     ``sha256`` names the content-addressed object ``attachments/<sha256>``
     (see :mod:`memex.attachments`); ``missing`` is True when the source listed
     the attachment but its bytes were not there to store (e.g. iCloud
-    "optimize storage" kept only the metadata).
+    "optimize storage" kept only the metadata). ``message`` describes an
+    attached message (a forwarded mail, a bounce): its ``subject``, ``from``,
+    ``date`` (RFC 3339) and ``message_id``.
     """
 
     id: str
@@ -51,6 +53,7 @@ class Attachment(TypedDict, total=False):
     size: int | None
     sha256: str
     missing: bool
+    message: dict[str, str | None]
 
 
 REVISION_KINDS = ("edit", "delete", "reactions", "update")

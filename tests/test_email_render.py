@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 
+from pollers.email_parts import SEPARATOR
 from pollers.email_render import html_to_text, message_ids, render, to_item
 
 
@@ -82,3 +84,103 @@ def test_rendering_is_deterministic() -> None:
     """The same bytes always render to the same record bytes (so a replay is a duplicate, not a rewrite)."""
     raw = b"Message-ID: <a@x>\r\nFrom: a@x\r\nTo: b@x, c@x\r\nSubject: =?utf-8?b?w6k=?=\r\n\r\nbody\r\n"
     assert render(raw, "s").to_json() == render(raw, "s").to_json()
+
+
+def _mixed(*parts: bytes, headers: bytes = b"Message-ID: <m@x>\r\nFrom: a@x\r\n") -> bytes:
+    body = b"".join(b"--b\r\n" + p + b"\r\n" for p in parts)
+    return headers + b'Content-Type: multipart/mixed; boundary="b"\r\n\r\n' + body + b"--b--\r\n"
+
+
+def test_raw_8bit_filename_is_an_attachment_not_a_quarantine() -> None:
+    """A raw UTF-8 or Latin-1 filename (the parser returns a Header object) gives a listed attachment with the name."""
+    russian = "\u0424\u041d\u0421_\u0420\u0424558.zip"  # the real name from the issue, spelled out for ruff
+    raw = _mixed(
+        b"Content-Type: text/plain\r\n\r\nsee attached",
+        f'Content-Type: application/zip; name="{russian}"\r\nContent-Disposition: attachment; filename="{russian}"\r\n\r\nPK'.encode(),
+        b"Content-Type: text/plain\r\nContent-Disposition: attachment; filename=ci\xeble.txt\r\n\r\nhello",
+    )
+    item = to_item(raw, "s", None, ref="x")
+    assert item.failure is None and item.message is not None
+    assert [(a["filename"], a["mime_type"]) for a in item.message.attachments] == [
+        (russian, "application/zip"),
+        ("ciële.txt", "text/plain"),
+    ]
+    assert item.message.text == "see attached"
+
+
+FORWARD = (
+    b"Message-ID: <outer@x>\r\nFrom: fwd@x\r\nSubject: Fwd: plans\r\n"
+    b'Content-Type: multipart/mixed; boundary="b"\r\n\r\n'
+    b"--b\r\nContent-Type: message/rfc822\r\n\r\n"
+    b"Message-ID: <inner@y>\r\nFrom: Orig <orig@y>\r\nSubject: plans\r\nDate: Tue, 1 Nov 2022 10:00:00 +0100\r\n\r\ninner secret body\r\n"
+    b"--b--\r\n"
+)
+
+
+def test_attached_message_is_an_attachment_and_never_the_outer_text() -> None:
+    """A forwarded message/rfc822 part is one attachment with its own subject/from/date; its body is not the outer text."""
+    msg = render(FORWARD, "s")
+    assert msg.text is None
+    assert msg.extra["subject"] == "Fwd: plans" and msg.sender["id"] == "fwd@x"
+    (att,) = msg.attachments
+    assert att["mime_type"] == "message/rfc822" and att["id"] == "part1"
+    assert att["message"] == {"subject": "plans", "from": "orig@y", "date": "2022-11-01T09:00:00Z", "message_id": "inner@y"}
+    assert att["size"] is not None and att["size"] > 0
+
+
+def test_bounce_report_parts_are_listed() -> None:
+    """A bounce (multipart/report): the human text is the text; delivery-status and the returned mail are attachments."""
+    raw = (
+        b"Message-ID: <bounce@x>\r\nFrom: MAILER-DAEMON@x\r\n"
+        b'Content-Type: multipart/report; report-type=delivery-status; boundary="b"\r\n\r\n'
+        b"--b\r\nContent-Type: text/plain\r\n\r\nDelivery failed.\r\n"
+        b"--b\r\nContent-Type: message/delivery-status\r\n\r\nReporting-MTA: dns; x\r\n\r\nFinal-Recipient: rfc822; nobody@y\r\nAction: failed\r\n"
+        b"--b\r\nContent-Type: message/rfc822\r\n\r\nFrom: me@x\r\nSubject: hello\r\n\r\nreturned body\r\n"
+        b"--b--\r\n"
+    )
+    msg = render(raw, "s")
+    assert msg.text == "Delivery failed."
+    assert [a["mime_type"] for a in msg.attachments] == ["message/delivery-status", "message/rfc822"]
+    assert msg.attachments[1]["message"]["subject"] == "hello"
+
+
+def test_later_inline_text_parts_are_appended_with_a_separator() -> None:
+    """Inline text parts after the first (a second msg.txt, a list footer) are appended to text, visibly separated."""
+    raw = _mixed(
+        b"Content-Type: text/plain\r\n\r\nfirst body",
+        b"Content-Type: text/plain\r\nContent-Disposition: inline; filename=msg.txt\r\n\r\nsecond body",
+        b"Content-Type: text/plain; charset=utf-8\r\n\r\n_______________\r\nlist footer",
+    )
+    msg = render(raw, "s")
+    assert msg.text is not None
+    assert msg.text.split(SEPARATOR) == ["first body", "second body", "_______________\r\nlist footer"]
+    assert msg.attachments == [] and msg.extra["text_from"] == "text/plain"
+
+
+def test_encoded_words_in_broken_charsets_are_decoded_best_effort() -> None:
+    """A gb2312-labelled subject holding GBK bytes decodes via GB18030; charset NONE via UTF-8; both listed as problems."""
+    name = "朱镕基"
+    gbk = name.encode("gbk")
+    try:
+        gbk.decode("gb2312")
+        raise AssertionError("fixture must not be valid GB2312")
+    except UnicodeDecodeError:
+        pass
+    subject = b"=?gb2312?B?" + base64.b64encode(gbk) + b"?="
+    msg = render(b"Message-ID: <g@x>\r\nSubject: " + subject + b"\r\n\r\nx\r\n", "s")
+    assert msg.extra["subject"] == name
+    assert any("gb2312" in p and "gb18030" in p for p in msg.extra["problems"])
+    none = render(b"Message-ID: <n@x>\r\nSubject: =?NONE?B?VEVTVA=?=\r\n\r\nx\r\n", "s")
+    assert none.extra["subject"] == "TEST"
+    assert any("unknown charset none" in p.lower() for p in none.extra["problems"])
+    mixed = render(b"Message-ID: <n@x>\r\nSubject: Re: =?x-unknown?Q?caf=E9?= ok\r\n\r\nx\r\n", "s")
+    assert mixed.extra["subject"] == "Re: café ok"
+
+
+def test_malformed_from_falls_back_to_the_first_address_in_it() -> None:
+    """``From: tim@x.com concierge@x.com`` gives the sender tim@x.com, not ``@x.com``, and a listed problem."""
+    msg = render(b"Message-ID: <f@x>\r\nFrom: tim@x.com concierge@x.com\r\n\r\nx\r\n", "s")
+    assert msg.sender["id"] == "tim@x.com"
+    assert "header From: malformed, took the first address in it" in msg.extra["problems"]
+    good = render(b"Message-ID: <f@x>\r\nFrom: Tim <tim@x.com>\r\n\r\nx\r\n", "s")
+    assert good.sender["id"] == "tim@x.com" and "problems" not in good.extra

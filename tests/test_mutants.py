@@ -283,6 +283,14 @@ MUTANTS = [
         ["tests/test_deadline.py::test_hung_s3_state_ends_the_poll_soon_after_max_seconds"],
         id="s3-state-requests-deaf-to-the-deadline",
     ),
+    pytest.param(
+        "pollers/email_parts.py",
+        [('        if part.get_content_maintype() == "message" and part.is_multipart():\n            self.found.leaves += 1\n',
+          '        if False:\n            self.found.leaves += 1\n')],
+        ["tests/test_email_render.py::test_attached_message_is_an_attachment_and_never_the_outer_text",
+         "tests/test_email_corpus.py::test_record_matches_pythons_parser"],
+        id="attached-message-walked-into",
+    ),
 ]  # fmt: skip
 
 

@@ -1,0 +1,230 @@
+"""Header decoding for the email pollers: whatever the parser hands back, never an exception.
+
+Python's compat32 parser returns a header with raw 8-bit bytes as an
+:class:`email.header.Header` (not a ``str``), so every value here is read
+from :meth:`~email.message.Message.raw_items` (8-bit bytes surrogate-escaped)
+and turned into text by :func:`clean`. RFC 2047 encoded words in a wrong or
+unknown charset are decoded best effort (:func:`decode_bytes`: the labelled
+charset, a superset of it, UTF-8, then Latin-1) and the problem is listed.
+"""
+
+from __future__ import annotations
+
+import codecs
+import email.errors
+import email.header
+import email.message
+import email.utils
+import re
+from datetime import UTC
+
+from memex.records import rfc3339
+
+_ID_RE = re.compile(r"<([^<>]*)>")
+_ADDR_RE = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")
+_GOOD_ADDR_RE = re.compile(r"^[^@\s<>]+@[^@\s<>]+$")
+
+# Labels Python does not know (or knows too narrowly) -> the codec real mailers meant.
+_ALIASES = {
+    "x-gbk": "gb18030",
+    "x-gb2312": "gb18030",
+    "iso-8859-8-i": "iso8859-8",
+    "iso-8859-6-i": "iso8859-6",
+    "unicode-1-1-utf-7": "utf-7",
+    "x-unicode-2-0-utf-7": "utf-7",
+    "x-mac-roman": "mac-roman",
+    "windows-31j": "cp932",
+    "x-sjis": "cp932",
+    "x-euc-jp": "euc_jp",
+    "ks_c_5601": "cp949",
+    "x-windows-949": "cp949",
+    "ansi_x3.4-1968": "ascii",
+    "x-user-defined": "latin-1",
+}
+# A codec -> a superset that decodes what mailers really send under its label.
+_SUPERSETS = {
+    "gb2312": "gb18030",
+    "gbk": "gb18030",
+    "euc_kr": "cp949",
+    "shift_jis": "cp932",
+    "big5": "big5hkscs",
+    "iso8859-1": "cp1252",
+    "latin-1": "cp1252",
+    "tis-620": "cp874",
+    "iso8859-11": "cp874",
+    "iso8859-9": "cp1254",
+}
+
+
+def clean(value: object) -> str:
+    """Any header value as text: surrogate-escaped 8-bit bytes become UTF-8 if they are, else Latin-1 (never fails)."""
+    text = str(value)
+    if any("\udc80" <= c <= "\udcff" for c in text):
+        data = text.encode("utf-8", "surrogateescape")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data.decode("latin-1")
+    return text
+
+
+def raw_all(msg: email.message.Message, name: str) -> list[str]:
+    """Every value of header ``name`` as sent (8-bit bytes surrogate-escaped, not yet decoded)."""
+    lname = name.lower()
+    return [str(v) for k, v in msg.raw_items() if k.lower() == lname]
+
+
+def raw(msg: email.message.Message, name: str) -> str | None:
+    """The first value of header ``name`` as sent, or None."""
+    values = raw_all(msg, name)
+    return values[0] if values else None
+
+
+def codec_for(label: str | None) -> str | None:
+    """The Python codec name for a MIME charset label (common aliases included), or None when unknown."""
+    if not label:
+        return None
+    name = label.strip().strip('"').lower()
+    name = _ALIASES.get(name, name)
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        return None
+
+
+def decode_bytes(data: bytes, label: str | None, *, last: str = "latin-1") -> tuple[str, str | None]:
+    """Decode ``data`` labelled ``label`` best effort; return the text and a problem (None when the label was right).
+
+    Order: the labelled codec, a superset of it (GB18030 for GB2312, CP949
+    for EUC-KR, ...), UTF-8, then ``last``: ``"latin-1"`` (never fails) or
+    ``"replace"`` (the labelled codec, else UTF-8, with replacement characters).
+    """
+    codec = codec_for(label) if label else "ascii"
+    if codec is not None:
+        try:
+            return data.decode(codec), None
+        except UnicodeDecodeError:
+            pass
+    shown = (label or "none")[:40]
+    tried = [c for c in (_SUPERSETS.get(codec or ""), "utf-8") if c]
+    for candidate in tried:
+        try:
+            text = data.decode(candidate)
+        except UnicodeDecodeError:
+            continue
+        if codec == "ascii" and candidate == "utf-8":
+            return text, None  # unlabelled 8-bit UTF-8 is the norm, not a problem
+        why = "unknown charset" if codec is None else "bytes not valid in charset"
+        return text, f"{why} {shown}, decoded as {codecs.lookup(candidate).name}"
+    if last == "latin-1":
+        why = "unknown charset" if codec is None else "bytes not valid in charset"
+        return data.decode("latin-1"), f"{why} {shown}, decoded as Latin-1"
+    if codec is None:
+        return data.decode("utf-8", "replace"), f"unknown charset {shown}, decoded as UTF-8 with replacements"
+    return data.decode(codec, "replace"), f"bytes not valid in charset {shown}, decoded with replacements"
+
+
+def decode_words(value: str, problems: list[str], label: str) -> str:
+    """RFC 2047 encoded words in ``value`` decoded to text; broken charsets best effort (problem listed)."""
+    try:
+        chunks = email.header.decode_header(value)
+    except (email.errors.HeaderParseError, ValueError):
+        problems.append(f"{label}: undecodable encoded words, kept as sent")
+        return value
+    try:
+        return str(email.header.make_header(chunks))
+    except (LookupError, UnicodeError, ValueError, email.errors.HeaderParseError):
+        pass
+    out: list[str] = []
+    previous_encoded = False
+    for chunk, charset in chunks:
+        if isinstance(chunk, str):
+            text, encoded = chunk, False
+        elif charset is None:
+            text, encoded = chunk.decode("raw-unicode-escape"), False
+        else:
+            text, problem = decode_bytes(chunk, charset)
+            encoded = True
+            if problem:
+                problems.append(f"{label}: encoded words in {problem}")
+        if out and encoded != previous_encoded and not out[-1][-1:].isspace() and not text[:1].isspace():
+            out.append(" ")
+        out.append(text)
+        previous_encoded = encoded
+    return "".join(out)
+
+
+def header_text(msg: email.message.Message, name: str, problems: list[str]) -> str | None:
+    """A header decoded from RFC 2047 words (and raw 8-bit bytes) to text, or None when absent."""
+    value = raw(msg, name)
+    if value is None:
+        return None
+    if clean(value) != value:
+        problems.append(f"header {name}: raw 8-bit bytes")
+        value = clean(value)
+    decoded = decode_words(value, problems, f"header {name}")
+    return re.sub(r"\s*\r?\n\s*", " ", decoded).strip()
+
+
+def addresses(msg: email.message.Message, name: str, problems: list[str]) -> list[tuple[str, str]]:
+    """``(display name, address)`` pairs of an address header; empty when absent or unparseable.
+
+    When the parser makes no address of a value (``tim@x.com concierge@x.com``
+    gives ``@x.com``), the first thing that looks like an address in the raw
+    value is used instead, and the problem is listed.
+    """
+    values = [clean(v) for v in raw_all(msg, name)]
+    if not values:
+        return []
+    try:
+        pairs = email.utils.getaddresses(values)
+    except Exception:
+        problems.append(f"header {name}: unparseable addresses")
+        pairs = []
+    out = []
+    for display, addr in pairs:
+        if not addr and not display:
+            continue
+        display = decode_words(display, problems, f"header {name} display name") if display else ""
+        out.append((clean(display), clean(addr).strip()))
+    if not any(_GOOD_ADDR_RE.match(addr) for _, addr in out):
+        found = _ADDR_RE.search(" ".join(values))
+        if found is not None:
+            problems.append(f"header {name}: malformed, took the first address in it")
+            return [("", found.group(0))] + [(d, a) for d, a in out if _GOOD_ADDR_RE.match(a)]
+    return out
+
+
+def message_ids(value: str | None) -> list[str]:
+    """Every ``<id>`` in a Message-ID / In-Reply-To / References value, normalized, in order."""
+    if not value:
+        return []
+    text = clean(re.sub(r"\s+", " ", str(value)))
+    found = [m.strip() for m in _ID_RE.findall(text)]
+    ids = [i for i in found if i]
+    if not ids and not found:
+        bare = text.strip().strip("<>").strip()
+        if bare and " " not in bare:
+            ids = [bare]
+    return [f"<{i}>" if i.startswith("sha256:") else i for i in ids]
+
+
+def parse_date(value: str | None, problems: list[str]) -> str | None:
+    """A Date header as RFC 3339 UTC; a missing zone counts as UTC; unparseable gives None and a problem."""
+    if not value:
+        return None
+    try:
+        dt = email.utils.parsedate_to_datetime(clean(value))
+    except (TypeError, ValueError, IndexError, OverflowError):
+        problems.append("header Date: unparseable")
+        return None
+    if dt is None:
+        problems.append("header Date: unparseable")
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    try:
+        return rfc3339(dt)
+    except (ValueError, OverflowError):
+        problems.append("header Date: out of range")
+        return None
