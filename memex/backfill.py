@@ -51,7 +51,7 @@ from memex.registry import open_poller
 from memex.runner import BACKFILL_KEY, Uploader, internal_error
 from memex.source import Cursor, Item
 from memex.statebackend import cursor_store, run_lock
-from memex.statedir import ensure_private_dir
+from memex.statedir import require_state_dir
 
 DEFAULT_WORKERS = 8
 READ_AHEAD_PER_WORKER = 32
@@ -280,7 +280,7 @@ def backfill(
     started = time.monotonic()
     stop_event = stop_event or threading.Event()
     src = cfg.source(source)
-    ensure_private_dir(cfg.state_dir)
+    require_state_dir(cfg.state_dir)
     log = source_logger(cfg.state_dir, source, console=console)
     result = BackfillResult(source=source)
     lock = run_lock(cfg, f"{source}.backfill", lock_path(cfg.state_dir, source))
@@ -346,6 +346,7 @@ class _Run:
         self.done_before = 0
         self.counts = _Counts()
         self.reader_error: str | None = None
+        self.reader_config_error = False  # the reader failed on the configuration (a wrong path, a bad key)
         self._saved: tuple[Cursor, int] | None = None
 
     # -- the checkpoint ------------------------------------------------------
@@ -499,7 +500,8 @@ class _Run:
                 reasons.append(f"{c.failed} message(s) could not be stored (first: {c.first_error}); the checkpoint stops before the first")
             if self.reader_error:
                 reasons.append(f"reading the source failed: {self.reader_error}")
-            reasons.append("run the same command again to retry")
+            if not self.reader_config_error:  # the same command would fail the same way: the fix is in the config
+                reasons.append("run the same command again to retry")
             result.error = "; ".join(reasons)
         elif status == "stopped":
             result.exit_code = EXIT_INTERRUPTED
@@ -525,6 +527,7 @@ class _Run:
             pass  # stopped while the source was answering: the run ends as stopped, the checkpoint before it
         except MemexError as exc:
             self.reader_error = str(exc)
+            self.reader_config_error = not exc.retry_helps
             self.abort.set()
         except Exception as exc:
             self.reader_error = internal_error(exc)

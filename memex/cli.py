@@ -41,9 +41,13 @@ def reports_errors(func: F) -> F:
             fail(str(exc), exc.exit_code)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
             raise
-        except Exception as exc:  # a bug: one line, no traceback (it could quote message data)
-            from memex.runner import internal_error
+        except Exception as exc:  # a bug: one line, no traceback (it could quote message data) unless --debug
+            from memex.runner import debug_enabled, internal_error
 
+            if debug_enabled():
+                import traceback
+
+                traceback.print_exc()
             fail(internal_error(exc), 1)
 
     return wrapper  # type: ignore[return-value]
@@ -82,9 +86,11 @@ def stop_on_signals() -> Iterator[threading.Event]:
     envvar="MEMEX_CONFIG",
     help="Config file (default: $MEMEX_CONFIG, else ~/.config/memex/config.toml; on macOS ~/Library/Application Support/memex/config.toml).",
 )
+@click.option("--debug", is_flag=True, envvar="MEMEX_DEBUG",
+              help="On an internal error, also print its traceback (to report a bug; it may show message data).")  # fmt: skip
 @click.version_option(package_name="memex", message="memex %(version)s")
 @click.pass_context
-def main(ctx: click.Context, config_path: Path | None) -> None:
+def main(ctx: click.Context, config_path: Path | None, debug: bool) -> None:
     """memex: bring your messages from every source into one deduplicated index.
 
     Each configured source is polled from where it left off; every message
@@ -92,6 +98,10 @@ def main(ctx: click.Context, config_path: Path | None) -> None:
     Exit codes: 0 done, 1 runtime error, 2 usage or config error.
     """
     ctx.obj = {"config_path": config_path}
+    if debug:
+        import os
+
+        os.environ["MEMEX_DEBUG"] = "1"  # also read by the runner for errors caught per source
 
 
 def load_config(ctx: click.Context) -> Any:
@@ -123,8 +133,12 @@ def poll(ctx: click.Context, sources: tuple[str, ...], all_sources: bool, max_se
     if all_sources == bool(sources):
         raise click.UsageError("name one or more SOURCES, or pass --all")
     names = [n for n, s in sorted(cfg.sources.items()) if s.enabled] if all_sources else list(sources)
-    for name in names:
-        cfg.source(name)
+    for name in list(names):
+        if not cfg.source(name).enabled:
+            click.echo(f"memex: {name}: skipped: enabled = false in the config", err=True)
+            names.remove(name)
+    if sources and not names:
+        return
     if not names:
         click.echo("memex: no enabled sources in the config; nothing to poll", err=True)
         return
@@ -212,17 +226,36 @@ def cursor_show(ctx: click.Context, source: str | None, as_json: bool) -> None:
         click.echo(f"{n}\t{json.dumps(data[n], sort_keys=True)}")
 
 
-def _explicit_change(cfg: Any, source: str, value: Any, reason: str) -> None:
+def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: bool = True) -> None:
     from memex.logs import config_logger
     from memex.registry import make_poller
-    from memex.source import describe
+    from memex.source import check_cursor, describe, moved_backward
     from memex.statebackend import cursor_store
+    from memex.statedir import require_state_dir
 
     poller = make_poller(cfg.source(source))
+    require_state_dir(cfg.state_dir)
     store = cursor_store(cfg)
     before = store.section(source).get("cursor")
     pos_before = poller.positions(before) if before is not None else {}
-    pos_after = poller.positions(value) if value is not None else {}
+    pos_after: dict[str, int] = {}
+    if value is not None:
+        try:
+            pos_after = check_cursor(poller, value)
+        except ValueError as exc:
+            example = f"; the stored one is {json.dumps(before, sort_keys=True)[:200]}" if before is not None else ""
+            raise click.BadParameter(f"{exc}{example}", param_hint="VALUE") from None
+        back = moved_backward(pos_before, pos_after)
+        if (
+            back
+            and not yes
+            and not click.confirm(
+                f"This moves the cursor of {source!r} back ({describe(pos_before)} -> {describe(pos_after)}); the next poll re-reads "
+                "what lies between (stored messages are skipped as duplicates). Continue?",
+                default=False,
+            )
+        ):
+            raise click.Abort()
     store.set_cursor(source, value, reason=reason, positions=pos_after if value is not None else None)
     log = config_logger(cfg, source)
     log.warning(f"cursor.{reason}", positions_before=pos_before, positions_after=pos_after,
@@ -233,12 +266,15 @@ def _explicit_change(cfg: Any, source: str, value: Any, reason: str) -> None:
 @cursor.command("set")
 @click.argument("source")
 @click.argument("value")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation when the cursor moves back.")
 @click.pass_context
 @reports_errors
-def cursor_set(ctx: click.Context, source: str, value: str) -> None:
+def cursor_set(ctx: click.Context, source: str, value: str, yes: bool) -> None:
     """Set SOURCE's cursor to VALUE, a JSON value in the poller's own shape.
 
-    Example: memex cursor set imessage '{"rowid": 89000}'. The change is
+    Example: memex cursor set imessage '{"rowid": 89000}'. The value is
+    checked (shape, types, no negative positions; exit 2 otherwise); moving
+    the cursor back asks for confirmation like reset does. The change is
     logged as an explicit cursor.set, so the dashboard does not flag it.
     """
     cfg = load_config(ctx)
@@ -246,7 +282,7 @@ def cursor_set(ctx: click.Context, source: str, value: str) -> None:
         parsed = json.loads(value)
     except json.JSONDecodeError:
         raise click.BadParameter("must be JSON, e.g. '{\"rowid\": 89000}'", param_hint="VALUE") from None
-    _explicit_change(cfg, source, parsed, "set")
+    _explicit_change(cfg, source, parsed, "set", yes=yes)
 
 
 @cursor.command("reset")

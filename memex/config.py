@@ -186,11 +186,25 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
             enabled=keys.flag("enabled", default=True),
             start=start,
             interval=keys.number("interval", default=TYPE_INTERVALS.get(stype, 60), minimum=1),
-            heartbeat_url=keys.text("heartbeat_url", default=None),
+            heartbeat_url=_heartbeat_url(keys, path, name),
             state_dir=state_dir,
         )
     return Config(path=path, state_dir=state_dir, store=store, sources=sources, log_max_bytes=log_max_bytes, log_backups=log_backups,
                   metrics_textfile=metrics_textfile, state_url=state_url, lease_seconds=lease_seconds)  # fmt: skip
+
+
+def _heartbeat_url(keys: Keys, path: Path | None, name: str) -> str | None:
+    """The source's heartbeat URL, checked (http/https and a host); the URL itself never goes into a message (it is a secret)."""
+    from urllib.parse import urlsplit
+
+    url: str | None = keys.text("heartbeat_url", default=None)
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError("must be an http:// or https:// URL with a host (the value is not shown: it is a secret)",
+                          path=path, key=f"sources.{name}.heartbeat_url")  # fmt: skip
+    return url
 
 
 def _check_source_name(name: str, path: Path | None) -> None:
@@ -204,7 +218,8 @@ def _check_source_name(name: str, path: Path | None) -> None:
 
 
 def _base_dir(path: Path | None) -> Path:
-    return path.parent if path is not None else Path.cwd()
+    """The folder relative paths in the config are taken from: the config file's own, made absolute."""
+    return path.parent.absolute() if path is not None else Path.cwd()
 
 
 class Keys:

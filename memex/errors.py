@@ -15,12 +15,14 @@ class MemexError(Exception):
     """Base of every error memex reports to a user; ``str()`` is one line."""
 
     exit_code = 1
+    retry_helps = True  # False when running the same command again would fail the same way (the fix is elsewhere)
 
 
 class ConfigError(MemexError, ValueError):
     """The configuration is missing, unreadable or invalid (exit 2)."""
 
     exit_code = 2
+    retry_helps = False
 
     def __init__(self, message: str, *, path: Path | str | None = None, key: str | None = None) -> None:
         self.path = Path(path) if path is not None else None
@@ -64,6 +66,12 @@ class AlreadyRunning(MemexError):
 
 class SourceError(MemexError):
     """A source cannot be read (missing file, no permission, bad server reply)."""
+
+
+class SourceMissing(SourceError):
+    """The configured source is not there or not what its type reads (a wrong path): fix the config, not a retry."""
+
+    retry_helps = False
 
 
 class StoreError(MemexError):

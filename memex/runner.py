@@ -19,6 +19,7 @@ and never imports boto3.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import traceback
@@ -38,7 +39,7 @@ from memex.records import canonical_json, encode_id, repair_text
 from memex.registry import open_poller
 from memex.source import Batch, Cursor, Failure, Item, Poller, describe, moved_backward
 from memex.statebackend import cursor_store, run_lock
-from memex.statedir import ensure_private_dir
+from memex.statedir import require_state_dir
 
 DEFAULT_MAX_SECONDS = 50.0
 BACKFILL_KEY = "backfill"  # the backfill's part of a source's cursors section (memex.backfill.SECTION_KEY)
@@ -94,6 +95,11 @@ class PollResult:
 def run_lock_path(state_dir: Path, source: str) -> Path:
     """The run lock of a source's live poll."""
     return state_dir / "locks" / f"{source}.poll.lock"
+
+
+def debug_enabled() -> bool:
+    """Whether ``--debug`` / ``MEMEX_DEBUG=1`` asked for tracebacks of internal errors."""
+    return os.environ.get("MEMEX_DEBUG", "") not in ("", "0")
 
 
 def internal_error(exc: BaseException) -> str:
@@ -214,13 +220,11 @@ def poll(
     started = time.monotonic()
     stop = stop or threading.Event()
     deadline = Deadline(started + max_seconds, stop)  # reaches the store client and the poller (memex.deadline)
+    require_state_dir(cfg.state_dir)
     try:
-        ensure_private_dir(cfg.state_dir)
         lock = run_lock(cfg, name, run_lock_path(cfg.state_dir, name), fenced_source=name, deadline=deadline.for_saving())
     except OSError as exc:
-        raise StateError(
-            f"cannot use the state folder ({exc.strerror}); fix its permissions or set state_dir", path=cfg.state_dir
-        ) from None
+        raise StateError(f"cannot use its locks folder ({exc.strerror}); fix its permissions", path=cfg.state_dir / "locks") from None
     log = config_logger(cfg, name, console=console)
     result = PollResult(source=name)
     try:
@@ -258,6 +262,8 @@ def poll(
             result.auth_required = True
     except Exception as exc:  # a bug: report it as one line, keep the process alive for --all
         result.status, result.error, result.exit_code = "error", internal_error(exc), 1
+        if debug_enabled():
+            log.error("internal.traceback", traceback="".join(traceback.format_exception(exc)))
     finally:
         deadline.close()
         lock.release()

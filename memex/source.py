@@ -143,3 +143,25 @@ def describe(positions: dict[str, int]) -> str:
 def moved_backward(before: dict[str, int], after: dict[str, int]) -> list[str]:
     """The position names that went down (or vanished) from ``before`` to ``after``."""
     return [k for k, v in before.items() if after.get(k, -1) < v]
+
+
+def check_cursor(poller: Any, cursor: Any) -> dict[str, int]:
+    """The positions of a cursor given by hand, or ValueError saying what is wrong with it.
+
+    The poller's own ``validate_cursor(cursor) -> str | None`` (if it has one) checks the shape and types;
+    then its positions must be computable, non-empty, and integers that are not negative.
+    """
+    validate = getattr(poller, "validate_cursor", None)
+    problem = validate(cursor) if callable(validate) else None
+    if problem:
+        raise ValueError(problem)
+    try:
+        positions = poller.positions(cursor)
+    except Exception as exc:
+        raise ValueError(f"not a cursor of this source ({exc.__class__.__name__})") from None
+    if not isinstance(positions, dict) or not positions:
+        raise ValueError("not a cursor of this source (it has no positions)")
+    bad = [k for k, v in positions.items() if type(v) is not int or v < 0]
+    if bad:
+        raise ValueError(f"position {', '.join(bad)} must be a whole number, not negative")
+    return positions

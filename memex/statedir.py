@@ -112,3 +112,13 @@ def atomic_replace(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def require_state_dir(path: Path) -> Path:
+    """The state folder, created private if missing; a folder memex cannot use is one line naming it and the fix."""
+    from memex.errors import StateError
+
+    try:
+        return ensure_private_dir(path)
+    except OSError as exc:
+        raise StateError(f"cannot use the state folder ({exc.strerror}); fix its permissions or set state_dir", path=path) from None

@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import quote
 
 from memex.config import SourceConfig
-from memex.errors import SourceError, describe_exc
+from memex.errors import SourceError, SourceMissing, describe_exc
 from memex.records import Attachment, Conversation, Message, Sender, rfc3339
 from memex.source import Batch, Cursor, Item
 from pollers.typedstream_text import decode_attributed_body
@@ -158,20 +158,27 @@ class IMessagePoller:
             return self._conn
         path = self.db.expanduser()
         fda = f"grant Full Disk Access to {os.path.realpath(sys.executable)} (System Settings > Privacy & Security)"
+        check = "check `db` in the source's config section"
         if not path.exists():
-            hint = fda if sys.platform == "darwin" else "check `db` in the source's config section"
-            raise SourceError(f"{path}: chat.db not found; {hint}")
+            raise SourceMissing(f"{path}: chat.db not found; {check}")
+        if not path.is_file():
+            raise SourceMissing(f"{path}: is a folder, not chat.db; {check}")
         if not os.access(path, os.R_OK):
-            raise SourceError(f"{path}: permission denied; {fda}")
+            raise SourceError(f"{path}: permission denied; {fda if sys.platform == 'darwin' else 'fix its permissions'}")
         try:
             conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, isolation_level=None, timeout=10, check_same_thread=False)
             conn.execute("PRAGMA query_only = 1")
             cols = {row[1] for row in conn.execute("PRAGMA table_info(message)")}
-        except sqlite3.Error as exc:
-            raise SourceError(f"{path}: cannot open chat.db ({describe_exc(exc)}); {fda}") from None
+        except sqlite3.DatabaseError as exc:
+            code = getattr(exc, "sqlite_errorname", "")
+            if code.startswith(("SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")):  # macOS refuses without Full Disk Access
+                raise SourceError(
+                    f"{path}: cannot open chat.db ({describe_exc(exc)}); {fda if sys.platform == 'darwin' else check}"
+                ) from None
+            raise SourceMissing(f"{path}: not a readable SQLite database ({describe_exc(exc)}); {check}") from None
         if not cols:
             conn.close()
-            raise SourceError(f"{path}: not a Messages database (no message table); check `db` in the source's config section")
+            raise SourceMissing(f"{path}: not a Messages database (no message table); {check}")
         self._columns = tuple(c for c in MESSAGE_COLUMNS if c in cols)
         self._conn = conn
         return conn
@@ -183,6 +190,18 @@ class IMessagePoller:
             self._conn = None
 
     # -- the Poller interface ----------------------------------------------
+    def validate_cursor(self, cursor: Any) -> str | None:
+        """What is wrong with a cursor given by hand (``memex cursor set``), or None: ``{"rowid": N}``, anchors optional."""
+        if not isinstance(cursor, dict) or set(cursor) - {"rowid", "anchors"} or "rowid" not in cursor:
+            return 'an iMessage cursor is {"rowid": N} (anchors optional)'
+        if type(cursor["rowid"]) is not int or cursor["rowid"] < 0:
+            return "rowid must be a whole number, not negative"
+        anchors = cursor.get("anchors", [])
+        if not isinstance(anchors, list) or not all(isinstance(a, list) and len(a) == 2 and type(a[0]) is int and isinstance(a[1], str)
+                                                    for a in anchors):  # fmt: skip
+            return "anchors must be a list of [rowid, guid] pairs"
+        return None
+
     def positions(self, cursor: Cursor) -> dict[str, int]:
         """``{"rowid": N}``."""
         return {"rowid": int(cursor.get("rowid", 0))} if cursor else {}

@@ -170,6 +170,18 @@ class MaildirPoller:
         return item
 
     # -- the Poller interface ----------------------------------------------
+    def validate_cursor(self, cursor: Any) -> str | None:
+        """What is wrong with a cursor given by hand, or None: ``{"folders": {NAME: {"ctime_ns": T, "names": [...]}}}``."""
+        folders = cursor.get("folders") if isinstance(cursor, dict) and set(cursor) == {"folders"} else None
+        if not isinstance(folders, dict) or not folders:
+            return 'a Maildir cursor is {"folders": {"INBOX": {"ctime_ns": T, "names": []}}}'
+        for name, st in folders.items():
+            if not isinstance(st, dict) or type(st.get("ctime_ns")) is not int or st["ctime_ns"] < 0:
+                return f"folder {name!r}: ctime_ns must be a whole number of nanoseconds, not negative"
+            if not isinstance(st.get("names", []), list):
+                return f"folder {name!r}: names must be a list of file keys"
+        return None
+
     def positions(self, cursor: Cursor) -> dict[str, int]:
         """``{folder: ctime_ns}`` of the newest file stored per folder."""
         if not cursor:

@@ -52,6 +52,8 @@ class FakePoller:
     def fetch(self, cursor: Any, limit: int) -> Batch:
         """Messages after ``cursor``; in backward mode, claims a cursor below the current one."""
         spec = self._load()
+        if spec.get("mode") == "crash":
+            raise KeyError("a bug in the poller")
         after = int(cursor["n"]) if cursor else 0
         if spec.get("backward") and after:
             return Batch(items=[], cursor={"n": after - 1})

@@ -291,6 +291,18 @@ MUTANTS = [
          "tests/test_email_corpus.py::test_record_matches_pythons_parser"],
         id="attached-message-walked-into",
     ),
+    pytest.param(
+        "memex/config.py",
+        [("    return path.parent.absolute() if path is not None else Path.cwd()\n", "    return path.parent if path is not None else Path.cwd()\n")],
+        ["tests/test_cli_errors.py::test_relative_config_and_state_dir_work_from_the_config_folder"],
+        id="relative-config-folder",
+    ),
+    pytest.param(
+        "memex/source.py",
+        [("    problem = validate(cursor) if callable(validate) else None\n", "    problem = None\n")],
+        ["tests/test_cli_errors.py::test_a_cursor_given_by_hand_is_checked"],
+        id="cursor-set-accepts-any-shape",
+    ),
 ]  # fmt: skip
 
 
