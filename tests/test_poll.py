@@ -230,10 +230,10 @@ def test_max_seconds_bounds_a_run_and_the_next_run_continues(tmp_path: Path) -> 
 
 
 def test_cursor_set_and_reset_are_explicit_and_logged(tmp_path: Path) -> None:
-    """cursor set moves a cursor backward on purpose, logged as cursor.set; the re-read shows up as duplicates."""
+    """cursor set --yes moves a cursor backward on purpose (it asks otherwise), logged as cursor.set; the re-read shows up as duplicates."""
     cfg, _ = imessage_setup(tmp_path, 50)
     run_cli("poll", "imessage", config=cfg)
-    out = run_cli("cursor", "set", "imessage", '{"rowid": 40}', config=cfg)
+    out = run_cli("cursor", "set", "imessage", '{"rowid": 40}', "--yes", config=cfg)
     assert out.returncode == 0 and out.stdout.strip() == "imessage: cursor 50 -> 40"
     out = run_cli("cursor", "show", "imessage", "--json", config=cfg)
     assert json.loads(out.stdout) == {"rowid": 40}
