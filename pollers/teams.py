@@ -13,16 +13,18 @@ Each poll lists ``/me/chats`` (paged), then walks each chat's
 ``$filter=lastModifiedDateTime gt <cursor - overlap>``, following
 ``@odata.nextLink`` to the end. Pages come newest first, so a chat's cursor
 moves only in the batch that ends its walk: a poll stopped mid-walk (kill
--9, the deadline) re-walks that chat next time and dedup absorbs the
-replay. A chat not in the cursor (new, or first sync) is walked from its
-start.
+-9, the deadline) is continued next time below the oldest message it
+stored (``lastModifiedDateTime lt``). A chat not in the cursor (new, or
+first sync) is walked from its start. With ``channels = true`` the joined
+teams' channels follow (:mod:`pollers.teams_channels`).
 
 Cursor: ``{"chats": {CHAT_ID: {"t": µs, "seen": ["MSGID@µs", ...]}}}``:
 ``t`` is the newest ``lastModifiedDateTime`` stored, ``seen`` the messages
 modified within the overlap before it, so the overlap's re-reads are
 skipped instead of counted as duplicates (a re-read message with a *new*
-modification time is processed). Positions: ``{"chats": N, "modified":
-newest t in seconds}``.
+modification time is processed). A walk stopped mid-way leaves only where
+to resume (``below``, :mod:`pollers.teams_cursor`). Positions: ``{"chats":
+N, "modified": newest t in seconds, "read": items passed}``.
 
 A message not stored before becomes its original record (as it is now:
 edited text, deleted flag, reactions). A stored message seen again with a
