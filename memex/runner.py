@@ -421,7 +421,9 @@ def trusted_positions(poller: Poller, name: str, committed: Cursor, current: Cur
 
 
 def _check_direction(poller: Poller, name: str, current: Cursor, batch: Batch, log: Any, result: PollResult) -> None:
-    """Refuse a backward cursor unless the poller declared a reset, and log every reset."""
+    """Refuse a backward cursor unless the poller declared a reset, and log every reset (and the batch's warnings)."""
+    for warning in batch.warnings:
+        log.warning("source.warning", reason=warning)
     if current is None:
         return
     before, after = poller.positions(current), poller.positions(batch.cursor)

@@ -57,12 +57,15 @@ class Batch:
     with no items, e.g. past rows that are not messages). ``reset`` is set,
     with a reason, when the source's numbering changed (a rebuilt database, a
     new UIDVALIDITY) and the cursor must go back: the only way a poll may move
-    a cursor backward, and always logged.
+    a cursor backward, and always logged. ``warnings`` are facts the owner
+    should see without the poll failing (a gap the server left, a skipped
+    mailbox); the runner logs each as ``source.warning``.
     """
 
     items: list[Item]
     cursor: Cursor
     reset: str | None = None
+    warnings: list[str] = field(default_factory=list)  # one line each, logged as source.warning (never message text)
 
 
 class Poller(Protocol):

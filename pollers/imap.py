@@ -366,6 +366,21 @@ class ImapPoller:
                 pending = None
         return [(u, *out[u]) for u in sorted(out)]
 
+    def _first_gap(self, asked: list[int], got: set[int]) -> int | None:
+        """The lowest UID of ``asked`` missing from ``got`` that a fresh ``UID SEARCH`` says still exists, or None.
+
+        Servers (Gmail among them) can answer a UID FETCH with OK and no data for
+        a message that is there; only UIDs the server confirms gone may be passed.
+        """
+        missing = [u for u in asked if u not in got]
+        if not missing:
+            return None
+        conn = self._connect()
+        self.commands += 1
+        data = self._cmd(conn, "UID SEARCH", self._io("UID SEARCH", lambda: conn.uid("SEARCH", f"UID {_uid_set(missing)}")))
+        still = sorted(set(_ints(data)) & set(missing))
+        return still[0] if still else None
+
     def _in(self, mailbox: str, operation: Callable[[], T]) -> T:
         """Run ``operation`` with ``mailbox`` selected (again, after a reconnect)."""
         if self._conn is None or self._selected != mailbox:
@@ -426,8 +441,14 @@ class ImapPoller:
                     # stored: hand over what arrived (the rest next poll), so a slow server still moves on.
                     return Batch(items=items, cursor=state)
                 began = time.monotonic()
-                fetched = self._fetch_raw(uids[start : start + self.fetch_chunk])
+                chunk = uids[start : start + self.fetch_chunk]
+                fetched = self._fetch_raw(chunk)
                 took = time.monotonic() - began
+                gap = self._first_gap(chunk, {uid for uid, _, _ in fetched})
+                if gap is not None:
+                    # The server answered OK without this UID, yet a fresh search still lists it: stop right
+                    # before it (the cursor never passes a message not stored); the next poll asks again.
+                    fetched = [f for f in fetched if f[0] < gap]
                 for uid, raw, internal in fetched:
                     boxes = dict(state["mailboxes"])
                     boxes[mailbox] = {"uidvalidity": validity, "last_uid": uid}
@@ -436,7 +457,10 @@ class ImapPoller:
                     if internal is not None:
                         extra["received_at"] = internal.strftime("%Y-%m-%dT%H:%M:%SZ")
                     items.append(to_item(raw, self.name, state, ref=f"{mailbox} UID {uid}", me=self.me, extra=extra))
-            # UIDs expunged between SEARCH and FETCH are gone; move past them.
+                if gap is not None:
+                    warning = f"{mailbox}: UID {gap} exists but the server sent no data for it; stopped before it, retried next poll"
+                    return Batch(items=items, cursor=state, warnings=[warning])
+            # UIDs left out of FETCH answers were confirmed expunged by a fresh search; move past them.
             boxes = dict(state["mailboxes"])
             boxes[mailbox] = {"uidvalidity": validity, "last_uid": uids[-1]}
             return Batch(items=items, cursor={"mailboxes": boxes})

@@ -303,6 +303,12 @@ MUTANTS = [
         ["tests/test_cli_errors.py::test_a_cursor_given_by_hand_is_checked"],
         id="cursor-set-accepts-any-shape",
     ),
+    pytest.param(
+        "pollers/imap.py",
+        [("                gap = self._first_gap(chunk, {uid for uid, _, _ in fetched})\n", "                gap = None\n")],
+        ["tests/test_imap_mailboxes.py::test_a_uid_the_fetch_leaves_out_is_never_skipped"],
+        id="imap-uid-left-out-of-fetch-skipped",
+    ),
 ]  # fmt: skip
 
 

@@ -1,0 +1,83 @@
+"""A real TCP proxy in front of Dovecot that can rewrite the client's IMAP commands (to make the server misbehave).
+
+The poller talks IMAP to the proxy; the proxy forwards every byte to Dovecot
+and back, except that a command line matched by ``rewrite`` is replaced
+before Dovecot sees it. Narrowing a ``UID FETCH`` set this way makes Dovecot
+answer ``OK`` with no data for a UID that exists: what Gmail is reported to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Callable, Iterator
+
+Rewrite = Callable[[bytes], bytes]
+
+
+class ImapProxy:
+    """Forwards loopback connections to ``upstream_port``; ``rewrite`` may change each client line."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.rewrite: Rewrite = lambda line: line
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._socks: list[socket.socket] = []
+        accept = threading.Thread(target=self._accept, daemon=True)
+        accept.start()
+        self._threads.append(accept)
+
+    def _accept(self) -> None:
+        self.listener.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=10)
+            self._socks += [client, upstream]
+            for target, args in ((self._down, (upstream, client)), (self._up, (client, upstream))):
+                thread = threading.Thread(target=target, args=args, daemon=True)
+                thread.start()
+                self._threads.append(thread)
+
+    def _down(self, upstream: socket.socket, client: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := upstream.recv(65536):
+                client.sendall(data)
+        with contextlib.suppress(OSError):
+            client.shutdown(socket.SHUT_RDWR)
+
+    def _up(self, client: socket.socket, upstream: socket.socket) -> None:
+        with contextlib.suppress(OSError), client.makefile("rb") as lines:
+            for line in lines:
+                upstream.sendall(self.rewrite(line))
+        with contextlib.suppress(OSError):
+            upstream.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        """Stop accepting, close every connection, and join the threads (each within a deadline)."""
+        self._stop.set()
+        self.listener.close()
+        for sock in self._socks:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+
+@contextlib.contextmanager
+def imap_proxy(upstream_port: int) -> Iterator[ImapProxy]:
+    """An :class:`ImapProxy` for the duration of the block."""
+    proxy = ImapProxy(upstream_port)
+    try:
+        yield proxy
+    finally:
+        proxy.close()

@@ -1,0 +1,79 @@
+"""IMAP against a real Dovecot on real-server misbehaviour: UIDs a FETCH leaves out, mailboxes that cannot be opened."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from memex.cursors import CursorStore
+from memex.runner import poll
+from tests.conftest import read_log
+from tests.dovecot import Dovecot, dovecot_server
+from tests.imap_proxy import imap_proxy
+from tests.test_imap import env_password, mail, no_backoff, records, setup
+
+__all__ = ["dovecot_server", "env_password", "no_backoff"]  # fixtures
+
+
+def drop_uid_once(uid: int) -> tuple[list[bytes], object]:
+    """A rewrite that removes ``uid`` from the first UID FETCH asking for it (the server then answers OK without it)."""
+    seen: list[bytes] = []
+
+    def rewrite(line: bytes) -> bytes:
+        m = re.match(rb"^(\S+ UID FETCH )([0-9:,]+)( .*)$", line, re.S)
+        if m is None or seen:
+            return line
+        wanted: list[int] = []
+        for piece in m.group(2).split(b","):
+            lo, _, hi = piece.partition(b":")
+            wanted.extend(range(int(lo), int(hi or lo) + 1))
+        if uid not in wanted:
+            return line
+        seen.append(line)
+        rest = b",".join(str(u).encode() for u in wanted if u != uid)
+        return m.group(1) + rest + m.group(3)
+
+    return seen, rewrite
+
+
+def test_a_uid_the_fetch_leaves_out_is_never_skipped(tmp_path: Path, dovecot: Dovecot, env_password: None) -> None:
+    """FETCH answers OK without UID 2 (it exists): the batch stops before it, the gap is logged, and UID 2 is asked again."""
+    user = dovecot.new_user()
+    for i in range(1, 5):
+        dovecot.append(user, "INBOX", mail(i))
+    with imap_proxy(dovecot.port) as proxy:
+        seen, rewrite = drop_uid_once(2)
+        proxy.rewrite = rewrite  # type: ignore[assignment]
+        cfg = setup(tmp_path, dovecot, user, port=proxy.port)
+        first = poll(cfg, "mail")
+        assert seen, "the proxy never narrowed a FETCH: the test did not exercise the gap"
+    assert (first.status, first.new, first.dup) == ("ok", 4, 0)  # the next fetch of the same poll got UID 2
+    assert sorted(records(cfg)) == [f"m{i}@example.com" for i in range(1, 5)]
+    assert CursorStore(cfg.state_dir).section("mail")["positions"] == {"INBOX": 4}
+    warnings = [e for e in read_log(cfg.state_dir, "mail") if e["event"] == "source.warning"]
+    assert len(warnings) == 1 and "INBOX: UID 2 exists but the server sent no data" in warnings[0]["reason"]
+
+
+def test_an_expunged_uid_left_out_of_the_fetch_is_passed(tmp_path: Path, dovecot: Dovecot, env_password: None) -> None:
+    """A UID expunged between SEARCH and FETCH is confirmed gone by a fresh search and passed: no wedge."""
+    user = dovecot.new_user()
+    for i in range(1, 4):
+        dovecot.append(user, "INBOX", mail(i))
+
+    def expunge_then_fetch(line: bytes) -> bytes:
+        if b" UID FETCH " in line and not expunged:
+            with dovecot.session(user) as conn:
+                conn.select("INBOX")
+                conn.uid("STORE", "2", "+FLAGS", "(\\Deleted)")
+                conn.expunge()
+            expunged.append(True)
+        return line
+
+    expunged: list[bool] = []
+    with imap_proxy(dovecot.port) as proxy:
+        proxy.rewrite = expunge_then_fetch
+        cfg = setup(tmp_path, dovecot, user, port=proxy.port)
+        result = poll(cfg, "mail")
+    assert expunged and (result.status, result.new) == ("ok", 2)
+    assert result.positions_after == {"INBOX": 3}
+    assert sorted(records(cfg)) == ["m1@example.com", "m3@example.com"]
