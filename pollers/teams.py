@@ -151,6 +151,8 @@ class TeamsPoller:
         ``read`` counts every item a cursor has passed, so a poll that only continued an interrupted walk
         (its chat's ``t`` unchanged) still shows its cursor moving.
         """
+        if cursor is not None and not _well_formed(cursor):
+            return {}  # fetch refuses it with the line that says what to do
         chats = (cursor or {}).get("chats") or {}
         channels = (cursor or {}).get("channels") or {}
         newest = max((int(c.get("t", 0)) for c in (*chats.values(), *channels.values())), default=0)
@@ -213,6 +215,11 @@ class TeamsPoller:
     def fetch(self, cursor: Cursor, limit: int) -> Batch:
         """The next page of the chat being walked; the batch ending a chat's walk carries its new cursor."""
         cursor = cursor or {"chats": {}}
+        if not _well_formed(cursor):
+            raise SourceError(
+                f"{self.name}: the stored cursor is not a Teams cursor (hand-edited?); "
+                f"`memex cursor reset {self.name}` reads everything again (duplicates are skipped)"
+            )
         if self._queue is None:
             self.me()
             self._queue = [("chats", c) for c in self.chats()]
@@ -355,6 +362,24 @@ class TeamsPoller:
                 continue
             item.contents.append(_content(index, data))
         return item
+
+
+def _well_formed(cursor: Any) -> bool:
+    """Whether a stored cursor has the shape this poller writes (:mod:`pollers.teams_cursor`)."""
+    if not isinstance(cursor, dict) or not isinstance(cursor.get("n", 0), int):
+        return False
+    for kind in ("chats", "channels"):
+        convs = cursor.get(kind, {})
+        if not isinstance(convs, dict):
+            return False
+        for entry in convs.values():
+            if not isinstance(entry, dict) or not isinstance(entry.get("t", 0), int) or not isinstance(entry.get("seen", []), list):
+                return False
+            if "below" in entry and not (
+                isinstance(entry["below"], list) and len(entry["below"]) == 2 and isinstance(entry["below"][0], int)
+            ):
+                return False
+    return True
 
 
 def _failure(ref: str, reason: str, raw: bytes) -> Any:

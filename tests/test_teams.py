@@ -627,3 +627,13 @@ def test_message_text_never_reaches_logs_or_errors(tmp_path: Path, setup: tuple[
     assert any(canary in json.dumps(r) for r in stored(tmp_path).values())  # it was stored
     logs = logs_text(tmp_path / "state")
     assert canary not in proc.stdout + proc.stderr + logs
+
+
+def test_a_hand_edited_cursor_is_refused_with_what_to_do(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
+    """A cursor of the wrong shape (set by hand) stops the poll with one line naming `memex cursor reset`; it is not overwritten."""
+    cfg, graph = setup
+    graph.post(CHAT_A, "x")
+    CursorStore(cfg.state_dir).set_cursor("teams", {"chats": {CHAT_A: "yesterday"}}, reason="set")
+    result = poll(cfg, "teams")
+    assert result.exit_code == 1 and "memex cursor reset teams" in (result.error or "") and "internal error" not in (result.error or "")
+    assert cursor(cfg) == {"chats": {CHAT_A: "yesterday"}} and stored(tmp_path) == {}
