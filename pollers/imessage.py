@@ -33,6 +33,7 @@ from memex.config import SourceConfig
 from memex.errors import SourceError, SourceMissing, describe_exc
 from memex.records import Attachment, Conversation, Message, Sender, rfc3339
 from memex.source import Batch, Cursor, Item
+from pollers.imessage_edits import change_time, original_and_revisions
 from pollers.typedstream_text import decode_attributed_body
 
 DEFAULT_DB = "~/Library/Messages/chat.db"
@@ -46,7 +47,7 @@ MESSAGE_COLUMNS = (
     "guid", "text", "attributedBody", "handle_id", "service", "date", "date_read", "date_delivered",
     "is_from_me", "cache_has_attachments", "item_type", "group_title", "associated_message_guid",
     "associated_message_type", "balloon_bundle_id", "thread_originator_guid", "reply_to_guid",
-    "date_retracted", "date_edited", "subject", "destination_caller_id",
+    "date_retracted", "date_edited", "subject", "destination_caller_id", "message_summary_info",
 )  # fmt: skip
 
 
@@ -192,10 +193,10 @@ class IMessagePoller:
     # -- the Poller interface ----------------------------------------------
     def validate_cursor(self, cursor: Any) -> str | None:
         """What is wrong with a cursor given by hand (``memex cursor set``), or None: ``{"rowid": N}``, anchors optional."""
-        if not isinstance(cursor, dict) or set(cursor) - {"rowid", "anchors"} or "rowid" not in cursor:
-            return 'an iMessage cursor is {"rowid": N} (anchors optional)'
-        if type(cursor["rowid"]) is not int or cursor["rowid"] < 0:
-            return "rowid must be a whole number, not negative"
+        if not isinstance(cursor, dict) or set(cursor) - {"rowid", "anchors", "changed"} or "rowid" not in cursor:
+            return 'an iMessage cursor is {"rowid": N} (anchors and changed optional)'
+        if any(type(cursor.get(k, 0)) is not int or cursor.get(k, 0) < 0 for k in ("rowid", "changed")):
+            return "rowid and changed must be whole numbers, not negative"
         anchors = cursor.get("anchors", [])
         if not isinstance(anchors, list) or not all(isinstance(a, list) and len(a) == 2 and type(a[0]) is int and isinstance(a[1], str)
                                                     for a in anchors):  # fmt: skip
@@ -212,11 +213,16 @@ class IMessagePoller:
         try:
             conn.execute("BEGIN")
             rows = conn.execute("SELECT ROWID, guid FROM message ORDER BY ROWID DESC LIMIT ?", (ANCHORS,)).fetchall()
+            changed = 0
+            if {"date_edited", "date_retracted"} <= set(self._columns or ()):
+                changed = (
+                    conn.execute("SELECT MAX(MAX(COALESCE(date_edited, 0), COALESCE(date_retracted, 0))) FROM message").fetchone()[0] or 0
+                )
         finally:
             conn.execute("COMMIT")
         if not rows:
             return {"rowid": 0, "anchors": []}
-        return {"rowid": rows[0][0], "anchors": [[r, g] for r, g in rows]}
+        return {"rowid": rows[0][0], "anchors": [[r, g] for r, g in rows], **({"changed": changed} if changed else {})}
 
     def fetch(self, cursor: Cursor, limit: int) -> Batch:
         """Up to ``limit`` messages after the cursor's ROWID, in one short read transaction."""
@@ -230,9 +236,10 @@ class IMessagePoller:
                     if reason:
                         return Batch(items=[], cursor={"rowid": 0, "anchors": []}, reset=reason)
                 rows = self._rows_after(conn, after, limit)
-                if not rows:
-                    return Batch(items=[], cursor=cursor)
-                items = self._render(conn, rows, list(cursor.get("anchors") or []) if cursor else [])
+                changed = int(cursor.get("changed", 0)) if cursor else 0
+                if not rows:  # caught up: now the rows changed in place since the last look (edits, unsends)
+                    return self._changes(conn, cursor, changed, limit) if cursor else Batch(items=[], cursor=cursor)
+                items = self._render(conn, rows, list(cursor.get("anchors") or []) if cursor else [], changed=changed)
             finally:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -240,6 +247,27 @@ class IMessagePoller:
                 f"{self.db}: read failed ({describe_exc(exc)}); if Messages.app is rebuilding the database, the next poll retries"
             ) from None
         return Batch(items=items, cursor=items[-1].cursor)
+
+    def _changes(self, conn: sqlite3.Connection, cursor: Cursor, changed: int, limit: int) -> Batch:
+        """Revisions of stored rows edited or unsent after ``changed``, oldest change first; each item's cursor keeps its change.
+
+        Every revision has a stable id, so one emitted before (with its row, or by an earlier look) is a
+        duplicate the poller expects.
+        """
+        if not {"date_edited", "date_retracted"} <= set(self._columns or ()):
+            return Batch(items=[], cursor=cursor)
+        stamp = "MAX(COALESCE(m.date_edited, 0), COALESCE(m.date_retracted, 0))"
+        cols = ", ".join(f"m.{c}" for c in self._columns or ())
+        rows = read_all(conn, f"SELECT m.ROWID, {cols}, h.id FROM message m LEFT JOIN handle h ON h.ROWID = m.handle_id "
+                              f"WHERE m.ROWID <= ? AND {stamp} > ? ORDER BY {stamp}, m.ROWID LIMIT ?",
+                        (int(cursor.get("rowid", 0)), changed, limit))  # fmt: skip
+        if not rows:
+            return Batch(items=[], cursor=cursor)
+        items = self._render(conn, rows, list(cursor.get("anchors") or []), changed=changed, only_revisions=True)
+        for item in items:
+            item.cursor = {**cursor, "changed": item.cursor["changed"]}
+            item.expected_dup = True
+        return Batch(items=items, cursor={**cursor, "changed": max(changed, *(i.cursor["changed"] for i in items))} if items else cursor)
 
     def _rows_after(self, conn: sqlite3.Connection, after: int, limit: int, where: str = "", params: list[int] | None = None) -> list[Any]:
         """Up to ``limit`` message rows (known columns, then the sender's handle) after ROWID ``after``, in ROWID order.
@@ -289,7 +317,8 @@ class IMessagePoller:
             }
         return self._chats
 
-    def _render(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]], recent: list[list[Any]]) -> list[Item]:
+    def _render(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]], recent: list[list[Any]], *, changed: int = 0,
+                only_revisions: bool = False) -> list[Item]:  # fmt: skip
         cols = ("ROWID", *(self._columns or ()), "handle")
         records = [dict(zip(cols, row, strict=True)) for row in rows]
         lo, hi = records[0]["ROWID"], records[-1]["ROWID"]
@@ -319,8 +348,15 @@ class IMessagePoller:
         items = []
         for r in records:
             message = self._message(r, chats.get(chat_of.get(r["ROWID"], -1)), attachments.get(r["ROWID"], []))
+            original, revisions = original_and_revisions(message, r, _time)
+            if only_revisions:  # a stored row changed in place: its revisions, at the row's change time
+                items += [Item(cursor={"changed": change_time(r)}, message=rev) for rev in revisions]
+                continue
             recent = spread_anchors([[r["ROWID"], r["guid"]], *recent])
-            items.append(Item(cursor={"rowid": r["ROWID"], "anchors": recent}, message=message))
+            cursor = {"rowid": r["ROWID"], "anchors": recent, **({"changed": changed} if changed else {})}
+            items.append(Item(cursor=cursor, message=original))
+            # Edits and an unsend seen with the row itself; the changes pass may emit them again (expected duplicates).
+            items += [Item(cursor=cursor, message=rev, expected_dup=True) for rev in revisions]
         return items
 
     def _message(self, r: dict[str, Any], chat: _Chat | None, attachments: list[Attachment]) -> Message:

@@ -309,6 +309,19 @@ MUTANTS = [
         ["tests/test_imap_mailboxes.py::test_a_uid_the_fetch_leaves_out_is_never_skipped"],
         id="imap-uid-left-out-of-fetch-skipped",
     ),
+    pytest.param(
+        "pollers/imessage.py",
+        [("                    return self._changes(conn, cursor, changed, limit) if cursor else Batch(items=[], cursor=cursor)\n",
+          "                    return Batch(items=[], cursor=cursor)\n")],
+        ["tests/test_imessage_edits.py::test_an_edit_and_an_unsend_on_a_live_database_become_revisions_of_untouched_originals"],
+        id="imessage-rowid-cursor-never-sees-edits",
+    ),
+    pytest.param(
+        "pollers/imessage_edits.py",
+        [("            original = replace(message, text=next(iter(first.values())).text, edited_at=None)\n", "            pass\n")],
+        ["tests/test_imessage_edits.py::test_an_edit_made_while_memex_was_off_keeps_the_first_version_as_the_original"],
+        id="imessage-original-is-the-latest-edit",
+    ),
 ]  # fmt: skip
 
 
