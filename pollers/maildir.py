@@ -20,6 +20,14 @@ link or rename and cannot be set back. The price: a flag change renames
 the file, so it is read once more and stored as a counted duplicate (same
 Message-ID, or the same bytes and hash), never a second object.
 
+A cursor ahead of the scan's clock (the clock stepped back after a file was
+stored: a resumed laptop, a VM snapshot, NTP; or a network share whose
+server clock did) would hide every new file, whose ctime is below it. The
+poller then also reads files of the last :data:`AHEAD_WINDOW` below the
+cursor that it has not read in this state, keeping their keys in the
+folder's ``"ahead": {"floor_ns", "keys"}`` until the clock passes the cursor
+(re-reads of mail stored before are counted duplicates), and logs a warning.
+
 Files whose ctime is within ``settle_seconds`` of the scan's start are left
 for the next poll: a file renamed in while the folder is being listed may be
 missed by that listing, and must not end up behind the cursor.
@@ -43,6 +51,7 @@ from pollers.email_render import sent_or, to_item
 
 ROOT_FOLDER = "INBOX"
 DEFAULT_SETTLE = 2
+AHEAD_WINDOW = 86400.0  # seconds below a cursor found ahead of the clock that are read again (dedup absorbs them)
 
 
 def maildir_key(filename: str) -> str:
@@ -180,6 +189,8 @@ class MaildirPoller:
                 return f"folder {name!r}: ctime_ns must be a whole number of nanoseconds, not negative"
             if not isinstance(st.get("names", []), list):
                 return f"folder {name!r}: names must be a list of file keys"
+            if "ahead" in st and not isinstance(st["ahead"], dict):
+                return f"folder {name!r}: ahead must be a map (floor_ns, keys)"
         return None
 
     def positions(self, cursor: Cursor) -> dict[str, int]:
@@ -189,34 +200,70 @@ class MaildirPoller:
         return {name: int(st.get("ctime_ns", 0)) for name, st in (cursor.get("folders") or {}).items()}
 
     def fetch(self, cursor: Cursor, limit: int) -> Batch:
-        """Files of the first folder (sorted) with arrivals after the cursor, oldest ctime first, up to ``limit``."""
+        """Files of the first folder (sorted) with arrivals after the cursor, oldest ctime first, up to ``limit``.
+
+        A cursor ahead of the scan's own clock (the clock stepped back after a
+        file arrived, or a share's server clock did) cannot see new files, whose
+        ctime is below it: the folder then also re-reads files that arrived in
+        the trailing :data:`AHEAD_WINDOW` below the cursor, remembering their
+        keys in the cursor's ``ahead`` until the clock has passed the cursor.
+        """
         scan_start_ns = time.time_ns()
         horizon = scan_start_ns - int(self.settle_seconds * 1e9)
         folders: dict[str, Any] = dict((cursor or {}).get("folders") or {})
+        changed, warnings = False, []
         for folder in self.folder_names():
             known = folders.get(folder) or {"ctime_ns": 0, "names": []}
             after, names = int(known["ctime_ns"]), set(known.get("names") or [])
-            fresh = [
-                e
-                for e in self._list(folder)
-                if (e.ctime_ns > after or (e.ctime_ns == after and e.key not in names)) and e.ctime_ns < horizon
-            ]
+            listing = self._list(folder)
+            ahead = known.get("ahead") if isinstance(known.get("ahead"), dict) else None
+            if ahead is None and after > horizon:
+                ahead = {"floor_ns": max(0, horizon - int(AHEAD_WINDOW * 1e9)), "keys": []}
+                warnings.append(
+                    f"{folder}: the cursor is {(after - horizon) / 1e9:.0f}s ahead of this machine's clock (was the clock "
+                    f"stepped back?); re-reading what arrived in the last {AHEAD_WINDOW / 3600:g} h below it"
+                )
+            if ahead is not None:
+                floor, seen = int(ahead.get("floor_ns", 0)), set(ahead.get("keys") or [])
+                below = [e for e in listing if floor <= e.ctime_ns < after and e.key not in seen and e.ctime_ns < horizon]
+                if below:
+                    below.sort(key=lambda e: (e.ctime_ns, e.key))
+                    items: list[Item] = []
+                    for e in below[:limit]:
+                        seen.add(e.key)
+                        entry = {**known, "ahead": {"floor_ns": floor, "keys": sorted(seen)}}
+                        state = {"folders": {**folders, folder: entry}}
+                        raw = self._read(folder, e)
+                        if raw is not None:
+                            items.append(self._item(folder, e, raw, state))
+                    return Batch(items=items, cursor={"folders": {**folders, folder: entry}}, warnings=warnings)
+                if after <= horizon:  # the clock has passed the cursor: everything below it is read
+                    folders[folder] = {k: v for k, v in known.items() if k != "ahead"}
+                    changed = True
+                elif known.get("ahead") != ahead:
+                    folders[folder] = {**known, "ahead": ahead}
+                    changed = True
+                known = folders.get(folder) or known
+            fresh = [e for e in listing if (e.ctime_ns > after or (e.ctime_ns == after and e.key not in names)) and e.ctime_ns < horizon]
             if not fresh:
                 continue
             fresh.sort(key=lambda e: (e.ctime_ns, e.key))
-            items: list[Item] = []
+            items = []
+            extra = {k: v for k, v in known.items() if k == "ahead"}
             for e in fresh[:limit]:
                 if e.ctime_ns != after:
                     after, names = e.ctime_ns, set()
                 names.add(e.key)
-                state = {"folders": {**folders, folder: {"ctime_ns": after, "names": sorted(names)}}}
+                state = {"folders": {**folders, folder: {"ctime_ns": after, "names": sorted(names), **extra}}}
                 raw = self._read(folder, e)
                 if raw is None:  # deleted since the listing: nothing to keep, move past it
                     continue
                 items.append(self._item(folder, e, raw, state))
-            folders = {**folders, folder: {"ctime_ns": after, "names": sorted(names)}}
-            return Batch(items=items, cursor={"folders": folders})
-        return Batch(items=[], cursor=cursor if cursor else {"folders": folders})
+            folders = {**folders, folder: {"ctime_ns": after, "names": sorted(names), **extra}}
+            return Batch(items=items, cursor={"folders": folders}, warnings=warnings)
+        if changed:
+            return Batch(items=[], cursor={"folders": folders}, warnings=warnings)
+        return Batch(items=[], cursor=cursor if cursor else {"folders": folders}, warnings=warnings)
 
     def head(self) -> Cursor:
         """A cursor at the newest file of each folder now."""

@@ -15,7 +15,7 @@ from memex.errors import ConfigError
 from memex.registry import make_poller
 from memex.runner import poll
 from pollers.maildir import MaildirPoller, maildir_key
-from tests.conftest import file_objects, run_cli, wait_until, write_config
+from tests.conftest import file_objects, read_log, run_cli, wait_until, write_config
 
 
 def mail(n: int | str, msgid: bool = True) -> bytes:
@@ -218,3 +218,30 @@ def test_a_mail_client_marking_one_message_read_each_minute_is_not_stuck(tmp_pat
         assert (result.new, result.dup, result.dup_expected) == (0, 1, 1)
     events = read_log(tmp_path / "state", "md")
     assert health.assess(events, now=time.time()).state == health.OK
+
+
+def test_a_cursor_ahead_of_the_clock_loses_no_mail(tmp_path: Path) -> None:
+    """Cursor set an hour ahead (a clock that then stepped back): mail delivered now (ctime below it) is still stored, once."""
+    root = make_maildir(tmp_path / "Maildir")
+    deliver(root, "1.a", mail(1))
+    path = write_config(tmp_path, {"md": {"type": "maildir", "path": str(root), "settle_seconds": 0}})
+    cfg = memex_config.load(path)
+    assert poll(cfg, "md").new == 1
+    future = time.time_ns() + 3600 * 10**9
+    cursor = json.dumps({"folders": {"INBOX": {"ctime_ns": future, "names": []}}})
+    done = run_cli("cursor", "set", "md", cursor, config=path)
+    assert done.returncode == 0, done.stderr[-500:]
+    deliver(root, "2.b", mail(2))
+    deliver(root, "3.c", mail(3), sub="cur")
+    naive = [e for e in MaildirPoller("md", root, ("INBOX",), 0)._list("INBOX") if e.ctime_ns > future]
+    assert naive == []  # what a plain "after the cursor" scan sees: nothing, both mails would be lost
+    result = poll(cfg, "md")
+    assert (result.status, result.new, result.dup) == ("ok", 2, 1)  # mail 1 is read again, a counted duplicate
+    assert sorted(records(cfg)) == ["m1@example.com", "m2@example.com", "m3@example.com"]
+    assert result.positions_after == {"INBOX": future}  # never moved back
+    warnings = [e for e in read_log(cfg.state_dir, "md") if e["event"] == "source.warning"]
+    assert len(warnings) == 1 and "ahead of this machine's clock" in warnings[0]["reason"]
+    assert poll(cfg, "md").status == "idle"  # remembered: nothing read twice more
+    deliver(root, "4.d", mail(4))
+    again = poll(cfg, "md")
+    assert (again.new, again.dup) == (1, 0)

@@ -322,6 +322,12 @@ MUTANTS = [
         ["tests/test_imessage_edits.py::test_an_edit_made_while_memex_was_off_keeps_the_first_version_as_the_original"],
         id="imessage-original-is-the-latest-edit",
     ),
+    pytest.param(
+        "pollers/maildir.py",
+        [("            if ahead is None and after > horizon:\n", "            if False:\n")],
+        ["tests/test_maildir.py::test_a_cursor_ahead_of_the_clock_loses_no_mail"],
+        id="maildir-cursor-ahead-of-the-clock-trusted",
+    ),
 ]  # fmt: skip
 
 
