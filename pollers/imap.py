@@ -117,6 +117,10 @@ class _Transient(Exception):
     """A network failure after login that a fresh connection may cure."""
 
 
+class MailboxError(SourceError):
+    """One mailbox cannot be read (refused EXAMINE, no UIDVALIDITY); the others are polled all the same."""
+
+
 class ImapPoller:
     """Reads new UIDs of the configured mailboxes, one mailbox per fetch."""
 
@@ -130,6 +134,8 @@ class ImapPoller:
         self._selected: str | None = None
         self._names: list[str] | None = None
         self._caught_up: set[str] = set()
+        self._failed: dict[str, str] = {}  # mailbox -> why it could not be read in this poll
+        self._warnings: list[str] = []  # for the next batch returned
         self._retry_deadline: float | None = None
         self._deadline: Deadline = NEVER
         me = user.lower() if "@" in (user := settings.user) else None
@@ -313,14 +319,14 @@ class ImapPoller:
         typ, data = self._io("EXAMINE", lambda: conn.select(quote(mailbox), readonly=True))
         if typ != "OK":
             self._selected = None
-            raise SourceError(
+            raise MailboxError(
                 f"source {self.name!r}: mailbox {mailbox!r} cannot be opened at {self._where()} ({_text(data)}); "
                 "check `mailboxes` in the source's config section"
             )
         self._selected = mailbox
         validity = _untagged_int(conn, "UIDVALIDITY")
         if validity is None:
-            raise SourceError(f"source {self.name!r}: {self._where()} sent no UIDVALIDITY for {mailbox!r}; cannot keep a cursor")
+            raise MailboxError(f"source {self.name!r}: {self._where()} sent no UIDVALIDITY for {mailbox!r}; cannot keep a cursor")
         return validity, _untagged_int(conn, "UIDNEXT")
 
     def _search(self, first: int) -> list[int]:
@@ -408,14 +414,23 @@ class ImapPoller:
 
     def fetch(self, cursor: Cursor, limit: int) -> Batch:
         """New messages of the first mailbox (in sorted order) that has any, up to ``limit``."""
-        return self._retrying("fetch", lambda: self._fetch_once(cursor, limit))
+        batch = self._retrying("fetch", lambda: self._fetch_once(cursor, limit))
+        batch.warnings[:0], self._warnings = self._warnings, []
+        return batch
 
     def _fetch_once(self, cursor: Cursor, limit: int) -> Batch:
         state: dict[str, Any] = {"mailboxes": dict((cursor or {}).get("mailboxes") or {})}
         for mailbox in self._mailbox_names():
             if mailbox in self._caught_up:
                 continue
-            validity, uidnext = self._examine(mailbox)
+            try:
+                validity, uidnext = self._examine(mailbox)
+            except MailboxError as exc:
+                # One mailbox that cannot be opened never blocks the others: skip it now, fail the poll at the end.
+                self._failed[mailbox] = str(exc)
+                self._caught_up.add(mailbox)
+                self._warnings.append(str(exc))
+                continue
             known = state["mailboxes"].get(mailbox)
             if known is not None and int(known["uidvalidity"]) != validity:
                 old = known["uidvalidity"]
@@ -465,6 +480,15 @@ class ImapPoller:
             boxes[mailbox] = {"uidvalidity": validity, "last_uid": uids[-1]}
             return Batch(items=items, cursor={"mailboxes": boxes})
         self._caught_up.clear()
+        if self._failed:
+            failed, self._failed = self._failed, {}
+            if len(failed) == 1:
+                raise SourceError(next(iter(failed.values())) + "; the other mailboxes were polled")
+            names = ", ".join(repr(n) for n in sorted(failed))
+            raise SourceError(
+                f"source {self.name!r}: {len(failed)} mailboxes could not be read ({names}); the other mailboxes were "
+                "polled; the source.warning lines of its log give each reason"
+            )
         return Batch(items=[], cursor=state)
 
     def head(self) -> Cursor:

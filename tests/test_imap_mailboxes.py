@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from memex import config as memex_config
 from memex.cursors import CursorStore
 from memex.runner import poll
-from tests.conftest import read_log
-from tests.dovecot import Dovecot, dovecot_server
+from tests.conftest import read_log, run_cli, write_config
+from tests.dovecot import PASSWORD, Dovecot, dovecot_server
 from tests.imap_proxy import imap_proxy
-from tests.test_imap import env_password, mail, no_backoff, records, setup
+from tests.test_imap import PASSWORD_ENV, env_password, mail, no_backoff, records, setup, source_table
 
 __all__ = ["dovecot_server", "env_password", "no_backoff"]  # fixtures
 
@@ -77,3 +78,20 @@ def test_an_expunged_uid_left_out_of_the_fetch_is_passed(tmp_path: Path, dovecot
     assert expunged and (result.status, result.new) == ("ok", 2)
     assert result.positions_after == {"INBOX": 3}
     assert sorted(records(cfg)) == ["m1@example.com", "m3@example.com"]
+
+
+def test_a_mailbox_that_cannot_be_opened_does_not_stop_the_others(tmp_path: Path, dovecot: Dovecot) -> None:
+    """Archive (sorted first) is missing: INBOX is still polled and stored, the CLI exits 1 naming Archive, once per poll."""
+    user = dovecot.new_user()
+    for i in range(1, 3):
+        dovecot.append(user, "INBOX", mail(i))
+    path = write_config(tmp_path, {"mail": source_table(dovecot, user, mailboxes=["Archive", "INBOX"])})
+    done = run_cli("poll", "mail", config=path, env={PASSWORD_ENV: PASSWORD})
+    assert done.returncode == 1, done.stderr[-800:]
+    assert "mailbox 'Archive' cannot be opened" in done.stderr and "the other mailboxes were polled" in done.stderr
+    assert "Traceback" not in done.stderr
+    cfg = memex_config.load(path)
+    assert sorted(records(cfg)) == ["m1@example.com", "m2@example.com"]
+    assert CursorStore(cfg.state_dir).section("mail")["positions"] == {"INBOX": 2}
+    warnings = [e for e in read_log(cfg.state_dir, "mail") if e["event"] == "source.warning"]
+    assert ["Archive" in w["reason"] for w in warnings] == [True]

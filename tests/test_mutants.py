@@ -328,6 +328,12 @@ MUTANTS = [
         ["tests/test_maildir.py::test_a_cursor_ahead_of_the_clock_loses_no_mail"],
         id="maildir-cursor-ahead-of-the-clock-trusted",
     ),
+    pytest.param(
+        "pollers/imap.py",
+        [("            except MailboxError as exc:\n", "            except ZeroDivisionError as exc:\n")],
+        ["tests/test_imap_mailboxes.py::test_a_mailbox_that_cannot_be_opened_does_not_stop_the_others"],
+        id="imap-one-bad-mailbox-stops-all",
+    ),
 ]  # fmt: skip
 
 
