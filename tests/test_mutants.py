@@ -334,6 +334,19 @@ MUTANTS = [
         ["tests/test_imap_mailboxes.py::test_a_mailbox_that_cannot_be_opened_does_not_stop_the_others"],
         id="imap-one-bad-mailbox-stops-all",
     ),
+    pytest.param(
+        "memex/spool.py",
+        [("                    taken += _give_back(folder, self.new)\n", "                    pass\n")],
+        ["tests/test_spool.py::test_kill_9_at_random_moments_loses_no_record"],
+        id="spool-dead-claims-never-taken-back",
+    ),
+    pytest.param(
+        "memex/spool.py",
+        [("                if _try_lock(fd):\n                    delivered += self._deliver(path, fd)\n",
+          "                if True:\n                    delivered += self._deliver(path, fd)\n")],
+        ["tests/test_spool.py::test_a_writer_outliving_memex_keeps_its_file_until_it_ends"],
+        id="spool-delivers-a-file-still-being-written",
+    ),
 ]  # fmt: skip
 
 
