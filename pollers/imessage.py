@@ -26,9 +26,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import quote
 
+from memex.attachments import Content
 from memex.config import SourceConfig
 from memex.errors import SourceError, SourceMissing, describe_exc
 from memex.records import Attachment, Conversation, Message, Sender, rfc3339
@@ -52,11 +53,12 @@ MESSAGE_COLUMNS = (
 
 
 def make(source: SourceConfig) -> IMessagePoller:
-    """Validate ``[sources.NAME]`` of type imessage (key: ``db``) and build its poller."""
+    """Validate ``[sources.NAME]`` of type imessage (keys: ``db``, ``attachments``) and build its poller."""
     keys = source.keys()
     db = keys.path("db", default=DEFAULT_DB)
+    contents = keys.flag("attachments", default=True)
     keys.finish()
-    return IMessagePoller(source.name, Path(db))
+    return IMessagePoller(source.name, Path(db), attachment_contents=contents)
 
 
 def apple_time(value: int | None) -> datetime | None:
@@ -87,6 +89,24 @@ def tolerant_text(value: bytes) -> str:
         text = BadText(value.decode("utf-8", "replace"))
         text.raw = value
         return text
+
+
+def attachment_content(index: int, filename: str | None) -> Content:
+    """The bytes of an attachment file (``attachment.filename``, ``~`` expanded), opened only when stored.
+
+    A file that is not there (iCloud "optimize storage" keeps only some; no filename at all) makes the
+    attachment ``missing``, never an error.
+    """
+
+    def open_file() -> IO[bytes]:
+        if not filename:
+            raise FileNotFoundError("no filename")
+        path = Path(filename).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(str(path))
+        return path.open("rb")
+
+    return Content(index=index, open=open_file)
 
 
 def read_all(conn: sqlite3.Connection, sql: str, args: Any = ()) -> list[Any]:
@@ -146,9 +166,10 @@ class _Chat:
 class IMessagePoller:
     """Reads new rows of ``message`` in ROWID order."""
 
-    def __init__(self, name: str, db: Path) -> None:
+    def __init__(self, name: str, db: Path, *, attachment_contents: bool = True) -> None:
         self.name = name
         self.db = db
+        self.attachment_contents = attachment_contents  # store attachments' bytes (content-addressed), not only their metadata
         self._conn: sqlite3.Connection | None = None
         self._columns: tuple[str, ...] | None = None
         self._chats: dict[int, _Chat] | None = None
@@ -328,6 +349,7 @@ class IMessagePoller:
         ):
             chat_of[message_id] = chat_id
         attachments: dict[int, list[Attachment]] = {}
+        files: dict[int, list[Content]] = {}
         with_att = [r["ROWID"] for r in records if r.get("cache_has_attachments")]
         if with_att:
             marks = ",".join("?" * len(with_att))
@@ -338,9 +360,12 @@ class IMessagePoller:
                 "ORDER BY maj.message_id, a.ROWID",
                 with_att,
             ):
-                attachments.setdefault(mid, []).append(
+                listed = attachments.setdefault(mid, [])
+                listed.append(
                     Attachment(id=guid, filename=transfer or (Path(filename).name if filename else None), mime_type=mime, size=size)
                 )
+                if self.attachment_contents:
+                    files.setdefault(mid, []).append(attachment_content(len(listed) - 1, filename))
         chats = self._load_chats(conn)
         if not set(chat_of.values()) <= chats.keys():
             self._chats = None  # a chat created since the cache was filled (a long poll or backfill)
@@ -354,7 +379,7 @@ class IMessagePoller:
                 continue
             recent = spread_anchors([[r["ROWID"], r["guid"]], *recent])
             cursor = {"rowid": r["ROWID"], "anchors": recent, **({"changed": changed} if changed else {})}
-            items.append(Item(cursor=cursor, message=original))
+            items.append(Item(cursor=cursor, message=original, contents=files.get(r["ROWID"], [])))
             # Edits and an unsend seen with the row itself; the changes pass may emit them again (expected duplicates).
             items += [Item(cursor=cursor, message=rev, expected_dup=True) for rev in revisions]
         return items

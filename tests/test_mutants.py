@@ -347,6 +347,12 @@ MUTANTS = [
         ["tests/test_spool.py::test_a_writer_outliving_memex_keeps_its_file_until_it_ends"],
         id="spool-delivers-a-file-still-being-written",
     ),
+    pytest.param(
+        "pollers/imessage.py",
+        [("                if self.attachment_contents:\n", "                if False:\n")],
+        ["tests/test_imessage_attachments.py::test_the_same_photo_in_two_messages_is_stored_once_and_a_missing_file_is_recorded"],
+        id="imessage-attachments-metadata-only",
+    ),
 ]  # fmt: skip
 
 
