@@ -302,6 +302,11 @@ class S3Store:
         """
         if self.kind == "lean":
             return self.lean
+        return self.boto3_client
+
+    @property
+    def boto3_client(self) -> Any:
+        """A boto3 S3 client (also with ``client="lean"``, for what the lean client does not do: multipart uploads)."""
         if self._client is None:
             import boto3
             from botocore.config import Config
@@ -406,11 +411,16 @@ class S3Store:
             raise StoreError(f"s3://{self.bucket}/{full}: check failed ({exc.__class__.__name__})") from None
 
     def put_new_stream(self, key: str, open_body: Callable[[], IO[bytes]], size: int) -> bool:
-        """Create ``key`` from a stream, ``If-None-Match: *``.
+        """Create ``key`` from a stream, create-only; False if it exists.
 
-        For now the body is read into memory and sent as one PUT (objects up to
-        5 GB); streaming and multipart upload for large files are to come.
+        Up to :data:`~memex.s3multipart.MULTIPART_THRESHOLD` bytes go as one PUT; anything larger as a
+        multipart upload read part by part (memory stays one part, objects may exceed 5 GB), made create-only by
+        ``If-None-Match: *`` on the completion.
         """
+        from memex.s3multipart import MULTIPART_THRESHOLD, put_new_multipart
+
+        if size > MULTIPART_THRESHOLD:
+            return put_new_multipart(self, key, open_body)
         with open_body() as f:
             body = f.read()
         return self.put_new(key, body)

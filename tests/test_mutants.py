@@ -353,6 +353,12 @@ MUTANTS = [
         ["tests/test_imessage_attachments.py::test_the_same_photo_in_two_messages_is_stored_once_and_a_missing_file_is_recorded"],
         id="imessage-attachments-metadata-only",
     ),
+    pytest.param(
+        "memex/s3multipart.py",
+        [('MultipartUpload={"Parts": parts}, IfNoneMatch="*"', 'MultipartUpload={"Parts": parts}')],
+        ["tests/test_revisions_attachments.py::test_a_large_attachment_goes_up_in_parts_create_only"],
+        id="multipart-upload-overwrites",
+    ),
 ]  # fmt: skip
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
 from memex.attachments import Content, content_key, store_content
 from memex.objectstore import FileStore, ObjectStore, S3Store
 from memex.records import Attachment, Message, Revision, message_key, revision_key
+from tests.conftest import s3_objects
 
 
 def _message(**kw: object) -> Message:
@@ -81,3 +82,42 @@ def test_stream_is_read_in_chunks(tmp_path: Path) -> None:
     store_content(store, Content(0, lambda: Counting(data)), att)
     assert sizes and all(0 < n <= 1 << 20 for n in sizes)
     assert store.get(content_key(att["sha256"])) == data
+
+
+def test_a_large_attachment_goes_up_in_parts_create_only(s3_endpoint: str, s3_bucket: str, tmp_path: Path) -> None:
+    """Past the multipart threshold the bytes go in parts (read one part at a time) and the completion is create-only:
+    the same content again is a duplicate, and the object is byte-identical."""
+    from memex import s3multipart
+    from memex.config import StoreConfig
+    from memex.objectstore import open_store
+
+    big = tmp_path / "video.mov"
+    with big.open("wb") as f:
+        for i in range(12):
+            f.write(bytes([i]) * (1024 * 1024))
+    store = open_store(StoreConfig(url=f"s3://{s3_bucket}/p", endpoint_url=s3_endpoint))
+    reads: list[int] = []
+
+    def opener() -> Any:
+        fh = big.open("rb")
+        real = fh.read
+
+        def read(n: int = -1) -> bytes:
+            data = real(n)
+            reads.append(len(data))
+            return data
+
+        fh.read = read  # type: ignore[method-assign]
+        return fh
+
+    original = s3multipart.MULTIPART_THRESHOLD, s3multipart.PART_SIZE
+    s3multipart.MULTIPART_THRESHOLD, s3multipart.PART_SIZE = 8 * 1024 * 1024, 5 * 1024 * 1024
+    try:
+        first, second = Attachment(id="a"), Attachment(id="b")
+        assert store_content(store, Content(0, opener), first) == "new"
+        assert store_content(store, Content(0, opener), second) == "dup"
+        assert store.put_new_stream(f"attachments/{first['sha256']}", opener, 12 * 1024 * 1024) is False  # completion refused: 412
+        assert max(reads) <= 5 * 1024 * 1024  # one part at a time, never the whole file
+    finally:
+        s3multipart.MULTIPART_THRESHOLD, s3multipart.PART_SIZE = original
+    assert s3_objects(s3_endpoint, s3_bucket, "p/attachments/") == {f"p/attachments/{first['sha256']}": big.read_bytes()}
