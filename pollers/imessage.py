@@ -35,11 +35,12 @@ from memex.errors import SourceError, SourceMissing, describe_exc
 from memex.records import Attachment, Conversation, Message, Sender, rfc3339
 from memex.source import Batch, Cursor, Item
 from pollers.imessage_edits import change_time, original_and_revisions
-from pollers.typedstream_text import decode_attributed_body
+from pollers.typedstream_text import decode_attributed_body, salvage_text
 
 DEFAULT_DB = "~/Library/Messages/chat.db"
 APPLE_EPOCH = datetime(2001, 1, 1, tzinfo=UTC)
 NANOSECOND_THRESHOLD = 100_000_000_000  # dates above ~1e11 are nanoseconds (macOS 10.13+)
+TYPEDSTREAM = ".typedstream"  # an attributedBody we could not fully decode, kept beside the record for `backfill --rewrite`
 ANCHORS = 3  # newest rows always kept as anchors (more are spread back, see spread_anchors)
 MAX_ANCHOR_BAND = 40
 REACTIONS = {0: "love", 1: "like", 2: "dislike", 3: "laugh", 4: "emphasize", 5: "question"}
@@ -379,7 +380,8 @@ class IMessagePoller:
                 continue
             recent = spread_anchors([[r["ROWID"], r["guid"]], *recent])
             cursor = {"rowid": r["ROWID"], "anchors": recent, **({"changed": changed} if changed else {})}
-            items.append(Item(cursor=cursor, message=original, contents=files.get(r["ROWID"], [])))
+            kept = {TYPEDSTREAM: bytes(r["attributedBody"])} if message.extra.get("text_error") and r.get("attributedBody") else {}
+            items.append(Item(cursor=cursor, message=original, contents=files.get(r["ROWID"], []), blobs=kept))
             # Edits and an unsend seen with the row itself; the changes pass may emit them again (expected duplicates).
             items += [Item(cursor=cursor, message=rev, expected_dup=True) for rev in revisions]
         return items
@@ -397,7 +399,11 @@ class IMessagePoller:
                 text = decode_attributed_body(bytes(body))
                 extra["text_from"] = "attributedBody"
             except ValueError as exc:
-                extra["text_error"] = str(exc)
+                extra["text_error"] = str(exc)  # our own parser's words: type and place, never the text
+                text = salvage_text(bytes(body))
+                if text is not None:  # the readable start; the whole blob is kept beside the record
+                    extra["text_from"] = "attributedBody (partial)"
+                    extra["text_partial"] = True
         assoc_type = r.get("associated_message_type") or 0
         kind = "message"
         reply_to = r.get("thread_originator_guid") or None

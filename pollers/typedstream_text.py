@@ -27,6 +27,33 @@ def decode_attributed_body(blob: bytes) -> str:
     raise ValueError("typedstream holds no string")
 
 
+def salvage_text(blob: bytes) -> str | None:
+    """The readable start of the string in a blob :func:`decode_attributed_body` could not parse, or None.
+
+    A truncated or damaged typedstream (real ones exist: a string that declares 157 bytes and holds 17) still
+    has the NSString's length and first bytes in place: take what is there, up to the first byte that is not
+    valid UTF-8. The caller marks the text partial and keeps the blob for a better parser later.
+    """
+    at = blob.find(b"NSString")
+    mark = blob.find(b"\x84\x01+", at) if at >= 0 else -1
+    if mark < 0 or mark + 3 >= len(blob):
+        return None
+    pos = mark + 3
+    tag = blob[pos]
+    if tag == 0x81:
+        declared, start = int.from_bytes(blob[pos + 1 : pos + 3], "little"), pos + 3
+    elif tag == 0x82:
+        declared, start = int.from_bytes(blob[pos + 1 : pos + 5], "little"), pos + 5
+    else:
+        declared, start = tag, pos + 1
+    data = blob[start : start + declared]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = data[: exc.start].decode("utf-8")
+    return text or None
+
+
 def _length(n: int) -> bytes:
     if n < 0x80:
         return bytes([n])

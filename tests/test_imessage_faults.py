@@ -61,3 +61,22 @@ def test_deleting_the_conversation_of_the_newest_messages_is_not_a_rebuild(tmp_p
     events = read_log(tmp_path / "state", "imessage")
     assert not [e for e in events if e["event"] == "source.reset"]
     assert (events[-1]["new"], events[-1]["dup"]) == (1, 0)
+
+
+def test_a_truncated_attributed_body_keeps_its_blob_and_the_readable_start(tmp_path: Path) -> None:
+    """A real damaged typedstream (declares 157 bytes, holds 17): the record gets the readable start marked partial,
+    and the whole blob is stored beside it as <id>.typedstream for a better parser later."""
+    blob = (Path(__file__).parent / "data" / "imessage" / "ExtraData.typedstream").read_bytes()
+    db = tmp_path / "chat.db"
+    imessage_samples.build(db, 3, seed=7)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE message SET text = NULL, attributedBody = ? WHERE ROWID = 2", (blob,))
+    guid = conn.execute("SELECT guid FROM message WHERE ROWID = 2").fetchone()[0]
+    conn.commit()
+    conn.close()
+    cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}})
+    assert run_cli("poll", "imessage", config=cfg).returncode == 0
+    objects = file_objects(tmp_path / "state" / "store")
+    record = json.loads(objects[f"messages/imessage/{guid}.json"])
+    assert record["text"] == "This is parsing  " and record["extra"]["text_partial"] is True
+    assert objects[f"messages/imessage/{guid}.typedstream"] == blob

@@ -359,6 +359,12 @@ MUTANTS = [
         ["tests/test_revisions_attachments.py::test_a_large_attachment_goes_up_in_parts_create_only"],
         id="multipart-upload-overwrites",
     ),
+    pytest.param(
+        "pollers/imessage.py",
+        [("                text = salvage_text(bytes(body))\n", "                text = None\n")],
+        ["tests/test_imessage_faults.py::test_a_truncated_attributed_body_keeps_its_blob_and_the_readable_start"],
+        id="truncated-typedstream-text-thrown-away",
+    ),
 ]  # fmt: skip
 
 
