@@ -22,6 +22,7 @@ BUILTIN: dict[str, str] = {
     "imap": "pollers.imap:make",
     "maildir": "pollers.maildir:make",
     "teams": "pollers.teams:make",
+    "signal": "pollers.signal_cli:make",
 }
 
 

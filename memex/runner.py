@@ -69,6 +69,7 @@ class PollResult:
     holder_host: str | None = None  # with S3 state: the host holding the lease
     lease_epoch: int | None = None  # with S3 state: the fencing epoch this poll held
     auth_required: bool | None = None  # the source's login is gone: `memex auth SOURCE` (health state AUTH)
+    extra: dict[str, Any] = field(default_factory=dict)  # the poller's own fields (a spool's count and oldest age)
 
     def log_fields(self) -> dict[str, Any]:
         """The summary line's fields (no message text, ever)."""
@@ -85,6 +86,7 @@ class PollResult:
         }
         if self.dup_expected:
             fields["dup_expected"] = self.dup_expected
+        fields.update({k: v for k, v in self.extra.items() if k not in fields})
         for key in ("error", "reset", "stopped", "holder_pid", "holder_host", "lease_epoch", "auth_required"):
             value = getattr(self, key)
             if value is not None:
@@ -246,7 +248,12 @@ def poll(
     beat = heartbeat.start(cfg, name, log)  # None unless the source has a heartbeat_url
     try:
         with open_poller(cfg.source(name)) as poller:
-            _run(cfg, name, poller, result, log, deadline=deadline, stop=stop, batch_size=batch_size, epoch=lock.epoch)
+            try:
+                _run(cfg, name, poller, result, log, deadline=deadline, stop=stop, batch_size=batch_size, epoch=lock.epoch)
+            finally:
+                report = getattr(poller, "report", None)  # memex.source.Spooling
+                if report is not None:
+                    result.extra = report()
     except Interrupted as exc:  # a request cut short by SIGTERM or --max-seconds; what was stored is saved
         result.stopped = exc.reason
         if exc.reason == "deadline" and not (result.new or result.dup or result.quarantined):
@@ -305,6 +312,7 @@ def _run(
     result.cursor_before = describe(result.positions_before)
     result.positions_after, result.cursor_after = result.positions_before, result.cursor_before
     uploader = Uploader(cfg, name, log, deadline=deadline)
+    stored = getattr(poller, "stored", None)  # memex.source.Spooling
 
     refused = False
 
@@ -321,6 +329,8 @@ def _run(
         uploader.sync()
         cursors.advance(name, committed, current, positions=positions)
         committed = current
+        if stored is not None:
+            stored(current)  # memex.source.Spooling: release what backs the records now durable
         result.positions_after = positions
         result.cursor_after = describe(result.positions_after)
 

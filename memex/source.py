@@ -86,6 +86,24 @@ class Poller(Protocol):
         ...
 
 
+class Spooling(Protocol):
+    """Optional: a poller that reads from a spool (:mod:`memex.spool`) of what its source handed over once.
+
+    The runner calls ``stored`` right after a cursor is saved, when every record up to it is durable in
+    the store, so the poller may then (and only then) remove the spool entries behind them; and ``report``
+    once at the end of the poll for fields of the poll line (``spool_count``, ``spool_oldest_age_s``, which
+    ``memex status``, the dashboard and the metrics show).
+    """
+
+    def stored(self, cursor: Cursor) -> None:
+        """Every record up to ``cursor`` is durable in the store."""
+        ...
+
+    def report(self) -> dict[str, Any]:
+        """Extra fields for the poll line (no message text)."""
+        ...
+
+
 class DeadlineAware(Protocol):
     """Optional: a poller that waits on a network (retries, backoff) is told when the poll must end.
 

@@ -365,6 +365,13 @@ MUTANTS = [
         ["tests/test_imessage_faults.py::test_a_truncated_attributed_body_keeps_its_blob_and_the_readable_start"],
         id="truncated-typedstream-text-thrown-away",
     ),
+    pytest.param(
+        "pollers/signal_cli.py",
+        [("                self._records = deque(self._entry.records())\n",
+          "                self._records = deque(self._entry.records())\n                self._entry.path.unlink()\n")],
+        ["tests/test_signal.py::test_kill_9_at_random_moments_loses_no_acknowledged_message"],
+        id="signal-spool-entry-removed-before-it-is-stored",
+    ),
 ]  # fmt: skip
 
 

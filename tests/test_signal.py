@@ -1,0 +1,182 @@
+"""Signal through signal-cli (pollers/signal_cli.py), driven by a stand-in executable that speaks signal-cli's JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from memex.records import encode_id, message_key, revision_key
+from tests import signal_standin as sc
+from tests.conftest import file_objects, read_log, run_cli, wait_until, write_config
+
+T0 = 1744235749734
+
+
+def setup(tmp_path: Path, **keys: Any) -> tuple[Path, Path]:
+    """A config with one signal source whose executable is the stand-in; returns (config, stand-in folder)."""
+    folder = tmp_path / "sc"
+    exe = sc.install(folder)
+    table = {"type": "signal", "account": sc.ACCOUNT, "executable": str(exe), "config_dir": str(tmp_path / "scdata"), "receive_timeout": 1}
+    table.update(keys)
+    return write_config(tmp_path, {"sig": table}), folder
+
+
+def stored(tmp_path: Path, prefix: str = "messages/") -> dict[str, dict[str, Any]]:
+    """The store's JSON objects under ``prefix``, decoded."""
+    return {k: json.loads(v) for k, v in file_objects(tmp_path / "state" / "store", prefix).items() if k.endswith(".json")}
+
+
+def last_poll(tmp_path: Path) -> dict[str, Any]:
+    """The newest poll line of the source."""
+    return [e for e in read_log(tmp_path / "state", "sig") if e.get("event") == "poll"][-1]
+
+
+def test_each_kind_of_envelope_becomes_its_record(tmp_path: Path) -> None:
+    """Data, group, quote, sync-sent, edit, remote delete and reaction envelopes become originals and revisions of
+    their target under the native ID <ACI>:<sent ms>; receipts and typing are skipped and counted."""
+    cfg, folder = setup(tmp_path)
+    group = {"groupId": sc.GROUP, "groupName": "Climbing", "revision": 3, "type": "DELIVER"}
+    quote = {"id": T0, "author": sc.ALICE, "authorNumber": None, "authorUuid": sc.ALICE, "text": "hi", "attachments": []}
+    sent = {"destination": sc.ALICE, "destinationNumber": None, "destinationUuid": sc.ALICE, **sc.data(T0 + 2, "from my phone")}
+    reaction = {"emoji": "👍", "targetAuthor": sc.ALICE, "targetAuthorNumber": None, "targetAuthorUuid": sc.ALICE,
+                "targetSentTimestamp": T0, "isRemove": False}  # fmt: skip
+    sc.queue(
+        folder,
+        sc.message(sc.ALICE, T0, "hi there"),
+        sc.message(sc.ALICE, T0 + 1, "in the group", groupInfo=group, quote=quote),
+        sc.envelope(sc.ME, T0 + 2, syncMessage={"sentMessage": sent}),
+        sc.envelope(sc.ALICE, T0 + 3, editMessage={"targetSentTimestamp": T0, "dataMessage": sc.data(T0 + 3, "hi there!")}),
+        sc.envelope(sc.ALICE, T0 + 4, dataMessage=sc.data(T0 + 4, None, reaction=reaction)),
+        sc.envelope(sc.ALICE, T0 + 5, dataMessage=sc.data(T0 + 5, None, remoteDelete={"timestamp": T0 + 1})),
+        sc.envelope(
+            sc.ALICE, T0 + 6, receiptMessage={"when": T0 + 6, "isDelivery": True, "isRead": False, "isViewed": False, "timestamps": [T0]}
+        ),
+        sc.envelope(sc.ALICE, T0 + 7, typingMessage={"action": "STARTED", "timestamp": T0 + 7}),
+    )
+    out = run_cli("poll", "sig", config=cfg)
+    assert out.returncode == 0, out.stderr
+    objects = stored(tmp_path)
+    first = objects[message_key("sig", f"{sc.ALICE}:{T0}")]
+    assert first["text"] == "hi there" and first["sender"] == {"id": sc.ALICE, "name": "Alice", "is_me": False}
+    assert first["sent_at"] == "2025-04-09T21:55:49.734000Z" and first["conversation"]["id"] == sc.ALICE
+    grouped = objects[message_key("sig", f"{sc.ALICE}:{T0 + 1}")]
+    assert grouped["conversation"]["id"] == sc.GROUP and grouped["conversation"]["name"] == "Climbing"
+    assert grouped["reply_to"] == f"{sc.ALICE}:{T0}"
+    mine = objects[message_key("sig", f"{sc.ME}:{T0 + 2}")]
+    assert mine["sender"]["is_me"] and mine["conversation"]["id"] == sc.ALICE and mine["text"] == "from my phone"
+    revisions = stored(tmp_path, "revisions/")
+    edit = revisions[revision_key("sig", f"{sc.ALICE}:{T0}", f"edit:{T0 + 3}")]
+    assert edit["text"] == "hi there!" and edit["revision"]["kind"] == "edit"
+    assert first["text"] == "hi there"  # the original is never overwritten
+    react = revisions[revision_key("sig", f"{sc.ALICE}:{T0}", f"reaction:{sc.ALICE}:{T0 + 4}")]
+    assert react["extra"]["reaction"] == {"emoji": "👍", "by": sc.ALICE, "remove": False}
+    tomb = revisions[revision_key("sig", f"{sc.ALICE}:{T0 + 1}", f"delete:{T0 + 5}")]
+    assert tomb["deleted"] is True and tomb["revision"]["kind"] == "delete"
+    assert len(objects) == 3 and len(revisions) == 3
+    line = last_poll(tmp_path)
+    assert line["new"] == 6 and line["skipped"] == {"receipt": 1, "typing": 1}
+    assert line["spool_count"] == 0 and line["receive"] == "ok"
+    argv = (folder / "argv.log").read_text().split()
+    assert argv == ["--config", str(tmp_path / "scdata"), "-a", sc.ACCOUNT, "-o", "json", "receive", "-t", "1"]
+
+
+def test_exceptions_and_broken_lines_are_quarantined_with_their_bytes(tmp_path: Path) -> None:
+    """An exception envelope and a line that is not JSON are kept in quarantine with the raw line; the rest is stored."""
+    cfg, folder = setup(tmp_path)
+    broken = b'{"envelope": {"sourceUuid": "x", "timestamp": 1'
+    exc = {"exception": {"message": "org.signal.libsignal.protocol.InvalidMessageException: invalid", "type": "ProtocolInvalidMessageException"},
+           **sc.envelope(sc.ALICE, T0)}  # fmt: skip
+    sc.queue(folder, exc, broken, sc.message(sc.ALICE, T0 + 1, "fine"))
+    out = run_cli("poll", "sig", config=cfg)
+    assert out.returncode == 0, out.stderr
+    raws = file_objects(tmp_path / "state" / "store", "quarantine/")
+    assert sorted(v for k, v in raws.items() if k.endswith(".raw")) == sorted([broken, sc.acked(folder)[0]])
+    assert list(stored(tmp_path)) == [message_key("sig", f"{sc.ALICE}:{T0 + 1}")]
+    assert last_poll(tmp_path)["quarantined"] == 2
+    assert "invalid" not in out.stderr
+
+
+def test_attachments_are_stored_content_addressed_from_signal_clis_folder(tmp_path: Path) -> None:
+    """An attachment signal-cli downloaded to <config_dir>/attachments/<id> is stored as attachments/<sha256>; one gone is marked missing."""
+    cfg, folder = setup(tmp_path)
+    (tmp_path / "scdata" / "attachments").mkdir(parents=True)
+    (tmp_path / "scdata" / "attachments" / "e3GxZ1pV.jpg").write_bytes(b"\xff\xd8jpeg bytes")
+    atts = [{"contentType": "image/jpeg", "filename": "cat.jpg", "id": "e3GxZ1pV.jpg", "size": 12},
+            {"contentType": "image/png", "filename": None, "id": "gone.png", "size": 5}]  # fmt: skip
+    sc.queue(folder, sc.message(sc.ALICE, T0, "look", attachments=atts))
+    assert run_cli("poll", "sig", config=cfg).returncode == 0
+    record = stored(tmp_path)[message_key("sig", f"{sc.ALICE}:{T0}")]
+    import hashlib
+
+    sha = hashlib.sha256(b"\xff\xd8jpeg bytes").hexdigest()
+    assert record["attachments"][0]["sha256"] == sha and record["attachments"][1]["missing"] is True
+    assert (tmp_path / "state" / "store" / "attachments" / sha).read_bytes() == b"\xff\xd8jpeg bytes"
+
+
+def test_a_busy_account_skips_the_receive_and_still_drains_the_spool(tmp_path: Path) -> None:
+    """ "Config file is in use by another instance": one clear warning, exit 0, not a failure; a missing or unlinked
+    signal-cli is one line saying how to install and link it (exit 1)."""
+    cfg, folder = setup(tmp_path)
+    (folder / "mode").write_text("busy")
+    out = run_cli("poll", "sig", config=cfg)
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+    assert last_poll(tmp_path)["receive"] == "busy" and last_poll(tmp_path)["status"] == "idle"
+    (folder / "mode").write_text("unlinked")
+    out = run_cli("poll", "sig", config=cfg)
+    assert out.returncode == 1 and "signal-cli link -n memex" in out.stderr and "Traceback" not in out.stderr
+    cfg2, _ = setup(tmp_path / "two", executable=str(tmp_path / "nowhere" / "signal-cli"))
+    out = run_cli("poll", "sig", config=cfg2)
+    assert out.returncode == 1 and "install signal-cli" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_hanging_receive_is_killed_at_the_deadline_and_its_lines_kept(tmp_path: Path) -> None:
+    """signal-cli that never exits is killed at --max-seconds; the lines it printed (and acknowledged) are stored."""
+    cfg, folder = setup(tmp_path)
+    (folder / "mode").write_text("hang")
+    sc.queue(folder, *(sc.message(sc.ALICE, T0 + i, f"m{i}") for i in range(4)))
+    started = time.monotonic()
+    out = run_cli("poll", "sig", "--max-seconds", "3", config=cfg)
+    assert time.monotonic() - started < 20 and "Traceback" not in out.stderr
+    assert last_poll(tmp_path)["receive"] == "killed"
+    assert len(sc.acked(folder)) == 2
+    (folder / "mode").write_text("normal")
+    assert run_cli("poll", "sig", config=cfg).returncode == 0
+    assert len(stored(tmp_path)) == 4
+
+
+def test_kill_9_at_random_moments_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    """memex poll killed with SIGKILL at random moments while messages keep arriving: after a clean poll every
+    message the stand-in acknowledged is in the store exactly once and the spool is empty."""
+    cfg, folder = setup(tmp_path)
+    store = tmp_path / "state" / "store" / "messages" / "sig"
+    rng = random.Random(11)
+    kills = 0
+    sent = 0
+    for _ in range(10):
+        sc.queue(folder, *(sc.message(sc.ALICE, T0 + sent + i, f"m{sent + i}") for i in range(150)))
+        sent += 150
+        proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "sig"], stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.1, 0.9))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.wait(30)
+    assert kills >= 3
+    wait_until(
+        lambda: len(sc.acked(folder)) == sent or run_cli("poll", "sig", config=cfg).returncode != 0, 120, "every message acknowledged"
+    )
+    out = run_cli("poll", "sig", config=cfg)
+    assert out.returncode == 0, out.stderr
+    acked = [json.loads(line)["envelope"]["timestamp"] for line in sc.acked(folder)]
+    names = os.listdir(store)
+    assert len(acked) == sent and sorted(names) == sorted(encode_id(f"{sc.ALICE}:{ts}") + ".json" for ts in acked)
+    assert last_poll(tmp_path)["spool_count"] == 0
+    spool = tmp_path / "state" / "spool" / "sig"
+    assert not os.listdir(spool / "new") and not os.listdir(spool / "cur")
