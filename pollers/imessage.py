@@ -40,6 +40,9 @@ from pollers.typedstream_text import decode_attributed_body, salvage_text
 DEFAULT_DB = "~/Library/Messages/chat.db"
 APPLE_EPOCH = datetime(2001, 1, 1, tzinfo=UTC)
 NANOSECOND_THRESHOLD = 100_000_000_000  # dates above ~1e11 are nanoseconds (macOS 10.13+)
+# Edits (15 minutes) and unsends (2 minutes) only touch recent messages: each poll re-checks this many newest
+# stored rows for in-place changes, a bounded cost however long the history (a backfill re-reads every edit history).
+EDIT_WINDOW_ROWS = 5000
 TYPEDSTREAM = ".typedstream"  # an attributedBody we could not fully decode, kept beside the record for `backfill --rewrite`
 ANCHORS = 3  # newest rows always kept as anchors (more are spread back, see spread_anchors)
 MAX_ANCHOR_BAND = 40
@@ -280,9 +283,10 @@ class IMessagePoller:
             return Batch(items=[], cursor=cursor)
         stamp = "MAX(COALESCE(m.date_edited, 0), COALESCE(m.date_retracted, 0))"
         cols = ", ".join(f"m.{c}" for c in self._columns or ())
+        top = int(cursor.get("rowid", 0))
         rows = read_all(conn, f"SELECT m.ROWID, {cols}, h.id FROM message m LEFT JOIN handle h ON h.ROWID = m.handle_id "
-                              f"WHERE m.ROWID <= ? AND {stamp} > ? ORDER BY {stamp}, m.ROWID LIMIT ?",
-                        (int(cursor.get("rowid", 0)), changed, limit))  # fmt: skip
+                              f"WHERE m.ROWID > ? AND m.ROWID <= ? AND {stamp} > ? ORDER BY {stamp}, m.ROWID LIMIT ?",
+                        (max(0, top - EDIT_WINDOW_ROWS), top, changed, limit))  # fmt: skip
         if not rows:
             return Batch(items=[], cursor=cursor)
         items = self._render(conn, rows, list(cursor.get("anchors") or []), changed=changed, only_revisions=True)
