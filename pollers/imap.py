@@ -47,6 +47,8 @@ from memex.source import Batch, Cursor, Item
 from pollers.email_render import sent_or, to_item
 
 FETCH_CHUNK = 250  # UIDs per UID FETCH command
+SEARCH_WINDOW = 20_000  # UIDs per UID SEARCH (its answer is one line; imaplib refuses lines over 1,000,000 bytes)
+SEARCH_WINDOW_MAX = 80_000  # a window doubled over empty stretches stops here (80,000 10-digit UIDs < 1 MB)
 BACKOFF: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)  # seconds between retries of a transient failure
 RETRY_BUDGET = 40.0  # seconds a poll may spend retrying (the runner's default time budget is 50)
 PASSWORD_CMD_TIMEOUT = 30.0
@@ -329,18 +331,36 @@ class ImapPoller:
             raise MailboxError(f"source {self.name!r}: {self._where()} sent no UIDVALIDITY for {mailbox!r}; cannot keep a cursor")
         return validity, _untagged_int(conn, "UIDNEXT")
 
-    def _search(self, first: int) -> list[int]:
-        """UIDs >= ``first`` in the selected mailbox (dropping the highest UID that ``n:*`` returns below n)."""
-        conn = self._connect()
-        self.commands += 1
-        data = self._cmd(conn, "UID SEARCH", self._io("UID SEARCH", lambda: conn.uid("SEARCH", f"UID {first}:*")))
-        return sorted(u for u in _ints(data) if u >= first)
+    def _search(self, first: int, uidnext: int | None = None, want: int | None = None, criteria: str = "") -> list[int]:
+        """UIDs >= ``first`` in the selected mailbox matching ``criteria``, searched in bounded UID windows.
 
-    def _search_criteria(self, criteria: str) -> list[int]:
+        One ``UID SEARCH`` over a whole big mailbox answers in one line, and imaplib
+        refuses lines over 1,000,000 bytes (about 145,000 UIDs): so the range up to
+        UIDNEXT is searched window by window (:data:`SEARCH_WINDOW` UIDs, doubled
+        over empty stretches up to :data:`SEARCH_WINDOW_MAX`, whose answer stays
+        well under the limit), stopping once ``want`` UIDs are found. Without a
+        UIDNEXT the server is asked for ``first:*`` (and the highest UID it
+        returns below ``first`` is dropped).
+        """
+        if uidnext is None:
+            return sorted(u for u in self._search_range(f"{first}:*", criteria) if u >= first)
+        found: list[int] = []
+        window = SEARCH_WINDOW
+        start = first
+        while start < uidnext and (want is None or len(found) < want):
+            end = min(uidnext - 1, start + window - 1)
+            got = sorted(u for u in self._search_range(f"{start}:{end}", criteria) if start <= u <= end)
+            found.extend(got)
+            window = SEARCH_WINDOW if got else min(SEARCH_WINDOW_MAX, window * 2)
+            start = end + 1
+        return found
+
+    def _search_range(self, uid_range: str, criteria: str) -> list[int]:
         conn = self._connect()
         self.commands += 1
-        data = self._cmd(conn, "UID SEARCH", self._io("UID SEARCH", lambda: conn.uid("SEARCH", criteria)))
-        return sorted(_ints(data))
+        query = f"UID {uid_range}" + (f" {criteria}" if criteria else "")
+        data = self._cmd(conn, "UID SEARCH", self._io("UID SEARCH", lambda: conn.uid("SEARCH", query)))
+        return _ints(data)
 
     def _fetch_raw(self, uids: list[int]) -> list[tuple[int, bytes, datetime | None]]:
         """``(uid, raw bytes, INTERNALDATE)`` of ``uids`` in the selected mailbox, in one UID FETCH."""
@@ -442,7 +462,7 @@ class ImapPoller:
             if uidnext is not None and uidnext <= last + 1:
                 uids: list[int] = []
             else:
-                uids = self._search(last + 1)[:limit]
+                uids = self._search(last + 1, uidnext, want=limit)[:limit]
             if not uids:
                 self._caught_up.add(mailbox)
                 if known is None:
@@ -532,12 +552,16 @@ class ImapPoller:
             criteria.append(f"SENTSINCE {_imap_day(since - timedelta(days=1))}")
         if until is not None:
             criteria.append(f"SENTBEFORE {_imap_day(until + timedelta(days=2))}")
-        search = " ".join(criteria) or "ALL"
+        search = " ".join(criteria)
         for index in range(start_index, len(names)):
             mailbox = names[index]
-            validity = self._retrying("EXAMINE", lambda m=mailbox: self._examine(m)[0])  # type: ignore[misc]
+            validity, uidnext = self._retrying("EXAMINE", lambda m=mailbox: self._examine(m))  # type: ignore[misc]
             floor = after_uid if index == start_index and old_validity == validity else 0
-            found = self._retrying("UID SEARCH", lambda m=mailbox: self._in(m, lambda: self._search_criteria(search)))  # type: ignore[misc]
+
+            def search_box(m: str = mailbox, n: int | None = uidnext, f: int = floor) -> list[int]:
+                return self._in(m, lambda: self._search(f + 1, n, criteria=search))
+
+            found = self._retrying("UID SEARCH", search_box)
             uids = [u for u in found if u > floor]
             for start in range(0, len(uids), self.fetch_chunk):
                 chunk = uids[start : start + self.fetch_chunk]

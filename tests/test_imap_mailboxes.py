@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import imaplib
+import itertools
+import os
 import re
+import time
 from pathlib import Path
+
+import pytest
 
 from memex import config as memex_config
 from memex.cursors import CursorStore
 from memex.runner import poll
+from pollers import imap
 from tests.conftest import read_log, run_cli, write_config
 from tests.dovecot import PASSWORD, Dovecot, dovecot_server
 from tests.imap_proxy import imap_proxy
@@ -95,3 +102,57 @@ def test_a_mailbox_that_cannot_be_opened_does_not_stop_the_others(tmp_path: Path
     assert CursorStore(cfg.state_dir).section("mail")["positions"] == {"INBOX": 2}
     warnings = [e for e in read_log(cfg.state_dir, "mail") if e["event"] == "source.warning"]
     assert ["Archive" in w["reason"] for w in warnings] == [True]
+
+
+BIG = 200_000
+
+
+def write_big_maildir(server: Dovecot, user: str, count: int) -> None:
+    """``count`` tiny messages written straight into Dovecot's Maildir (APPEND would take far too long), owned by its user."""
+    root = server.maildir(user)
+    for sub in ("cur", "new", "tmp"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    cur = root / "cur"
+    for i in range(1, count + 1):
+        path = cur / f"1700000000.M{i}P1.test:2,S"
+        path.write_bytes(b"Message-ID: <b%d@example.com>\r\nSubject: b%d\r\n\r\nx\r\n" % (i, i))
+        os.chown(path, server.uid, server.gid)
+    for folder in (root.parent, root, *(root / sub for sub in ("cur", "new", "tmp"))):
+        os.chown(folder, server.uid, server.gid)
+
+
+def test_a_mailbox_of_200000_messages_is_polled_in_bounded_search_windows(dovecot: Dovecot) -> None:
+    """200,000 messages: a whole-mailbox UID SEARCH answer is over imaplib's 1,000,000-byte line limit; windows are not."""
+    user = dovecot.new_user()
+    write_big_maildir(dovecot, user, BIG)
+    with dovecot.session(user) as conn:
+        conn.select("INBOX", readonly=True)
+        with pytest.raises(imaplib.IMAP4.error, match="got more than"):
+            conn.uid("SEARCH", "UID 1:*")  # what the poller used to send: the answer cannot even be read
+    poller = imap.ImapPoller(
+        "mail", imap.Settings("127.0.0.1", dovecot.port, "none", user, f"printf %s {PASSWORD}", None, ("INBOX",), 60.0)
+    )
+    try:
+        began = time.monotonic()
+        batch = poller.fetch({"mailboxes": {}}, 100)
+        first_batch_seconds = time.monotonic() - began
+        assert [i.message.native_id for i in batch.items if i.message][:2] == ["b1@example.com", "b2@example.com"]
+        assert len(batch.items) == 100 and batch.cursor["mailboxes"]["INBOX"]["last_uid"] == 100
+        near_end = {"mailboxes": {"INBOX": {**batch.cursor["mailboxes"]["INBOX"], "last_uid": BIG - 30}}}
+        tail = poller.fetch(near_end, 100)
+        assert [i.message.native_id for i in tail.items if i.message] == [f"b{i}@example.com" for i in range(BIG - 29, BIG + 1)]
+        assert poller.head()["mailboxes"]["INBOX"]["last_uid"] == BIG
+        searches_before = poller.commands
+        walked = list(
+            itertools.islice(
+                poller.history(
+                    None, None, {"mailbox": "INBOX", "uidvalidity": tail.cursor["mailboxes"]["INBOX"]["uidvalidity"], "uid": BIG - 3}
+                ),
+                10,
+            )
+        )
+        assert [i.message.native_id for i in walked if i.message] == [f"b{i}@example.com" for i in range(BIG - 2, BIG + 1)]
+        assert poller.commands > searches_before
+        print(f"200,000-message mailbox: first batch of 100 in {first_batch_seconds:.2f}s")
+    finally:
+        poller.close()
