@@ -197,6 +197,8 @@ class Dashboard:
         section = self.sections.get(view.name, {})
         cursor = describe(section.get("positions") or {}) if "cursor" in section else "-"
         counts = f"{last.get('new', 0)}/{last.get('dup', 0)}" if last and last.get("status") in ("ok", "idle") else "-"
+        if last and isinstance(last.get("spool_count"), int) and last["spool_count"]:
+            counts += f" +{last['spool_count']} spooled"
         return Row(
             name=view.name,
             state=state.state,

@@ -57,8 +57,7 @@ everything. Each state below has one rule over the source's recent events
 ``SPOOL``
     (SPOOL BACKLOG) The newest poll that reports ``spool_oldest_age_s`` reports
     more than ``spool_max_age_s`` (default 900 s): a source that spools before
-    upload is not getting its spool out. A generic hook: no current source
-    spools, so no current source can be in this state.
+    upload is not getting its spool out (signal: :mod:`memex.spool`).
 ``DISABLED``
     ``enabled = false`` in the config; no other rule applies.
 

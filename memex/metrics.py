@@ -27,8 +27,8 @@ Metrics (label ``source``): ``memex_last_success_timestamp_seconds``,
 (also ``status``), ``memex_state`` (also ``state``; 1 for the current state,
 0 for the others), and only when the source reports them,
 ``memex_cursor_lag`` (messages between the cursor and the source's head) and
-``memex_spool_oldest_age_seconds``. No current poller reports either, so
-they are absent rather than wrong.
+``memex_spool_oldest_age_seconds`` and ``memex_spool_entries`` (a source
+that spools, e.g. signal). Absent for the others rather than wrong.
 
 Nothing here can fail a poll: a fault is logged as ``metrics.failed``.
 """
@@ -92,7 +92,7 @@ def record_poll(entry: dict[str, Any], fields: dict[str, Any], now: float) -> di
     entry["last_duration_s"] = _int(fields.get("duration_ms")) / 1000.0
     if status in ("ok", "idle"):
         entry["last_success_ts"] = now
-    for key in ("cursor_lag", "spool_oldest_age_s"):
+    for key in ("cursor_lag", "spool_oldest_age_s", "spool_count"):
         value = fields.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
             entry[key] = value
@@ -127,6 +127,7 @@ def render(entries: dict[str, dict[str, Any]]) -> str:
     fam("memex_errors_total", "counter", "Polls that failed.", "errors")
     fam("memex_cursor_lag", "gauge", "Messages between the cursor and the source's head (sources that know it).", "cursor_lag")
     fam("memex_spool_oldest_age_seconds", "gauge", "Age of the oldest spooled entry (sources that spool).", "spool_oldest_age_s")
+    fam("memex_spool_entries", "gauge", "Spooled entries not yet stored (sources that spool).", "spool_count")
     polls = [
         ({"source": s, "status": st}, float(_int((e.get("polls") or {}).get(st)))) for s, e in sorted(entries.items()) for st in STATUSES
     ]

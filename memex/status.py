@@ -33,6 +33,8 @@ class SourceStatus(TypedDict):
     state_reason: str
     polled_by: str | None  # with S3 state: the host of the last poll lease ("host pid N")
     lease: str | None  # with S3 state: "held by host pid N" while a poll runs, else "free"
+    spooled: int | None  # sources that spool (memex.spool): entries waiting at the last poll
+    spool_oldest_age_s: float | None
 
 
 REMOTE = "REMOTE"
@@ -88,6 +90,8 @@ def collect(cfg: Config) -> list[SourceStatus]:
                 state=state,
                 state_reason=reason,
                 polled_by=f"{lease.host} pid {lease.pid}" if lease else None,
+                spooled=last.get("spool_count"),
+                spool_oldest_age_s=last.get("spool_oldest_age_s"),
                 lease=(f"held by {lease.host} pid {lease.pid} (epoch {lease.epoch})" if lease.live else "free") if lease else None,
             )
         )
@@ -120,6 +124,8 @@ def render_table(rows: list[SourceStatus]) -> str:
                 result += f", {r['last_dup']} dup"
         elif r["last_status"] == "error":
             result += f": {r['last_error']}"
+        if r["spooled"]:
+            result += f"; {r['spooled']} spooled (oldest {int(r['spool_oldest_age_s'] or 0)}s)"
         if not r["enabled"]:
             result = "disabled; " + result
         cells = [r["source"], r["type"], r["cursor"], short_ts(r["last_poll_at"]), short_ts(r["last_ok_at"]), r["state"], result]

@@ -144,8 +144,15 @@ def test_a_hanging_receive_is_killed_at_the_deadline_and_its_lines_kept(tmp_path
     started = time.monotonic()
     out = run_cli("poll", "sig", "--max-seconds", "3", config=cfg)
     assert time.monotonic() - started < 20 and "Traceback" not in out.stderr
-    assert last_poll(tmp_path)["receive"] == "killed"
+    hung = last_poll(tmp_path)
+    assert hung["receive"] == "killed"
     assert len(sc.acked(folder)) == 2
+    spooled = hung["spool_count"]  # received, not stored (the time was up): reported everywhere
+    assert spooled == 1
+    if spooled:
+        assert f"{spooled} spooled" in run_cli("status", config=cfg).stdout
+        assert f"+{spooled} spooled" in run_cli("dashboard", "--once", "--width", "240", config=cfg).stdout
+        assert f'memex_spool_entries{{source="sig"}} {spooled}' in (tmp_path / "state" / "metrics" / "memex.prom").read_text()
     (folder / "mode").write_text("normal")
     assert run_cli("poll", "sig", config=cfg).returncode == 0
     assert len(stored(tmp_path)) == 4
