@@ -5,7 +5,9 @@ Keys: ``host``, ``port`` (default 993 with ``security = "ssl"``, else 143),
 loopback host only), ``user``, exactly one of ``password_cmd`` (a shell
 command line whose stdout is the password) or ``password_env`` (the name of
 an environment variable), ``mailboxes`` (names or globs, default
-``["INBOX"]``) and ``timeout`` (seconds per network operation, default 30).
+``["INBOX"]``) and ``timeout`` (seconds per network operation, default 30) and ``ca_file``
+(a PEM CA certificate to trust instead of the system's, for a private or
+self-signed server; TLS certificates are always verified).
 The password is read when the poll connects and is never stored or logged.
 
 Cursor: ``{"mailboxes": {NAME: {"uidvalidity": V, "last_uid": U}}}``;
@@ -38,6 +40,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 from memex.config import SourceConfig
@@ -87,6 +90,7 @@ class Settings:
     password_env: str | None
     mailboxes: tuple[str, ...]
     timeout: float
+    ca_file: str | None = None  # PEM file of the CA to trust instead of the system's (a private or self-signed server)
 
 
 def make(source: SourceConfig) -> ImapPoller:
@@ -110,8 +114,14 @@ def make(source: SourceConfig) -> ImapPoller:
     if not mailboxes or not all(mailboxes):
         raise keys.error("mailboxes", "must list at least one non-empty mailbox name or glob")
     timeout = keys.number("timeout", default=30, minimum=1, maximum=600)
+    ca_file = keys.path("ca_file", default=None)
+    if ca_file is not None and security == "none":
+        raise keys.error("ca_file", 'is for TLS; it has no effect with security = "none"')
+    if ca_file is not None and not Path(ca_file).is_file():
+        raise keys.error("ca_file", f"{ca_file}: no such file (the PEM certificate of the CA to trust)")
     keys.finish()
-    settings = Settings(host, port, security, user, password_cmd, password_env, tuple(mailboxes), float(timeout))
+    ca = str(ca_file) if ca_file is not None else None
+    settings = Settings(host, port, security, user, password_cmd, password_env, tuple(mailboxes), float(timeout), ca)
     return ImapPoller(source.name, settings)
 
 
@@ -192,12 +202,13 @@ class ImapPoller:
         if s.security == "ssl":
             import ssl
 
-            return imaplib.IMAP4_SSL(s.host, s.port, ssl_context=ssl.create_default_context(), timeout=timeout)
+            context = ssl.create_default_context(cafile=s.ca_file)
+            return imaplib.IMAP4_SSL(s.host, s.port, ssl_context=context, timeout=timeout)
         conn = imaplib.IMAP4(s.host, s.port, timeout=timeout)
         if s.security == "starttls":
             import ssl
 
-            conn.starttls(ssl.create_default_context())
+            conn.starttls(ssl.create_default_context(cafile=s.ca_file))
         return conn
 
     def _connect(self) -> imaplib.IMAP4:
@@ -216,6 +227,12 @@ class ImapPoller:
                 f"source {self.name!r}: connection to {self._where()} refused; is the server up and the port right?"
             ) from None
         except OSError as exc:
+            if type(exc).__name__ == "SSLCertVerificationError":
+                why = getattr(exc, "verify_message", None) or "not trusted"
+                raise SourceError(
+                    f"source {self.name!r}: the TLS certificate of {self._where()} was refused ({why}); if the server uses "
+                    "a private or self-signed CA, set ca_file to its certificate (PEM)"
+                ) from None
             reason = exc.strerror or type(exc).__name__
             raise SourceError(f"source {self.name!r}: cannot connect to {self._where()} ({reason})") from None
         except imaplib.IMAP4.error as exc:

@@ -67,6 +67,7 @@ class Dovecot:
     uid: int
     gid: int
     users: list[str] = field(default_factory=list)
+    tls_port: int = 0  # implicit-TLS listener (start(tls=True) only)
 
     host = "127.0.0.1"
 
@@ -138,7 +139,7 @@ def append(conn: imaplib.IMAP4, mailbox: str, raw: bytes, flags: str | None = No
 CONFIG = """\
 protocols = imap
 listen = 127.0.0.1
-ssl = no
+{ssl}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 base_dir = {root}/run
@@ -170,8 +171,28 @@ service imap-login {{
     address = 127.0.0.1
     port = {port}
   }}
-}}
+{imaps}}}
 """
+SSL_ON = """ssl = yes
+ssl_cert = <{root}/cert.pem
+ssl_key = <{root}/key.pem"""
+IMAPS = """  inet_listener imaps {{
+    address = 127.0.0.1
+    port = {port}
+    ssl = yes
+  }}
+"""
+
+
+def self_signed(folder: Path, name: str = "cert") -> Path:
+    """A self-signed certificate for 127.0.0.1 and localhost (``{name}.pem``, key ``key.pem``), made with openssl."""
+    cert = folder / f"{name}.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(folder / "key.pem"), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert
 
 
 def _run_as() -> tuple[int, int]:
@@ -182,8 +203,12 @@ def _run_as() -> tuple[int, int]:
     return nobody.pw_uid, nobody.pw_gid
 
 
-def start(timeout: float = 30.0) -> Dovecot:
-    """Start a Dovecot on a free loopback port and wait (with a deadline) until it greets."""
+def start(timeout: float = 30.0, *, tls: bool = False) -> Dovecot:
+    """Start a Dovecot on a free loopback port and wait (with a deadline) until it greets.
+
+    With ``tls`` it also offers STARTTLS and listens for implicit TLS on ``tls_port``, with a
+    self-signed certificate at ``root/cert.pem``.
+    """
     binary = require_dovecot()
     uid, gid = _run_as()
     root = Path(tempfile.mkdtemp(prefix="memex-dovecot-"))
@@ -191,12 +216,16 @@ def start(timeout: float = 30.0) -> Dovecot:
     for sub in ("run", "state", "home"):
         (root / sub).mkdir()
     port = _free_port()
+    tls_port = _free_port() if tls else 0
+    if tls:
+        self_signed(root)
     conf = root / "dovecot.conf"
     conf.write_text(
         CONFIG.format(
-            root=root, user=pwd.getpwuid(uid).pw_name, group=grp.getgrgid(gid).gr_name, uid=uid, gid=gid, port=port, password=PASSWORD
+            root=root, user=pwd.getpwuid(uid).pw_name, group=grp.getgrgid(gid).gr_name, uid=uid, gid=gid, port=port, password=PASSWORD,
+            ssl=SSL_ON.format(root=root) if tls else "ssl = no", imaps=IMAPS.format(port=tls_port) if tls else "",
         )
-    )
+    )  # fmt: skip
     if os.geteuid() == 0:
         for path in [root, *root.rglob("*")]:
             os.chown(path, uid, gid)
@@ -206,7 +235,7 @@ def start(timeout: float = 30.0) -> Dovecot:
     stderr = (root / "stderr.log").open("wb")
     proc = subprocess.Popen([binary, "-F", "-c", str(conf)], stdout=stderr, stderr=subprocess.STDOUT, cwd=root, **kwargs)
     stderr.close()
-    server = Dovecot(root=root, port=port, proc=proc, uid=uid, gid=gid)
+    server = Dovecot(root=root, port=port, proc=proc, uid=uid, gid=gid, tls_port=tls_port)
     deadline = time.monotonic() + timeout
     while True:
         if proc.poll() is not None:

@@ -372,6 +372,12 @@ MUTANTS = [
         ["tests/test_signal.py::test_kill_9_at_random_moments_loses_no_acknowledged_message"],
         id="signal-spool-entry-removed-before-it-is-stored",
     ),
+    pytest.param(
+        "pollers/imap.py",
+        [("            context = ssl.create_default_context(cafile=s.ca_file)\n", "            context = ssl._create_unverified_context()\n")],
+        ["tests/test_imap_tls.py::test_a_certificate_not_trusted_is_refused_with_a_clear_error"],
+        id="imap-tls-certificate-not-verified",
+    ),
 ]  # fmt: skip
 
 
