@@ -6,12 +6,18 @@ lets two processes hold "the" lock on two different inodes at once. The lock
 belongs to the open file description, so two opens in one process (threads)
 exclude each other as well as two processes do. The kernel drops the lock
 when its holder dies, even under ``kill -9``.
+
+Waiting is fair and prompt: :func:`exclusive` blocks in ``flock`` itself (the
+kernel wakes a waiter the moment the holder lets go) instead of polling with
+``LOCK_NB`` and sleeping, which under contention let a newcomer win again and
+again while an old waiter slept. The deadline is kept by a helper thread.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,17 +54,91 @@ def wait_flock(fd: int, mode: int, timeout: float) -> bool:
             delay = min(delay * 2, _POLL_MAX)
 
 
+class _Waiter:
+    """A thread blocked in ``flock(LOCK_EX)`` on its own descriptor of a lock file, for a caller that waits with a deadline.
+
+    The thread opens the file itself, so its lock is on an open file description nobody else uses: if the caller
+    gives up, the thread closes it as soon as the lock is granted, which releases it without touching any other lock.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._state = threading.Lock()
+        self._done = threading.Event()
+        self._fd: int | None = None
+        self._error: OSError | None = None
+        self._abandoned = False
+        threading.Thread(target=self._run, name="memex-flock-wait", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            fd = _open_lock_file(self._path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+        except OSError as exc:
+            with self._state:
+                self._error = exc
+            self._done.set()
+            return
+        with self._state:
+            if self._abandoned:
+                os.close(fd)  # the caller gave up: closing our own descriptor drops the lock we were granted
+                return
+            self._fd = fd
+        self._done.set()
+
+    def take(self, timeout: float) -> int | None:
+        """The descriptor holding the lock, or None once ``timeout`` seconds passed (the thread then lets go for us)."""
+        try:
+            self._done.wait(timeout)
+        except BaseException:  # a signal handler raised (SIGTERM, Ctrl-C): give up, never leave the lock held
+            with self._state:
+                self._abandoned = True
+                if self._fd is not None:
+                    os.close(self._fd)
+            raise
+        with self._state:
+            if self._error is not None:
+                raise self._error
+            if self._fd is None:
+                self._abandoned = True
+            return self._fd
+
+
+def lock_exclusive(path: Path, timeout: float) -> int | None:
+    """Open ``path`` and take ``flock(LOCK_EX)`` on it within ``timeout`` seconds; the holding descriptor, or None.
+
+    Uncontended it costs one non-blocking ``flock``; contended it blocks in the kernel (prompt, in the order the
+    kernel wakes waiters) rather than polling. Close the descriptor (or ``LOCK_UN``) to release.
+    """
+    fd = _open_lock_file(path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fd
+    except BlockingIOError:
+        os.close(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if timeout <= 0:
+        return None
+    return _Waiter(path).take(timeout)
+
+
 @contextmanager
 def exclusive(path: Path, timeout: float = 10.0) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` for the ``with`` block.
 
-    Waits at most ``timeout`` seconds (see :func:`wait_flock`), then raises
+    Waits at most ``timeout`` seconds, blocked in the kernel (see :func:`lock_exclusive`), then raises
     :class:`LockTimeout` naming the path.
     """
-    fd = _open_lock_file(path)
+    fd = lock_exclusive(path, timeout)
+    if fd is None:
+        raise LockTimeout(path, timeout)
     try:
-        if not wait_flock(fd, fcntl.LOCK_EX, timeout):
-            raise LockTimeout(path, timeout)
         try:
             yield
         finally:

@@ -63,3 +63,32 @@ def test_run_lock_excludes_within_one_process(tmp_path: Path) -> None:
         RunLock(path).acquire()
     with RunLock(path):
         pass
+
+
+def test_a_waiter_that_timed_out_leaves_no_lock_behind(tmp_path: Path) -> None:
+    """A waiter that gave up (LockTimeout) while blocked in flock never keeps the lock once the holder lets go."""
+    path = tmp_path / "x.lock"
+    with exclusive(path), pytest.raises(LockTimeout), exclusive(path, timeout=0.1):
+        pass
+
+    def free() -> bool:
+        try:
+            with exclusive(path, timeout=0):
+                return True
+        except LockTimeout:
+            return False
+
+    wait_until(free, 10, "the abandoned waiter to release the lock it was granted")
+
+
+def test_a_blocked_waiter_gets_the_lock_when_the_holder_releases(tmp_path: Path) -> None:
+    """A waiter blocked in another process takes the lock once the holder lets go, well within its deadline."""
+    path = tmp_path / "x.lock"
+    code = "import sys; from pathlib import Path; from memex.locks import exclusive\nwith exclusive(Path(sys.argv[1]), 30):\n    print('got', flush=True)\n"
+    with exclusive(path):
+        waiter = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        out, _ = waiter.communicate(timeout=30)
+    finally:
+        waiter.kill()
+    assert out.strip() == "got"

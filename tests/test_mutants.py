@@ -31,7 +31,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/locks.py",
-        [("        if not wait_flock(fd, fcntl.LOCK_EX, timeout):\n            raise LockTimeout(path, timeout)\n", "")],
+        [("    fd = lock_exclusive(path, timeout)\n    if fd is None:\n        raise LockTimeout(path, timeout)\n", "    fd = _open_lock_file(path)\n")],
         ["tests/test_cursors.py::test_five_processes_lose_no_update"],
         id="cursor-store-without-lock",
     ),
