@@ -47,6 +47,7 @@ from memex.config import SourceConfig
 from memex.deadline import NEVER, Deadline, Interrupted
 from memex.errors import SourceError
 from memex.source import Batch, Cursor, Item
+from pollers import imap_utf7 as utf7
 from pollers.email_render import sent_or, to_item
 
 FETCH_CHUNK = 250  # UIDs per UID FETCH command
@@ -317,7 +318,7 @@ class ImapPoller:
             return self._names
         patterns = self.settings.mailboxes
         if not any(ch in p for p in patterns for ch in "*?["):
-            self._names = sorted(set(patterns))
+            self._names = sorted({p if utf7.decode(p) != p else utf7.encode(p) for p in patterns})
             return self._names
 
         def listing() -> list[str]:
@@ -327,7 +328,7 @@ class ImapPoller:
             return [n for n in (_parse_list(d) for d in data) if n is not None]
 
         available = self._retrying("LIST", listing)
-        chosen = {n for n in available for p in patterns if fnmatch.fnmatchcase(n, p) or n == p}
+        chosen = {n for n in available for p in patterns if fnmatch.fnmatchcase(n, p) or fnmatch.fnmatchcase(utf7.decode(n), p)}
         self._names = sorted(chosen)
         return self._names
 
@@ -339,7 +340,7 @@ class ImapPoller:
         if typ != "OK":
             self._selected = None
             raise MailboxError(
-                f"source {self.name!r}: mailbox {mailbox!r} cannot be opened at {self._where()} ({_text(data)}); "
+                f"source {self.name!r}: mailbox {utf7.decode(mailbox)!r} cannot be opened at {self._where()} ({_text(data)}); "
                 "check `mailboxes` in the source's config section"
             )
         self._selected = mailbox
@@ -505,7 +506,7 @@ class ImapPoller:
                     boxes = dict(state["mailboxes"])
                     boxes[mailbox] = {"uidvalidity": validity, "last_uid": uid}
                     state = {"mailboxes": boxes}
-                    extra: dict[str, Any] = {"mailbox": mailbox, "uid": uid, "uidvalidity": validity}
+                    extra: dict[str, Any] = {**_mailbox_extra(mailbox), "uid": uid, "uidvalidity": validity}
                     if internal is not None:
                         extra["received_at"] = internal.strftime("%Y-%m-%dT%H:%M:%SZ")
                     items.append(to_item(raw, self.name, state, ref=f"{mailbox} UID {uid}", me=self.me, extra=extra))
@@ -588,7 +589,7 @@ class ImapPoller:
 
                 for uid, raw, internal in self._retrying("UID FETCH", get):
                     point = {"mailbox": mailbox, "uidvalidity": validity, "uid": uid}
-                    extra: dict[str, Any] = {"mailbox": mailbox, "uid": uid, "uidvalidity": validity}
+                    extra: dict[str, Any] = {**_mailbox_extra(mailbox), "uid": uid, "uidvalidity": validity}
                     if internal is not None:
                         extra["received_at"] = internal.strftime("%Y-%m-%dT%H:%M:%SZ")
                     item = to_item(raw, self.name, point, ref=f"{mailbox} UID {uid}", me=self.me, extra=extra)
@@ -604,6 +605,12 @@ def _cut(conn: imaplib.IMAP4) -> None:
         conn.sock.shutdown(socket.SHUT_RDWR)
     except Exception:
         pass
+
+
+def _mailbox_extra(mailbox: str) -> dict[str, str]:
+    """``extra.mailbox`` for display (modified UTF-7 decoded) and, when that differs, ``mailbox_imap`` as the server names it."""
+    shown = utf7.decode(mailbox)
+    return {"mailbox": shown} if shown == mailbox else {"mailbox": shown, "mailbox_imap": mailbox}
 
 
 def _shutdown(conn: imaplib.IMAP4) -> None:

@@ -15,6 +15,7 @@ from memex import config as memex_config
 from memex.cursors import CursorStore
 from memex.runner import poll
 from pollers import imap
+from pollers import imap_utf7 as utf7
 from tests.conftest import read_log, run_cli, write_config
 from tests.dovecot import PASSWORD, Dovecot, dovecot_server
 from tests.imap_proxy import imap_proxy
@@ -156,3 +157,17 @@ def test_a_mailbox_of_200000_messages_is_polled_in_bounded_search_windows(doveco
         print(f"200,000-message mailbox: first batch of 100 in {first_batch_seconds:.2f}s")
     finally:
         poller.close()
+
+
+def test_mailbox_names_in_modified_utf7_are_shown_decoded(tmp_path: Path, dovecot: Dovecot, env_password: None) -> None:
+    """A mailbox named Entwürfe (Entw&APw-rfe on the wire), configured as typed or by glob, is polled and shown decoded."""
+    user = dovecot.new_user()
+    dovecot.append(user, "Entw&APw-rfe", mail(1))
+    for index, patterns in enumerate((["Entwürfe"], ["Entw*"])):
+        (tmp_path / str(index)).mkdir()
+        cfg = setup(tmp_path / str(index), dovecot, user, mailboxes=patterns)
+        result = poll(cfg, "mail")
+        assert (result.status, result.new) == ("ok", 1), result.error
+        doc = records(cfg)["m1@example.com"]
+        assert doc["extra"]["mailbox"] == "Entwürfe" and doc["extra"]["mailbox_imap"] == "Entw&APw-rfe"
+    assert utf7.decode("&U,BTFw-") == "台北" and utf7.encode("A&B") == "A&-B"
