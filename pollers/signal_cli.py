@@ -41,12 +41,15 @@ from memex.errors import ConfigError, SourceError
 from memex.records import Attachment, Conversation, Message, Revision, Sender, rfc3339
 from memex.source import Batch, Cursor, Failure, Item
 from memex.spool import Claim, Entry, Spool
+from memex.statedir import atomic_replace, ensure_private_dir
 
 LINK_HINT = (
     "install signal-cli (https://github.com/AsamK/signal-cli) and link it as a device: signal-cli link -n memex, then scan the QR code"
 )
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a receive that must end
 STARTUP = 30.0  # seconds signal-cli may take to start (a JVM) on top of its receive timeout
+EDITS = "edits.json"
+MAX_EDITS = 20000  # edit chains remembered (newest kept)
 SKIPPED_KINDS = ("receiptMessage", "typingMessage", "callMessage", "storyMessage")
 
 
@@ -106,6 +109,8 @@ class SignalPoller:
         self._entry: Entry | None = None
         self._records: deque[bytes] = deque()
         self._done: list[tuple[int, Entry]] = []  # entries read to the end, with the line count at their end
+        self._edits: dict[str, str] | None = None  # an edit's own ID -> the original it revises (edits chain)
+        self._edits_changed = False
 
     def use_deadline(self, deadline: Deadline) -> None:
         """The poll's deadline: a receive still running then is killed (what it printed is kept)."""
@@ -131,15 +136,15 @@ class SignalPoller:
                 if self._entry is None:
                     break
                 self._records = deque(self._entry.records())
-            if not self._records:
+            if self._records:
+                raw = self._records.popleft()
+                n += 1
+                item = self.render(raw, {"lines": n})
+                if item is not None:
+                    items.append(item)
+            if not self._records:  # read to the end: removable once the cursor covers its last line
                 self._done.append((n, self._entry))
                 self._entry = None
-                continue
-            raw = self._records.popleft()
-            n += 1
-            item = self.render(raw, {"lines": n})
-            if item is not None:
-                items.append(item)
         if not items and self._entry is None and self._error is not None:
             error, self._error = self._error, None
             raise error
@@ -163,11 +168,33 @@ class SignalPoller:
             fields["skipped"] = dict(sorted(self.skipped.items()))
         return fields
 
+    def original_of(self, target: str, edit: str) -> str:
+        """The message an edit revises. Signal chains edits: a second edit targets the first edit's timestamp,
+        so each edit's own ID is remembered (``<spool>/edits.json``) and resolved back to the original."""
+        if self._edits is None:
+            try:
+                loaded = json.loads((self.spool.root / EDITS).read_bytes())
+                self._edits = {str(k): str(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+            except (OSError, ValueError):
+                self._edits = {}
+        original = self._edits.get(target, target)
+        if self._edits.get(edit) != original:
+            self._edits[edit] = original
+            self._edits_changed = True
+        return original
+
     def close(self) -> None:
-        """Give claimed entries not yet stored back to the spool (the next poll takes them again)."""
-        if self._claim is not None:
-            self._claim.release()
-            self._claim = None
+        """Save the edit chains; give claimed entries not yet stored back to the spool (the next poll takes them again)."""
+        try:
+            if self._claim is not None:
+                self._claim.release()
+                self._claim = None
+        finally:
+            if self._edits is not None and self._edits_changed:
+                keep = dict(list(self._edits.items())[-MAX_EDITS:])
+                ensure_private_dir(self.spool.root)
+                atomic_replace(self.spool.root / EDITS, json.dumps(keep).encode())
+                self._edits_changed = False
 
     # -- receiving ----------------------------------------------------------------------------------
     def argv(self) -> list[str]:
@@ -326,8 +353,9 @@ class SignalPoller:
             extra["expires_in_s"] = data["expiresInSeconds"]
         if data.get("viewOnce"):
             extra["view_once"] = True
+        native_id = f"{author}:{ts}" if edit_of is None else self.original_of(f"{author}:{int(edit_of)}", f"{author}:{ts}")
         message = record(
-            f"{author}:{ts if edit_of is None else int(edit_of)}",
+            native_id,
             text=data.get("message"),
             attachments=attachments,
             reply_to=f"{quote['authorUuid']}:{int(quote['id'])}" if quote and quote.get("authorUuid") else None,

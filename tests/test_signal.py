@@ -187,3 +187,53 @@ def test_kill_9_at_random_moments_loses_no_acknowledged_message(tmp_path: Path) 
     assert last_poll(tmp_path)["spool_count"] == 0
     spool = tmp_path / "state" / "spool" / "sig"
     assert not os.listdir(spool / "new") and not os.listdir(spool / "cur")
+
+
+def test_a_second_edit_targeting_the_first_edit_revises_the_original(tmp_path: Path) -> None:
+    """Signal chains edits (the second targets the first edit's timestamp), across polls too: both edits are
+    revisions of the original message, none of a message that does not exist."""
+    cfg, folder = setup(tmp_path)
+    sc.queue(folder, sc.message(sc.ALICE, T0, "v1"))
+    sc.queue(folder, sc.envelope(sc.ALICE, T0 + 10, editMessage={"targetSentTimestamp": T0, "dataMessage": sc.data(T0 + 10, "v2")}))
+    assert run_cli("poll", "sig", config=cfg).returncode == 0
+    sc.queue(folder, sc.envelope(sc.ALICE, T0 + 20, editMessage={"targetSentTimestamp": T0 + 10, "dataMessage": sc.data(T0 + 20, "v3")}))
+    assert run_cli("poll", "sig", config=cfg).returncode == 0
+    revisions = stored(tmp_path, "revisions/")
+    assert sorted(revisions) == sorted(revision_key("sig", f"{sc.ALICE}:{T0}", f"edit:{T0 + d}") for d in (10, 20))
+    assert [r["text"] for _, r in sorted(revisions.items())] == ["v2", "v3"]
+
+
+def test_lines_signal_cli_printed_in_public_bug_reports(tmp_path: Path) -> None:
+    """Real receive output quoted in public issues (jneidel/signal-to-inbox#4, bbernhard/signal-cli-rest-api#680,
+    AsamK/signal-cli#633): the receipt is skipped, the group reaction is a revision of the message it targets, the
+    sync-sent message is mine, and the 2021 line without a service ID is quarantined, never filed under a number."""
+    cfg, folder = setup(tmp_path)
+    real = (Path(__file__).parent / "data" / "signal_cli_public.jsonl").read_bytes().splitlines()
+    sc.queue(folder, *real)
+    assert run_cli("poll", "sig", config=cfg).returncode == 0
+    react = stored(tmp_path, "revisions/")[
+        revision_key(
+            "sig", "aaf50e83-2fff-41d5-86e3-a8cdfc3cbb3f:1715159057664", "reaction:27d6c025-997c-4b12-9f4f-a9b7a5791b7a:1715167958576"
+        )
+    ]
+    assert react["conversation"]["id"] == "UIXSwit7KF/RqKfH9jqySnLTgqVCimGcEK25Dbf+yDw=" and react["extra"]["reaction"]["emoji"] == "👍"
+    mine = stored(tmp_path)[message_key("sig", "4262f93c-14b1-4fa4-8ea3-04499d8ae0af:1744235749734")]
+    assert mine["sender"]["is_me"] and mine["text"] == "Foo"
+    raws = [v for k, v in file_objects(tmp_path / "state" / "store", "quarantine/").items() if k.endswith(".raw")]
+    assert raws == [real[3]]
+    line = last_poll(tmp_path)
+    assert (line["new"], line["quarantined"], line["skipped"]) == (2, 1, {"receipt": 1})
+
+
+def test_an_entry_ending_exactly_at_a_batch_boundary_is_removed(tmp_path: Path) -> None:
+    """A spool entry whose last record is the last of a full batch is removed in that poll (not handed back and
+    replayed as duplicates by the next one)."""
+    from memex import runner
+    from memex.config import load
+
+    cfg_path, folder = setup(tmp_path)
+    sc.queue(folder, *(sc.message(sc.ALICE, T0 + i, f"m{i}") for i in range(10)))
+    result = runner.poll(load(cfg_path), "sig", batch_size=10)
+    assert result.new == 10 and result.extra["spool_count"] == 0
+    assert run_cli("poll", "sig", config=cfg_path).returncode == 0
+    assert last_poll(tmp_path)["dup"] == 0
