@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from pathlib import Path
 
 from pollers.email_parts import SEPARATOR
 from pollers.email_render import html_to_text, message_ids, render, to_item
@@ -184,3 +185,12 @@ def test_malformed_from_falls_back_to_the_first_address_in_it() -> None:
     assert "header From: malformed, took the first address in it" in msg.extra["problems"]
     good = render(b"Message-ID: <f@x>\r\nFrom: Tim <tim@x.com>\r\n\r\nx\r\n", "s")
     assert good.sender["id"] == "tim@x.com" and "problems" not in good.extra
+
+
+def test_real_mail_with_a_body_in_the_wrong_charset_reads_cleanly() -> None:
+    """mail-parser's mail_test_12 (body labelled GB2312, bytes UTF-8): text without U+FFFD, the problem listed."""
+    raw = (Path(__file__).parent / "data" / "mail_parser" / "mail_test_12").read_bytes()
+    msg = render(raw, "s")
+    assert msg.text is not None and "\ufffd" not in msg.text and msg.text.startswith("你好\uff01我公司")
+    assert msg.extra["subject"] == "代开各地增值税发票" and msg.sender["name"] == "张先生"
+    assert "part 0: bytes not valid in charset gb2312, decoded as utf-8" in msg.extra["problems"]
