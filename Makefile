@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/backfill.py --messages 20000
 	$(BIN)/python bench/imap_ingest.py
 	$(BIN)/python bench/teams_sync.py
+	$(BIN)/python bench/signal_spool.py
 	PYTHONPATH=. $(BIN)/python bench/health_overhead.py
 
 clean:
