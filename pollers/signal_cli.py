@@ -104,6 +104,7 @@ class SignalPoller:
         self.skipped: Counter[str] = Counter()
         self.receive_state = "not run"
         self._error: SourceError | None = None
+        self._warnings: list[str] = []  # logged once as source.warning with the first batch
         self._received = False
         self._claim: Claim | None = None
         self._entry: Entry | None = None
@@ -148,7 +149,8 @@ class SignalPoller:
         if not items and self._entry is None and self._error is not None:
             error, self._error = self._error, None
             raise error
-        return Batch(items=items, cursor={"lines": n})
+        warnings, self._warnings = self._warnings, []
+        return Batch(items=items, cursor={"lines": n}, warnings=warnings)
 
     def stored(self, cursor: Cursor) -> None:
         """Every record up to ``cursor`` is durable in the store: remove the entries it covers from the spool."""
@@ -247,10 +249,15 @@ class SignalPoller:
     def _judge(self, code: int | None, killed: bool, stderr: str) -> None:
         if killed:
             self.receive_state = "killed"
+            self._warnings.append("signal-cli receive was still running at the poll's time limit: stopped; what it printed is kept")
         elif code == 0:
             self.receive_state = "ok"
         elif "in use by another instance" in stderr:
             self.receive_state = "busy"  # e.g. the user's own signal-cli daemon: not a memex failure
+            self._warnings.append(
+                "another signal-cli instance holds this account (e.g. your signal-cli daemon): no receive this poll, "
+                "the spool was still stored; stop the other instance or let it be"
+            )
         elif re.search(r"not registered|No local data|isn.t registered|not linked", stderr, re.I):
             self.receive_state = "failed"
             self._error = SourceError(f"signal-cli has no linked account {self.settings.account!r}; {LINK_HINT}")

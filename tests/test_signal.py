@@ -128,6 +128,8 @@ def test_a_busy_account_skips_the_receive_and_still_drains_the_spool(tmp_path: P
     out = run_cli("poll", "sig", config=cfg)
     assert out.returncode == 0 and "Traceback" not in out.stderr
     assert last_poll(tmp_path)["receive"] == "busy" and last_poll(tmp_path)["status"] == "idle"
+    warned = [e["reason"] for e in read_log(tmp_path / "state", "sig") if e.get("event") == "source.warning"]
+    assert len(warned) == 1 and "another signal-cli instance holds this account" in warned[0]
     (folder / "mode").write_text("unlinked")
     out = run_cli("poll", "sig", config=cfg)
     assert out.returncode == 1 and "signal-cli link -n memex" in out.stderr and "Traceback" not in out.stderr
