@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 from memex.deadline import NEVER, Deadline
 from memex.errors import ConfigError, StoreError
-from memex.statedir import ensure_private_dir, fsync_dir, full_fsync, make_dirs, stream_temp, write_temp
+from memex.statedir import ensure_private_dir, fsync_dir, full_fsync, make_dirs, stream_temp, sync_files, write_temp
 
 if TYPE_CHECKING:
     from memex.config import StoreConfig
@@ -72,9 +72,14 @@ def content_type(key: str) -> str:
 class FileStore:
     """A folder that mirrors the S3 layout (``aws s3 sync`` of it reproduces the bucket).
 
-    Create-only writes are atomic: the body goes to a fsynced temp file in
-    ``.memex-tmp/`` and is hard-linked to its final name, which fails if the
-    name exists. Folders touched are fsynced by :meth:`sync`.
+    Create-only writes are atomic: the body goes to a temp file in ``.memex-tmp/``
+    and is hard-linked to its final name, which fails if the name exists.
+    :meth:`put_new` is a group commit: it only writes the temp file, and
+    :meth:`sync` (called before a cursor moves) makes every pending temp file's
+    data durable at once, links each to its name, then fsyncs each folder touched
+    once. A name therefore never appears before its bytes are durable, and a
+    crash before :meth:`sync` leaves no name at all (the cursor did not move, so
+    the next poll writes it again).
     """
 
     def __init__(self, root: Path) -> None:
@@ -83,6 +88,7 @@ class FileStore:
         self._tmp: Path | None = None
         self._dirty: set[Path] = set()  # folders whose entries must be made durable
         self._dirty_files: set[Path] = set()  # objects found already there (another process wrote them)
+        self._pending: dict[Path, Path] = {}  # final name -> its written, not yet durable, temp file (put_new)
         self._checked: set[Path] = set()  # folders known to exist, private, and durable in their parent
         self._dirty_lock = threading.Lock()  # backfill writes from several threads while sync() runs
 
@@ -127,8 +133,26 @@ class FileStore:
         return self.root.joinpath(*parts)
 
     def put_new(self, key: str, body: bytes) -> bool:
-        """Atomically create ``key`` unless present (link(2) fails on an existing name)."""
-        return self._link_new(key, lambda tmp_dir: write_temp(tmp_dir, "obj", body))
+        """Create ``key`` unless present: write its temp file now, make it durable and link it at the next :meth:`sync`.
+
+        True if it was absent (a name another process links before that sync counts as already there, then).
+        """
+        path = self._path(key)
+        with self._dirty_lock:
+            if path in self._pending:
+                return False
+        if path.exists():
+            self._written_elsewhere(path)
+            return False
+        tmp_dir = self._tmp_dir()
+        self._folder(path.parent)
+        tmp = write_temp(tmp_dir, "obj", body, sync=False)
+        with self._dirty_lock:
+            if path in self._pending:  # another thread of a backfill got there first
+                tmp.unlink(missing_ok=True)
+                return False
+            self._pending[path] = tmp
+        return True
 
     def _link_new(self, key: str, make_temp: Callable[[Path], Path]) -> bool:
         """Write a fsynced temp file with ``make_temp`` and link it to ``key``'s name; False if the name exists."""
@@ -163,6 +187,10 @@ class FileStore:
         path = self._path(key)
         tmp_dir = self._tmp_dir()
         self._folder(path.parent)
+        with self._dirty_lock:
+            superseded = self._pending.pop(path, None)  # a put_new of this key not yet linked: the put replaces it
+        if superseded is not None:
+            superseded.unlink(missing_ok=True)
         tmp = write_temp(tmp_dir, "obj", body)
         try:
             os.replace(tmp, path)
@@ -173,15 +201,21 @@ class FileStore:
             self._dirty.add(path.parent)
 
     def get(self, key: str) -> bytes | None:
-        """Read ``key``'s bytes, or None."""
+        """Read ``key``'s bytes (one written since the last sync included), or None."""
+        path = self._path(key)
+        with self._dirty_lock:
+            pending = self._pending.get(path)
         try:
-            return self._path(key).read_bytes()
+            return (pending or path).read_bytes()
         except FileNotFoundError:
             return None
 
     def exists(self, key: str) -> bool:
         """Whether ``key`` is there (its folder is then synced with the next :meth:`sync`, whoever wrote it)."""
         path = self._path(key)
+        with self._dirty_lock:
+            if path in self._pending:
+                return True
         if not path.exists():
             return False
         self._written_elsewhere(path)
@@ -192,10 +226,27 @@ class FileStore:
         return self._link_new(key, lambda tmp_dir: stream_temp(tmp_dir, "obj", open_body))
 
     def sync(self) -> None:
-        """Make durable what the cursor is about to pass: objects found already there, then every folder entry since the last sync.
+        """Make durable what the cursor is about to pass: the pending objects' data, then their names, objects found already there, every folder entry.
 
-        Folders are synced deepest first, so a new folder's own entries are durable before its entry in its parent.
+        Pending temp files are flushed together (:func:`~memex.statedir.sync_files`), then linked to their names;
+        folders are synced deepest first, so a new folder's own entries are durable before its entry in its parent.
         """
+        with self._dirty_lock:
+            pending, self._pending = self._pending, {}
+        try:
+            sync_files(list(pending.values()))
+            for path, tmp in pending.items():  # only now, with their bytes durable, do the names appear
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    self._written_elsewhere(path)
+                except OSError as exc:
+                    raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
+                with self._dirty_lock:
+                    self._dirty.add(path.parent)
+        finally:
+            for tmp in pending.values():
+                tmp.unlink(missing_ok=True)
         with self._dirty_lock:
             dirty, self._dirty = self._dirty, set()
             files, self._dirty_files = self._dirty_files, set()

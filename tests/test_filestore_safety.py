@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -58,7 +59,9 @@ def test_an_object_found_already_there_is_made_durable_before_it_is_counted_past
             raise AssertionError("strace is missing on CI")
         pytest.skip("strace is not installed")
     root = tmp_path / "store"
-    FileStore(root).put_new("messages/s/a.json", b"{}")
+    first = FileStore(root)
+    first.put_new("messages/s/a.json", b"{}")
+    first.sync()  # the earlier writer's commit (put_new links at sync)
     script = (
         "import sys; from pathlib import Path; from memex.objectstore import FileStore\n"
         "s = FileStore(Path(sys.argv[1])); assert s.put_new('messages/s/a.json', b'{}') is False; print('SYNC', flush=True); s.sync()\n"
@@ -71,3 +74,62 @@ def test_an_object_found_already_there_is_made_durable_before_it_is_counted_past
     assert opened, "the existing object was never opened for an fsync"
     fd = opened[-1].rsplit("=", 1)[1].strip()
     assert any(f"fsync({fd})" in ln for ln in trace[trace.index(opened[-1]) :])
+
+
+def _ordering_violations(trace: list[str]) -> list[str]:
+    """Read an ``strace -f -y`` trace of a poll; name every way a cursor save could pass an object not yet durable.
+
+    An object's bytes count as durable once, after its temp file was opened, an ``fsync`` of it or a ``syncfs`` ran;
+    its name once an ``fsync`` of its folder ran after the link. Every ``cursors.json`` rename must come after both for
+    every object linked before it, and no name may be linked before its bytes are durable.
+    """
+
+    temps: dict[str, bool] = {}  # temp file -> its bytes flushed since it was opened
+    undurable_names: dict[str, str] = {}  # linked object -> its folder, until that folder is fsynced
+    problems = []
+    for line in trace:
+        if m := re.search(r'openat\(AT_FDCWD[^,]*, "([^"]*\.memex-tmp/[^"]*\.tmp)", [^)]*O_CREAT', line):
+            temps[m.group(1)] = False
+        elif re.search(r"\bsyncfs\(.*\) += 0$", line):
+            temps = dict.fromkeys(temps, True)
+        elif m := re.search(r"\bf(?:data)?sync\(\d+<([^>]*)>\) += 0$", line):
+            path = m.group(1)
+            if path in temps:
+                temps[path] = True
+            undurable_names = {n: d for n, d in undurable_names.items() if d != path}
+        elif m := re.search(r'\blink(?:at)?\((?:AT_FDCWD[^,]*, )?"([^"]*)", (?:AT_FDCWD[^,]*, )?"([^"]*)"(?:, 0)?\) = 0', line):
+            tmp, name = m.groups()
+            if not temps.get(tmp, False):
+                problems.append(f"{name} linked before its bytes were flushed")
+            undurable_names[name] = str(Path(name).parent)
+        elif re.search(r'rename(?:at2?)?\(.*"[^"]*cursors\.json"', line) and " = 0" in line:
+            problems.extend(f"cursor saved while {n} was not durable" for n in undurable_names)
+    return problems
+
+
+def test_a_cursor_never_passes_an_object_that_is_not_durable(tmp_path: Path) -> None:
+    """A poll into the file store, traced with strace: every object's bytes are flushed before its name appears,
+    and its folder entry is fsynced before cursors.json is renamed into place (a crash at any syscall therefore
+    never leaves the cursor past an object a power loss could take away). The trace must show objects linked
+    and a cursor saved, so the check cannot pass by observing nothing.
+    """
+    import shutil
+
+    from pollers import imessage_samples
+
+    if shutil.which("strace") is None:
+        if os.environ.get("CI"):
+            raise AssertionError("strace is missing on CI")
+        pytest.skip("strace is not installed")
+    db = tmp_path / "chat.db"
+    imessage_samples.build(db, 1200, seed=5)
+    cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}}, store={"url": (tmp_path / "store").as_uri()})
+    trace_file = tmp_path / "trace"
+    cmd = ["strace", "-f", "-y", "-qq", "-s", "4096", "-e", "trace=openat,linkat,link,rename,renameat,renameat2,fsync,fdatasync,syncfs",
+           "-o", str(trace_file), sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    trace = trace_file.read_text().splitlines()
+    assert sum(bool(re.search(r"\blink(?:at)?\(.*/messages/", ln)) for ln in trace) >= 1200, "the trace shows no objects linked"
+    assert any(re.search(r'rename.*cursors\.json"', ln) for ln in trace), "the trace shows no cursor saved"
+    assert _ordering_violations(trace) == []

@@ -378,6 +378,18 @@ MUTANTS = [
         ["tests/test_imap_tls.py::test_a_certificate_not_trusted_is_refused_with_a_clear_error"],
         id="imap-tls-certificate-not-verified",
     ),
+    pytest.param(
+        "memex/objectstore.py",
+        [("            sync_files(list(pending.values()))\n", "            pass\n")],
+        ["tests/test_filestore_safety.py::test_a_cursor_never_passes_an_object_that_is_not_durable"],
+        id="file-store-links-names-before-their-bytes-are-durable",
+    ),
+    pytest.param(
+        "memex/objectstore.py",
+        [("            fsync_dir(d)\n", "            pass\n")],
+        ["tests/test_filestore_safety.py::test_a_cursor_never_passes_an_object_that_is_not_durable"],
+        id="file-store-cursor-saved-before-folder-entries-are-durable",
+    ),
 ]  # fmt: skip
 
 
