@@ -410,9 +410,10 @@ def tail(ctx: click.Context, sources: tuple[str, ...], follow: bool, lines: int,
 @main.command()
 @click.option("--once", is_flag=True, help="Print the dashboard once as plain text and exit (for scripts and logs).")
 @click.option("--width", type=click.IntRange(min=60), default=None, help="Width of the --once text (default: the terminal's).")
+@click.option("--height", type=click.IntRange(min=10), default=None, help="Height of the --once text (default: the terminal's).")
 @click.pass_context
 @reports_errors
-def dashboard(ctx: click.Context, once: bool, width: int | None) -> None:
+def dashboard(ctx: click.Context, once: bool, width: int | None, height: int | None) -> None:
     """A live terminal dashboard: every source's health state at a glance.
 
     A row per configured source: state (OK, IDLE, SKIPPED, FAILING, STALE,
@@ -420,7 +421,9 @@ def dashboard(ctx: click.Context, once: bool, width: int | None) -> None:
     successful one, new/duplicate counts of the last poll, messages ingested
     in the last hour and day with a sparkline, last error; below, the latest
     poll lines of all sources. Updated when the logs or the cursors change.
-    Press q or Ctrl-C to quit.
+    Fits the terminal (80x24 and up): narrow screens drop the less important
+    columns first; name, state and last-poll age always show. Press q or
+    Ctrl-C to quit.
     """
     from memex.dashboard import render_text, run
 
@@ -428,7 +431,8 @@ def dashboard(ctx: click.Context, once: bool, width: int | None) -> None:
     if once:
         import shutil
 
-        click.echo(render_text(cfg, width=width or shutil.get_terminal_size().columns), nl=False)
+        size = shutil.get_terminal_size()
+        click.echo(render_text(cfg, width=width or size.columns, height=height or size.lines), nl=False)
         return
     run(cfg)
 

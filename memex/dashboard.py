@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memex import dashboard_view as dv
 from memex import health
 from memex.config import Config, SourceConfig
 from memex.errors import MemexError
@@ -210,7 +211,7 @@ class Dashboard:
             hour=hour,
             day=day,
             spark=sparkline(list(reversed(buckets))),
-            last_error=str(last_err.get("error", "")) if last_err else "",
+            last_error=_error_text(last_err, last_ok),
         )
 
     def tail(self, count: int = TAIL_LINES) -> list[dict[str, Any]]:
@@ -227,49 +228,58 @@ class Dashboard:
         merged.sort(key=lambda e: str(e.get("ts", "")))
         return merged[-count:]
 
-    def renderable(self, now: float | None = None) -> RenderableType:
-        """The screen as a rich renderable."""
+    def renderable(self, now: float | None = None, *, width: int = 160, height: int | None = None, live: bool = False) -> RenderableType:
+        """The screen as a rich renderable, fitted to ``width`` x ``height`` (no height: a fixed number of poll lines)."""
         from rich.console import Group
-        from rich.table import Table
-        from rich.text import Text
 
         when = time.time() if now is None else now
-        table = Table(title=f"memex — {self.cfg.state_dir}", title_justify="left", expand=False, pad_edge=False)
-        for col in ("SOURCE", "STATE", "CURSOR", "LAST POLL", "LAST OK", "NEW/DUP", "1H", "24H", "PER HOUR (24H)", "LAST ERROR"):
-            table.add_column(col, no_wrap=col != "LAST ERROR", justify="right" if col in ("1H", "24H", "NEW/DUP") else "left")
         rows = [self.row(v, when) for v in self.views.values()]
-        for r in rows:
-            table.add_row(
-                r.name,
-                Text(r.state, style=STATE_STYLE.get(r.state, "")),
-                r.cursor,
-                r.last_poll_age,
-                r.last_ok_age,
-                r.last_counts,
-                str(r.hour),
-                str(r.day),
-                r.spark,
-                Text(_clip(r.last_error, 60), style="red"),
-            )
-        parts: list[RenderableType] = [table]
-        notes = [r for r in rows if r.state not in (health.OK, health.IDLE, health.DISABLED)]
-        for r in notes:
-            parts.append(Text(f"{r.name}: {r.state}: {r.reason}", style=STATE_STYLE.get(r.state, "")))
+        cells = [_cells(r) for r in rows]
+        styles = [STATE_STYLE.get(r.state, "") for r in rows]
+        parts: list[RenderableType] = [dv.line(f"memex — {self.cfg.state_dir}"), dv.table(cells, styles, width)]
+        notes = [dv.line(f"{r.name}: {r.state}: {r.reason}", STATE_STYLE.get(r.state, "")) for r in rows if r.state not in _QUIET]
         if self.leases:
             held = [f"{n} {'polling on' if le.live else 'last polled on'} {le.host}" for n, le in sorted(self.leases.items())]
-            parts.append(Text("hosts: " + "; ".join(held)))
+            notes.append(dv.line("hosts: " + "; ".join(held)))
         if self.cursor_error:
-            parts.append(Text(f"cursors: {self.cursor_error}", style="bold red"))
+            notes.append(dv.line(f"cursors: {self.cursor_error}", "bold red"))
         if not self.views:
-            parts.append(Text("no sources configured"))
-        parts.append(Text(""))
-        parts.append(Text("latest polls", style="bold"))
-        for event in self.tail():
-            ts = str(event.get("ts", ""))
-            stamp = ts[11:19] if len(ts) >= 19 else "--:--:--"
-            parts.append(Text(f"{stamp} {human_line(event)}", style=colour(event) or ""))
-        parts.append(Text("q or Ctrl-C quits", style="bright_black"))
+            notes.append(dv.line("no sources configured"))
+        parts.extend(notes)
+        footer = [dv.line("q or Ctrl-C quits", "bright_black")] if live else []
+        count = TAIL_LINES
+        if height is not None:  # what is left under the table, the notes, the heading and the footer
+            count = max(0, height - 1 - dv.table_height(len(rows)) - len(notes) - 2 - len(footer))
+        if count:
+            parts.append(dv.line(""))
+            parts.append(dv.line("latest polls", "bold"))
+            for event in self.tail(count):
+                ts = str(event.get("ts", ""))
+                stamp = ts[11:19] if len(ts) >= 19 else "--:--:--"
+                parts.append(dv.line(f"{stamp} {human_line(event)}", colour(event) or ""))
+        parts.extend(footer)
         return Group(*parts)
+
+
+_QUIET = (health.OK, health.IDLE, health.DISABLED)
+
+
+def _cells(r: Row) -> dict[str, str]:
+    return {
+        "SOURCE": r.name, "STATE": r.state, "CURSOR": r.cursor, "LAST POLL": r.last_poll_age, "LAST OK": r.last_ok_age,
+        "NEW/DUP": r.last_counts, "1H": str(r.hour), "24H": str(r.day), "PER HOUR (24H)": r.spark, "LAST ERROR": r.last_error,
+    }  # fmt: skip
+
+
+def _error_text(last_err: dict[str, Any] | None, last_ok: dict[str, Any] | None) -> str:
+    """The last failed poll's time and error (``07:21Z: ...``), or nothing once a later poll succeeded."""
+    if last_err is None:
+        return ""
+    err_ts, ok_ts = str(last_err.get("ts", "")), str(last_ok.get("ts", "")) if last_ok else ""
+    if ok_ts and ok_ts >= err_ts:
+        return ""  # recovered
+    stamp = err_ts[11:16] + "Z" if len(err_ts) >= 16 else "--:--"
+    return f"{stamp}: {last_err.get('error', '')}"
 
 
 def _age_of(event: dict[str, Any] | None, now: float) -> str:
@@ -279,20 +289,16 @@ def _age_of(event: dict[str, Any] | None, now: float) -> str:
     return "?" if ts is None else health.age(now - ts) + " ago"
 
 
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def render_text(cfg: Config, *, now: float | None = None, width: int = 160) -> str:
-    """The dashboard of ``cfg``'s state dir as plain text (no colours), as it would look at ``now``."""
+def render_text(cfg: Config, *, now: float | None = None, width: int = 160, height: int | None = None) -> str:
+    """The dashboard of ``cfg``'s state dir as plain text (no colours), as it would look at ``now`` on a ``width`` x ``height`` screen."""
     board = Dashboard(cfg, now=now)
     try:
-        return screen_text(board, now=now, width=width)
+        return screen_text(board, now=now, width=width, height=height)
     finally:
         board.close()
 
 
-def screen_text(board: Dashboard, *, now: float | None = None, width: int = 160) -> str:
+def screen_text(board: Dashboard, *, now: float | None = None, width: int = 160, height: int | None = None) -> str:
     """Render an existing :class:`Dashboard` as plain text."""
     import io
 
@@ -300,7 +306,7 @@ def screen_text(board: Dashboard, *, now: float | None = None, width: int = 160)
 
     out = io.StringIO()
     console = Console(file=out, width=width, color_system=None, force_terminal=False, legacy_windows=False)
-    console.print(board.renderable(now))
+    console.print(board.renderable(now, width=width, height=height))
     return out.getvalue()
 
 
@@ -334,8 +340,12 @@ def run(cfg: Config) -> None:
         saved = termios.tcgetattr(stdin_fd)
         tty.setcbreak(stdin_fd)  # keys one at a time, no echo; Ctrl-C still raises KeyboardInterrupt
     console = Console()
+
+    def screen() -> RenderableType:
+        return board.renderable(width=console.size.width, height=console.size.height, live=True)
+
     try:
-        with Live(board.renderable(), console=console, screen=True, auto_refresh=False) as live:
+        with Live(screen(), console=console, screen=True, auto_refresh=False) as live:
             rendered = checked = time.monotonic()
             while True:
                 if stdin_fd is not None:
@@ -350,10 +360,10 @@ def run(cfg: Config) -> None:
                     checked = tick
                     board.read_new()
                     board.reload_cursors()
-                    live.update(board.renderable(), refresh=True)
+                    live.update(screen(), refresh=True)
                     rendered = tick
                 elif tick - rendered >= 1.0:
-                    live.update(board.renderable(), refresh=True)  # ages only
+                    live.update(screen(), refresh=True)  # ages only
                     rendered = tick
     except KeyboardInterrupt:
         pass

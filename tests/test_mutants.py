@@ -141,6 +141,12 @@ MUTANTS = [
         id="unrenderable-record-stops-the-poll",
     ),
     pytest.param(
+        "memex/dashboard_view.py",
+        [('        if col in ("SOURCE", "STATE") or used + cost <= width:\n', "        if True:\n")],
+        ["tests/test_dashboard_fit.py::test_fits_80x24_with_names_states_ages_and_the_last_error"],
+        id="dashboard-shows-every-column-at-80",
+    ),
+    pytest.param(
         "pollers/imessage.py",
         [("read failed ({describe_exc(exc)}); if Messages.app", "read failed ({exc}); if Messages.app"),
          ("    except sqlite3.OperationalError:\n        conn.text_factory = tolerant_text\n",
