@@ -29,6 +29,7 @@ from typing import IO, Any
 
 from memex import heartbeat, metrics
 from memex.attachments import store_content
+from memex.collisions import collision_key, differs
 from memex.config import Config
 from memex.cursors import utc_now
 from memex.deadline import Deadline, Interrupted
@@ -185,6 +186,20 @@ class Uploader:
                         return "dup"
                     self.store.put(key, body)
                     return "new" if existing is None else "rewritten"
+                mine = message.extra.get("fingerprint")
+                if isinstance(mine, str) and not self.store.put_new(key, body):
+                    if not differs(self.store.get(key), mine):
+                        return "dup"  # the same record seen again
+                    # Another record with the same ID (a reused Message-ID): kept beside the first (memex.collisions).
+                    message.extra["collision_of"] = key
+                    key = collision_key(key, mine)
+                    body = message.to_json()
+                    blobs = {key[: -len(".json")] + suffix: blob for suffix, blob in item.blobs.items()}
+                    for blob_key, blob in blobs.items():
+                        self.store.put_new(blob_key, blob)
+                    return "new" if self.store.put_new(key, body) else "dup"
+                elif isinstance(mine, str):
+                    return "new"
                 return "new" if self.store.put_new(key, body) else "dup"
         if item.failure is not None:
             failure = item.failure

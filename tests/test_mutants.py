@@ -396,6 +396,12 @@ MUTANTS = [
         ["tests/test_filestore_safety.py::test_a_cursor_never_passes_an_object_that_is_not_durable"],
         id="file-store-cursor-saved-before-folder-entries-are-durable",
     ),
+    pytest.param(
+        "memex/runner.py",
+        [("                    if not differs(self.store.get(key), mine):\n", "                    if True:\n")],
+        ["tests/test_email_collisions.py::test_two_different_mails_with_one_message_id_are_both_stored_and_findable"],
+        id="reused-message-id-collapses-two-mails",
+    ),
 ]  # fmt: skip
 
 
