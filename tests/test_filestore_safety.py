@@ -133,3 +133,38 @@ def test_a_cursor_never_passes_an_object_that_is_not_durable(tmp_path: Path) -> 
     assert sum(bool(re.search(r"\blink(?:at)?\(.*/messages/", ln)) for ln in trace) >= 1200, "the trace shows no objects linked"
     assert any(re.search(r'rename.*cursors\.json"', ln) for ln in trace), "the trace shows no cursor saved"
     assert _ordering_violations(trace) == []
+
+
+@pytest.mark.parametrize("syscall", ["syncfs", "link", "fsync"])
+def test_a_poll_killed_inside_a_group_commit_loses_nothing(tmp_path: Path, syscall: str) -> None:
+    """strace injects SIGKILL at the second batch's syncfs, link or folder fsync (inside the group commit, before the
+    cursor moves): the saved cursor covers only objects whose names are there, and a clean rerun stores every message
+    exactly once.
+    """
+    import json
+    import shutil
+
+    from pollers import imessage_samples
+
+    if shutil.which("strace") is None:
+        if os.environ.get("CI"):
+            raise AssertionError("strace is missing on CI")
+        pytest.skip("strace is not installed")
+    db = tmp_path / "chat.db"
+    imessage_samples.build(db, 1200, seed=7)
+    store = tmp_path / "store"
+    cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}}, store={"url": store.as_uri()})
+    poll = [sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage"]
+    when = {"syncfs": "2", "link": "600", "fsync": "8"}[syscall]  # inside the second batch of 500
+    killed = subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"inject={syscall}:signal=KILL:when={when}", *poll],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
+    assert killed.returncode != 0, "the injected SIGKILL never fired"
+    cursors = tmp_path / "state" / "cursors.json"
+    stored = {p.name for p in (store / "messages" / "imessage").iterdir()} if (store / "messages" / "imessage").exists() else set()
+    if cursors.exists():
+        rowid = json.loads(cursors.read_text())["sources"]["imessage"]["cursor"]["rowid"]
+        assert len(stored) >= rowid, f"cursor at {rowid} but only {len(stored)} objects have names"
+    again = subprocess.run(poll, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert len(list((store / "messages" / "imessage").iterdir())) == 1200
+    assert json.loads(cursors.read_text())["sources"]["imessage"]["cursor"]["rowid"] == 1200
