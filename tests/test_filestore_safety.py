@@ -16,6 +16,16 @@ from memex.objectstore import FileStore
 from tests.conftest import ROOT, write_config
 
 
+def _need_strace() -> None:
+    """Skip without strace locally; on CI its absence is a failure (a skipped durability test proves nothing)."""
+    import shutil
+
+    if shutil.which("strace") is None:
+        if os.environ.get("CI"):
+            raise AssertionError("strace is missing on CI")
+        pytest.skip("strace is not installed")
+
+
 def _modes(root: Path) -> dict[str, int]:
     return {str(p.relative_to(root.parent)): stat.S_IMODE(p.stat().st_mode) for p in [root, *root.rglob("*")] if p.is_dir()}
 
@@ -52,12 +62,8 @@ def test_an_object_found_already_there_is_made_durable_before_it_is_counted_past
 
     Checked with strace: the sync after the duplicate opens and fsyncs the existing object.
     """
-    import shutil
 
-    if shutil.which("strace") is None:
-        if os.environ.get("CI"):
-            raise AssertionError("strace is missing on CI")
-        pytest.skip("strace is not installed")
+    _need_strace()
     root = tmp_path / "store"
     first = FileStore(root)
     first.put_new("messages/s/a.json", b"{}")
@@ -113,14 +119,10 @@ def test_a_cursor_never_passes_an_object_that_is_not_durable(tmp_path: Path) -> 
     never leaves the cursor past an object a power loss could take away). The trace must show objects linked
     and a cursor saved, so the check cannot pass by observing nothing.
     """
-    import shutil
 
     from pollers import imessage_samples
 
-    if shutil.which("strace") is None:
-        if os.environ.get("CI"):
-            raise AssertionError("strace is missing on CI")
-        pytest.skip("strace is not installed")
+    _need_strace()
     db = tmp_path / "chat.db"
     imessage_samples.build(db, 1200, seed=5)
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}}, store={"url": (tmp_path / "store").as_uri()})
@@ -142,14 +144,10 @@ def test_a_poll_killed_inside_a_group_commit_loses_nothing(tmp_path: Path, sysca
     exactly once.
     """
     import json
-    import shutil
 
     from pollers import imessage_samples
 
-    if shutil.which("strace") is None:
-        if os.environ.get("CI"):
-            raise AssertionError("strace is missing on CI")
-        pytest.skip("strace is not installed")
+    _need_strace()
     db = tmp_path / "chat.db"
     imessage_samples.build(db, 1200, seed=7)
     store = tmp_path / "store"
