@@ -114,8 +114,8 @@ MUTANTS = [
     ),
     pytest.param(
         "pollers/maildir.py",
-        [('                state = {"folders": {**folders, folder: {"ctime_ns": after, "names": sorted(names)}}}\n',
-          '                state = {**folders, folder: {"ctime_ns": after, "names": sorted(names)}}\n')],
+        [('                state = {"folders": {**folders, folder: {"ctime_ns": after, "names": sorted(names), **extra}}}\n',
+          '                state = {**folders, folder: {"ctime_ns": after, "names": sorted(names), **extra}}\n')],
         ["tests/test_runner_faults.py::test_maildir_poll_stopped_by_its_deadline_mid_batch_resumes_exactly"],
         id="maildir-item-cursor-without-folders",
     ),
