@@ -75,8 +75,10 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/objectstore.py",
-        [("        if path.exists():\n            self._written_elsewhere(path)\n            return False\n        tmp_dir", "        tmp_dir"),
-         ("            os.link(tmp, path)\n        except FileExistsError:", "            os.replace(tmp, path)\n        except FileExistsError:")],
+        [("        path = self._path(key)\n        with self._dirty_lock:\n            if path in self._pending:\n                return False\n"
+          "        if path.exists():\n            self._written_elsewhere(path)\n            return False\n        tmp_dir", "        path = self._path(key)\n        tmp_dir"),
+         ("            if path in self._pending:  # another thread", "            if False:  # another thread"),
+         ("                    os.link(tmp, path)\n", "                    os.replace(tmp, path)\n")],
         ["tests/test_objectstore.py::test_file_store_is_create_only"],
         id="file-store-write-temp-and-rename",
     ),
