@@ -215,16 +215,20 @@ class SignalPoller:
                     self.receive_state = "failed"
                     self._error = SourceError(f"cannot run {self.settings.executable!r} ({exc.strerror}); {LINK_HINT}")
                     return
-                killed = self._wait(proc)
+                killed = self._wait(proc, writer.fd)
                 err.seek(0)
                 self._judge(proc.returncode, killed, err.read(1 << 16).decode("utf-8", "replace"))
         finally:
             self.spool.deliver(writer)
 
-    def _wait(self, proc: subprocess.Popen[bytes]) -> bool:
-        """Wait for the receive to end on its own; kill it (and its process group) at the deadline. True if killed."""
+    def _wait(self, proc: subprocess.Popen[bytes], out: int) -> bool:
+        """Wait for the receive to end on its own; kill it (and its process group) at the poll's deadline, or once it
+        printed nothing for ``receive_timeout`` + :data:`STARTUP` seconds (a hang). True if killed."""
         until = time.monotonic() + self.settings.receive_timeout + STARTUP
+        size = 0
         while True:
+            if (grown := os.fstat(out).st_size) != size:  # still handing messages over: not hung
+                size, until = grown, time.monotonic() + self.settings.receive_timeout + STARTUP
             left = min(until - time.monotonic(), self.deadline.remaining())
             if self.deadline.stop.is_set():
                 left = 0
