@@ -178,16 +178,18 @@ def test_kill_9_at_random_moments_loses_no_acknowledged_message(tmp_path: Path) 
             kills += 1
         proc.wait(30)
     assert kills >= 3
-    wait_until(
-        lambda: len(sc.acked(folder)) == sent or run_cli("poll", "sig", config=cfg).returncode != 0, 120, "every message acknowledged"
-    )
+    spool = tmp_path / "state" / "spool" / "sig"
+
+    def settled() -> bool:  # a killed poll's signal-cli may still be writing its file: it is delivered once it ends
+        return run_cli("poll", "sig", config=cfg).returncode == 0 and len(sc.acked(folder)) == sent and not os.listdir(spool / "tmp")
+
+    wait_until(settled, 120, "every message acknowledged and every spool file delivered")
     out = run_cli("poll", "sig", config=cfg)
     assert out.returncode == 0, out.stderr
     acked = [json.loads(line)["envelope"]["timestamp"] for line in sc.acked(folder)]
     names = os.listdir(store)
     assert len(acked) == sent and sorted(names) == sorted(encode_id(f"{sc.ALICE}:{ts}") + ".json" for ts in acked)
     assert last_poll(tmp_path)["spool_count"] == 0
-    spool = tmp_path / "state" / "spool" / "sig"
     assert not os.listdir(spool / "new") and not os.listdir(spool / "cur")
 
 
