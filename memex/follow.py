@@ -124,7 +124,12 @@ class Follower:
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            return
+            if not from_end:
+                return
+            try:  # just rotated (the next append creates the live file): start at the end of the newest rotated file
+                fd = os.open(rotated(self.path, 1), os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return  # no log yet: the first read starts from the oldest file that appeared since
         st = os.fstat(fd)
         self._fd, self._ident = fd, (st.st_dev, st.st_ino)
         self._offset = st.st_size if from_end else 0
@@ -170,6 +175,33 @@ class Follower:
             out.extend(p for p in parts[:-1] if p.strip())
         return out
 
+    def _open_oldest(self) -> None:
+        """Start from the beginning of the oldest log file (all of them appeared after this follower started).
+
+        The log may have been created and rotated several times before the first read: starting from the live
+        file would skip the rotated ones. Names are scanned upward, the way rotation moves files, so the oldest
+        file is seen at its current name; if it moved again before it was opened, look again.
+        """
+        for _ in range(5):
+            found: tuple[int, tuple[int, int]] | None = None
+            for index in range(self.backups + 1):
+                try:
+                    st = os.stat(rotated(self.path, index))
+                except FileNotFoundError:
+                    continue
+                found = index, (st.st_dev, st.st_ino)
+            if found is None:
+                return
+            try:
+                fd = os.open(rotated(self.path, found[0]), os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) == found[1]:
+                self._fd, self._ident, self._offset, self._partial = fd, found[1], 0, b""
+                return
+            os.close(fd)
+
     def _successor(self) -> tuple[int, tuple[int, int]] | None:
         """Open the file that came after the current one (the next newer rotated file, or the live one)."""
         names = [rotated(self.path, i) for i in range(self.backups + 1)]
@@ -203,7 +235,7 @@ class Follower:
     def read(self) -> list[bytes]:
         """Every complete line appended since the last call, in order, across rotations."""
         if self._fd is None:
-            self._open_live(from_end=False)
+            self._open_oldest()
             if self._fd is None:
                 return []
         out = self._drain()

@@ -149,6 +149,12 @@ MUTANTS = [
         id="dashboard-shows-every-column-at-80",
     ),
     pytest.param(
+        "memex/follow.py",
+        [("            self._open_oldest()\n", "            self._open_live(from_end=False)\n")],
+        ["tests/test_tail.py::test_follower_started_before_the_log_existed_reads_the_files_rotated_before_its_first_read"],
+        id="follower-starts-from-the-live-file",
+    ),
+    pytest.param(
         "pollers/imessage.py",
         [("read failed ({describe_exc(exc)}); if Messages.app", "read failed ({exc}); if Messages.app"),
          ("    except sqlite3.OperationalError:\n        conn.text_factory = tolerant_text\n",

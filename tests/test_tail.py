@@ -157,3 +157,42 @@ def test_tail_last_lines_merged_and_formatted(tmp_path: Path) -> None:
         [sys.executable, "-m", "memex", "--config", str(cfg), "tail", "nope"], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
     assert bad.returncode == 2 and "no source named 'nope'" in bad.stderr
+
+
+def test_follower_started_before_the_log_existed_reads_the_files_rotated_before_its_first_read(tmp_path: Path) -> None:
+    """A follower started while there was no log yet reads every line on its first read, even after several rotations.
+
+    This was the flaky loss of ``tail -f`` started beside busy writers: the first read opened the live file from 0 and
+    never saw the files rotated away before it.
+    """
+    path = tmp_path / "logs" / "s.jsonl"
+    follower = Follower(path, 50, from_end=True)
+    assert list(follower.history().lines()) == []
+    sink = SourceSink(path, None, False, max_bytes=400, backups=50)
+    for seq in range(60):
+        sink.info(event="poll", status="idle", seq=seq)
+    assert len(list(path.parent.glob("s.jsonl.*"))) > 3
+    seen = [json.loads(x)["seq"] for x in follower.read()]
+    assert seen == list(range(60))
+    follower.close()
+
+
+def test_follower_started_right_after_a_rotation_splits_history_and_follow_exactly(tmp_path: Path) -> None:
+    """Started between a rotation and the next append (no live file, ``.1`` there), history has the old lines and reads the new ones, once each."""
+    path = tmp_path / "logs" / "s.jsonl"
+    sink = SourceSink(path, None, False, max_bytes=400, backups=50)
+    for seq in range(20):
+        sink.info(event="poll", status="idle", seq=seq)
+    os.replace(path, path.with_name("s.jsonl.tmp"))  # make room: shift by hand as a rotation does
+    for index in range(50, 0, -1):
+        older = path.with_name(f"s.jsonl.{index}")
+        if older.exists():
+            os.replace(older, path.with_name(f"s.jsonl.{index + 1}"))
+    os.replace(path.with_name("s.jsonl.tmp"), path.with_name("s.jsonl.1"))
+    follower = Follower(path, 50, from_end=True)
+    history = [json.loads(x)["seq"] for x in follower.history().lines()]
+    for seq in range(20, 30):
+        sink.info(event="poll", status="idle", seq=seq)
+    followed = [json.loads(x)["seq"] for x in follower.read()]
+    assert sorted(history) == list(range(20)) and followed == list(range(20, 30))
+    follower.close()
