@@ -66,8 +66,8 @@ class RecentReader:
             try:
                 fd = os.open(rotated(self.path, index), os.O_RDONLY | os.O_CLOEXEC)
             except FileNotFoundError:
-                if index == 0:
-                    continue
+                if index == 0 or rotated(self.path, index + 1).exists():
+                    continue  # no live file yet, or a hole left by a rotation shifting the files up: the file is further on
                 return
             try:
                 st = os.fstat(fd)

@@ -196,3 +196,14 @@ def test_follower_started_right_after_a_rotation_splits_history_and_follow_exact
     followed = [json.loads(x)["seq"] for x in follower.read()]
     assert sorted(history) == list(range(20)) and followed == list(range(20, 30))
     follower.close()
+
+
+def test_history_reads_past_the_hole_a_rotation_in_progress_leaves(tmp_path: Path) -> None:
+    """Mid-rotation ``.1`` is missing while ``.2`` and ``.3`` are there: reading history goes on past the hole (it stopped there)."""
+    from memex.follow import RecentReader
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name, seq in (("s.jsonl", 3), ("s.jsonl.2", 2), ("s.jsonl.3", 1)):
+        (logs / name).write_text(json.dumps({"event": "poll", "seq": seq}) + "\n")
+    assert [json.loads(x)["seq"] for x in RecentReader(logs / "s.jsonl", 5).lines()] == [3, 2, 1]
