@@ -1,7 +1,7 @@
 """Cursor lock contention: time per cursor update for 1 and 5 writer processes, fair blocking lock vs polling.
 
 Each writer process does ``--updates`` read-modify-write updates of its own section through
-:class:`memex.cursors.CursorStore` (lock, read, write temp, fsync, rename, fsync folder, unlock), timing each
+:class:`memex.state.cursors.CursorStore` (lock, read, write temp, fsync, rename, fsync folder, unlock), timing each
 call. Printed: p50, p99 and max per update, for memex's lock (a blocking ``flock`` with the deadline kept by a
 helper thread) and, measured in the same run as the baseline, the former ``flock(LOCK_NB)`` polling with a
 backoff capped at 50 ms.
@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WRITER = """
 import fcntl, json, os, sys, time
 from pathlib import Path
-import memex.locks
-from memex.cursors import CursorStore
+import memex.state.locks
+from memex.state.cursors import CursorStore
 
 state, name, updates, start_at, mode = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
 
@@ -44,7 +44,7 @@ def polling(path, timeout):  # the former wait: LOCK_NB, sleep 1 ms doubling up 
             delay = min(delay * 2, 0.05)
 
 if mode == "polling":
-    memex.locks.lock_exclusive = polling
+    memex.state.locks.lock_exclusive = polling
 store = CursorStore(state, lock_timeout=60.0)
 store.update(name, lambda s: {**s, "cursor": {"n": 0}})
 while time.time() < start_at:

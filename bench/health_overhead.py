@@ -14,7 +14,7 @@ from pathlib import Path
 
 from memex import config as config_mod
 from memex import metrics, runner
-from memex.dashboard import Dashboard
+from memex.observe.dashboard import Dashboard
 from pollers import imessage_samples
 from tests.test_dashboard import fake_poll  # run with PYTHONPATH=.
 

@@ -1,5 +1,5 @@
 """``python -m memex``."""
 
-from memex.cli import main
+from memex.cli.main import main
 
 main()

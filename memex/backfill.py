@@ -41,17 +41,17 @@ from pathlib import Path
 from typing import IO, Any
 
 from memex.config import Config
-from memex.cursors import Section, utc_now
 from memex.deadline import Deadline, Interrupted
 from memex.errors import AlreadyRunning, ConfigError, MemexError, StoreError
-from memex.logs import source_logger
-from memex.objectstore import open_store
+from memex.observe.logs import source_logger
 from memex.records import rfc3339
 from memex.registry import open_poller
 from memex.runner import BACKFILL_KEY, Uploader, internal_error
 from memex.source import Cursor, Item
-from memex.statebackend import cursor_store, run_lock
-from memex.statedir import require_state_dir
+from memex.state.backend import cursor_store, run_lock
+from memex.state.cursors import Section, utc_now
+from memex.state.files import require_state_dir
+from memex.store.objects import open_store
 
 DEFAULT_WORKERS = 8
 READ_AHEAD_PER_WORKER = 32

@@ -56,7 +56,7 @@ class StoreConfig:
     endpoint_url: str | None = None
     region: str | None = None
     profile: str | None = None
-    client: str = "lean"  # S3 request path: "lean" (memex.s3lean) or "boto3"
+    client: str = "lean"  # S3 request path: "lean" (memex.store.s3lean) or "boto3"
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class Config:
     log_max_bytes: int = 10 * 1024 * 1024
     log_backups: int = 5
     metrics_textfile: Path | None = None  # Prometheus textfile; None: <state_dir>/metrics/memex.prom
-    state_url: str | None = None  # s3://bucket/prefix: cursors and run leases shared by several hosts (memex.s3state)
+    state_url: str | None = None  # s3://bucket/prefix: cursors and run leases shared by several hosts (memex.state.s3state)
     lease_seconds: int = 90  # a run lease not renewed for this long (server clock) may be taken over
 
     def source(self, name: str) -> SourceConfig:

@@ -40,7 +40,7 @@ class Attachment(TypedDict, total=False):
     """One attachment of a message: its metadata and, once stored, where its bytes are.
 
     ``sha256`` names the content-addressed object ``attachments/<sha256>``
-    (see :mod:`memex.attachments`); ``missing`` is True when the source listed
+    (see :mod:`memex.store.attachments`); ``missing`` is True when the source listed
     the attachment but its bytes were not there to store (e.g. iCloud
     "optimize storage" kept only the metadata). ``message`` describes an
     attached message (a forwarded mail, a bounce): its ``subject``, ``from``,

@@ -27,20 +27,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from memex import heartbeat, metrics
-from memex.attachments import store_content
-from memex.collisions import collision_key, differs
 from memex.config import Config
-from memex.cursors import utc_now
 from memex.deadline import Deadline, Interrupted
 from memex.errors import AlreadyRunning, AuthRequired, BadCursor, CursorConflict, LeaseLost, MemexError, StateError, describe_exc
-from memex.logs import config_logger
-from memex.objectstore import ObjectStore, open_store
+from memex.observe import heartbeat, metrics
+from memex.observe.logs import config_logger
 from memex.records import canonical_json, encode_id, repair_text
 from memex.registry import open_poller
 from memex.source import Batch, Cursor, Failure, Item, Poller, describe, moved_backward
-from memex.statebackend import cursor_store, run_lock
-from memex.statedir import require_state_dir
+from memex.state.backend import cursor_store, run_lock
+from memex.state.cursors import utc_now
+from memex.state.files import require_state_dir
+from memex.store.attachments import store_content
+from memex.store.collisions import collision_key, differs
+from memex.store.objects import ObjectStore, open_store
 
 DEFAULT_MAX_SECONDS = 50.0
 BACKFILL_KEY = "backfill"  # the backfill's part of a source's cursors section (memex.backfill.SECTION_KEY)
@@ -190,7 +190,7 @@ class Uploader:
                 if isinstance(mine, str) and not self.store.put_new(key, body):
                     if not differs(self.store.get(key), mine):
                         return "dup"  # the same record seen again
-                    # Another record with the same ID (a reused Message-ID): kept beside the first (memex.collisions).
+                    # Another record with the same ID (a reused Message-ID): kept beside the first (memex.store.collisions).
                     message.extra["collision_of"] = key
                     key = collision_key(key, mine)
                     body = message.to_json()

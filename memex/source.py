@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from memex.attachments import Content
 from memex.config import SourceConfig
 from memex.deadline import Deadline
 from memex.records import Message
+from memex.store.attachments import Content
 
 Cursor = Any  # JSON-serialisable; its shape belongs to the poller
 
@@ -87,7 +87,7 @@ class Poller(Protocol):
 
 
 class Spooling(Protocol):
-    """Optional: a poller that reads from a spool (:mod:`memex.spool`) of what its source handed over once.
+    """Optional: a poller that reads from a spool (:mod:`memex.state.spool`) of what its source handed over once.
 
     The runner calls ``stored`` right after a cursor is saved, when every record up to it is durable in
     the store, so the poller may then (and only then) remove the spool entries behind them; and ``report``

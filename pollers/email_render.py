@@ -24,9 +24,9 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from memex.collisions import fingerprint
 from memex.records import Conversation, Message, Sender
 from memex.source import Cursor, Failure, Item
+from memex.store.collisions import fingerprint
 from pollers.email_headers import addresses, clean, header_text, message_ids, parse_date
 from pollers.email_headers import raw as raw_header
 from pollers.email_parts import body_and_attachments, html_to_text
@@ -94,7 +94,7 @@ def render(raw: bytes, source: str, *, me: frozenset[str] = frozenset(), extra: 
         doc["id_from"] = "raw_sha256"
     if problems:
         doc["problems"] = sorted(set(problems))
-    # What tells two mails apart when they share a Message-ID (memex.collisions): not the Received headers.
+    # What tells two mails apart when they share a Message-ID (memex.store.collisions): not the Received headers.
     doc["fingerprint"] = fingerprint(sender_addr.lower(), clean(date_header) if date_header else None, subject, text)
     doc.update(extra or {})
     return Message(

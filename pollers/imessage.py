@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
-from memex.attachments import Content
 from memex.config import SourceConfig
 from memex.errors import SourceError, SourceMissing, describe_exc
 from memex.records import Attachment, Conversation, Message, Sender, rfc3339
 from memex.source import Batch, Cursor, Item
+from memex.store.attachments import Content
 from pollers.imessage_edits import change_time, original_and_revisions
 from pollers.typedstream_text import decode_attributed_body, salvage_text
 

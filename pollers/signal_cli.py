@@ -1,7 +1,7 @@
 """Signal, live: ``signal-cli receive`` as a linked device, through a durable spool.
 
 ``signal-cli receive`` acknowledges every message it prints: the server never delivers it again. So
-its stdout is a file in the source's spool (:mod:`memex.spool`, ``<state_dir>/spool/<source>/``),
+its stdout is a file in the source's spool (:mod:`memex.state.spool`, ``<state_dir>/spool/<source>/``),
 not a pipe: every byte it prints is on disk even if memex is killed (the child keeps writing into the
 file, and the spool delivers it once the child is gone). Each poll:
 
@@ -34,14 +34,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from memex.attachments import Content
 from memex.config import SourceConfig
 from memex.deadline import NEVER, Deadline
 from memex.errors import ConfigError, SourceError
 from memex.records import Attachment, Conversation, Message, Revision, Sender, rfc3339
 from memex.source import Batch, Cursor, Failure, Item
-from memex.spool import Claim, Entry, Spool
-from memex.statedir import atomic_replace, ensure_private_dir
+from memex.state.files import atomic_replace, ensure_private_dir
+from memex.state.spool import Claim, Entry, Spool
+from memex.store.attachments import Content
 
 LINK_HINT = (
     "install signal-cli (https://github.com/AsamK/signal-cli) and link it as a device: signal-cli link -n memex, then scan the QR code"

@@ -389,6 +389,6 @@ def _failure(ref: str, reason: str, raw: bytes) -> Any:
 
 
 def _content(index: int, data: bytes) -> Any:
-    from memex.attachments import Content
+    from memex.store.attachments import Content
 
     return Content(index=index, open=lambda: io.BytesIO(data))

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from memex.errors import AuthRequired, SourceError
-from memex.statedir import ensure_private_dir, fsync_dir, write_temp
+from memex.state.files import ensure_private_dir, fsync_dir, write_temp
 
 # Microsoft Graph Command Line Tools: a public client registered by Microsoft, multi-tenant, device flow enabled.
 DEFAULT_CLIENT_ID = "14d82eec-204b-4c2f-b7e8-296a70dab67e"
@@ -119,7 +119,7 @@ class Login:
         """
         if self._cache is None or not self._cache.has_state_changed:
             return
-        from memex.locks import exclusive
+        from memex.state.locks import exclusive
 
         folder = ensure_private_dir(self.path.parent)
         with exclusive(folder / f".{self.path.name}.lock"):

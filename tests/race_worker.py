@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from memex.cursors import CursorStore
+from memex.state.cursors import CursorStore
 
 
 def _bump(section: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +42,7 @@ def naive_worker(state_dir: str, name: str, updates: int, barrier: Any) -> None:
 def s3_cas_worker(config_path: str, source: str, key: str, updates: int, barrier: Any) -> None:
     """Increment ``key`` in ``source``'s S3 cursor object ``updates`` times through S3CursorStore.update (If-Match)."""
     from memex import config
-    from memex.s3state import S3CursorStore, open_state
+    from memex.state.s3state import S3CursorStore, open_state
 
     store = S3CursorStore(open_state(config.load(config_path)), retry_delay=0.01)
     barrier.wait(timeout=60)
@@ -53,7 +53,7 @@ def s3_cas_worker(config_path: str, source: str, key: str, updates: int, barrier
 def s3_naive_worker(config_path: str, source: str, key: str, updates: int, barrier: Any) -> None:
     """The same increments with GET + plain PUT (no If-Match): the idiom a CAS replaces."""
     from memex import config
-    from memex.s3state import open_state
+    from memex.state.s3state import open_state
 
     state = open_state(config.load(config_path))
     barrier.wait(timeout=60)

@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from memex.spool import Spool
-from memex.statedir import fsync_dir, full_fsync
+from memex.state.files import fsync_dir, full_fsync
+from memex.state.spool import Spool
 
 
 def store(out: Path, record: bytes) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 
 from memex.backfill import Frontier
-from memex.locks import RunLock
+from memex.state.locks import RunLock
 from pollers import imessage_samples
 from pollers.imessage import apple_nanoseconds, apple_time
 from tests.conftest import CLI_TIMEOUT, ROOT, FaultProxy, file_objects, read_log, run_cli, s3_objects, wait_until, write_config

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from memex.cursors import CursorStore
 from memex.errors import CursorConflict, StateError
+from memex.state.cursors import CursorStore
 from tests import race_worker
 
 WORKERS = 5

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from memex import config as config_mod
-from memex.dashboard import Dashboard, render_text, screen_text, sparkline
-from memex.logs import source_logger
+from memex.observe.dashboard import Dashboard, render_text, screen_text, sparkline
+from memex.observe.logs import source_logger
 from pollers import imessage_samples
 from tests.conftest import ROOT, run_cli, write_config
 

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from memex import config as config_mod
-from memex.dashboard import render_text
+from memex.observe.dashboard import render_text
 from pollers import imessage_samples
 from tests.conftest import run_cli, write_config
 

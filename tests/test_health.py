@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from memex import config as config_mod
-from memex import health
-from memex.health import assess
+from memex.observe import health
+from memex.observe.health import assess
 from pollers import imessage_samples
 from tests.conftest import run_cli, write_config
 

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from memex.locks import RunLock
+from memex.state.locks import RunLock
 from pollers import imessage_samples
 from tests.conftest import free_port, read_log, run_cli, wait_until, write_config
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from memex import config as memex_config
-from memex.cursors import CursorStore
 from memex.errors import ConfigError, SourceError
 from memex.records import message_key
 from memex.registry import make_poller
 from memex.runner import poll
+from memex.state.cursors import CursorStore
 from pollers import imap
 from tests.conftest import file_objects, read_log, run_cli, s3_objects, write_config
 from tests.dovecot import PASSWORD, Dovecot, dovecot_server, quote

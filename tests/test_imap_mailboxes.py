@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from memex import config as memex_config
-from memex.cursors import CursorStore
 from memex.runner import poll
+from memex.state.cursors import CursorStore
 from pollers import imap
 from pollers import imap_utf7 as utf7
 from tests.conftest import read_log, run_cli, write_config

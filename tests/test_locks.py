@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from memex.errors import AlreadyRunning, LockTimeout
-from memex.locks import RunLock, exclusive
+from memex.state.locks import RunLock, exclusive
 from tests.conftest import wait_until
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from memex.locks import RunLock
+from memex.state.locks import RunLock
 lock = RunLock(Path(sys.argv[1])); lock.acquire()
 print("held", flush=True)
 sys.stdin.readline()
@@ -84,7 +84,7 @@ def test_a_waiter_that_timed_out_leaves_no_lock_behind(tmp_path: Path) -> None:
 def test_a_blocked_waiter_gets_the_lock_when_the_holder_releases(tmp_path: Path) -> None:
     """A waiter blocked in another process takes the lock once the holder lets go, well within its deadline."""
     path = tmp_path / "x.lock"
-    code = "import sys; from pathlib import Path; from memex.locks import exclusive\nwith exclusive(Path(sys.argv[1]), 30):\n    print('got', flush=True)\n"
+    code = "import sys; from pathlib import Path; from memex.state.locks import exclusive\nwith exclusive(Path(sys.argv[1]), 30):\n    print('got', flush=True)\n"
     with exclusive(path):
         waiter = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True)
     try:

@@ -203,7 +203,7 @@ def test_config_mistakes_name_the_key(tmp_path: Path) -> None:
 
 def test_a_mail_client_marking_one_message_read_each_minute_is_not_stuck(tmp_path: Path) -> None:
     """Each poll meets one renamed file (new/ -> cur/ with :2,S): a duplicate the poller expected; health stays OK for many polls."""
-    from memex import health
+    from memex.observe import health
     from tests.conftest import read_log
 
     root = make_maildir(tmp_path / "Maildir")

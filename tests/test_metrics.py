@@ -10,8 +10,8 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from memex import config as config_mod
-from memex import metrics
-from memex.locks import RunLock
+from memex.observe import metrics
+from memex.state.locks import RunLock
 from pollers import imessage_samples
 from tests.conftest import read_log, run_cli, write_config
 

@@ -121,7 +121,7 @@ def test_upload_failure_mid_batch_stops_the_cursor_before_it(tmp_path: Path, s3_
 HOLD_LOCK = """
 import sys
 from pathlib import Path
-from memex.locks import RunLock
+from memex.state.locks import RunLock
 RunLock(Path(sys.argv[1])).acquire()
 print("held", flush=True)
 sys.stdin.readline()
@@ -140,7 +140,7 @@ def test_overlapping_poll_is_skipped_with_the_holders_pid(tmp_path: Path) -> Non
         assert out.returncode == 0
         last = read_log(tmp_path / "state", "imessage")[-1]
         assert last["status"] == "skipped" and last["holder_pid"] == holder.pid
-        from memex.logs import human_line
+        from memex.observe.logs import human_line
 
         assert human_line(last) == f"imessage: poll skipped: already running (pid {holder.pid})"
     finally:

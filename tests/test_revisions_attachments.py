@@ -8,9 +8,9 @@ from typing import IO, Any
 
 import pytest
 
-from memex.attachments import Content, content_key, store_content
-from memex.objectstore import FileStore, ObjectStore, S3Store
 from memex.records import Attachment, Message, Revision, message_key, revision_key
+from memex.store.attachments import Content, content_key, store_content
+from memex.store.objects import FileStore, ObjectStore, S3Store
 from tests.conftest import s3_objects
 
 
@@ -87,9 +87,9 @@ def test_stream_is_read_in_chunks(tmp_path: Path) -> None:
 def test_a_large_attachment_goes_up_in_parts_create_only(s3_endpoint: str, s3_bucket: str, tmp_path: Path) -> None:
     """Past the multipart threshold the bytes go in parts (read one part at a time) and the completion is create-only:
     the same content again is a duplicate, and the object is byte-identical."""
-    from memex import s3multipart
     from memex.config import StoreConfig
-    from memex.objectstore import open_store
+    from memex.store import s3multipart
+    from memex.store.objects import open_store
 
     big = tmp_path / "video.mov"
     with big.open("wb") as f:

@@ -16,7 +16,7 @@ import pytest
 
 from memex import config
 from memex.errors import AlreadyRunning, CursorConflict
-from memex.s3state import S3CursorStore, S3Lease, open_state, read_lease
+from memex.state.s3state import S3CursorStore, S3Lease, open_state, read_lease
 from pollers import imessage_samples
 from tests import race_worker
 from tests.conftest import ROOT, FaultProxy, read_log, run_cli, s3_objects, wait_until, write_config

@@ -1,4 +1,4 @@
-"""The durable spool (memex.spool): written before anything else, claimed once, removed only after storing."""
+"""The durable spool (memex.state.spool): written before anything else, claimed once, removed only after storing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from memex.spool import Spool, iter_entries
+from memex.state.spool import Spool, iter_entries
 from tests.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +73,7 @@ def test_a_writer_outliving_memex_keeps_its_file_until_it_ends(tmp_path: Path) -
         [sys.executable, "-c", (
             "import subprocess, sys, time\n"
             "from pathlib import Path\n"
-            "from memex.spool import Spool\n"
+            "from memex.state.spool import Spool\n"
             f"w = Spool(Path({str(spool)!r})).writer()\n"
             "child = subprocess.Popen([sys.executable, '-c', 'import time\\nfor i in range(100000):\\n"
             "    print(i, flush=True); time.sleep(0.002)'], stdout=w.fd, start_new_session=True)\n"
@@ -108,7 +108,7 @@ def test_two_claimants_never_get_the_same_entry(tmp_path: Path) -> None:
     for out in outs:
         out.mkdir()
     code = (
-        "import sys\nfrom pathlib import Path\nfrom memex.spool import Spool\n"
+        "import sys\nfrom pathlib import Path\nfrom memex.state.spool import Spool\n"
         "claim = Spool(Path(sys.argv[1])).claim()\n"
         "while (e := claim.next()) is not None:\n"
         "    for r in e.records():\n"
@@ -130,7 +130,7 @@ def test_a_dead_claimants_entries_are_taken_back(tmp_path: Path) -> None:
         spool.add(b"%d\n" % i)
     holder = subprocess.Popen(
         [sys.executable, "-c", (
-            "import sys, time\nfrom pathlib import Path\nfrom memex.spool import Spool\n"
+            "import sys, time\nfrom pathlib import Path\nfrom memex.state.spool import Spool\n"
             f"c = Spool(Path({str(spool.root)!r})).claim()\n"
             "c.next(); c.next(); print('held', flush=True); time.sleep(60)\n"
         )],

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from memex import config as config_mod
-from memex.status import collect
+from memex.observe.status import collect
 from tests.conftest import run_cli, write_config
 
 

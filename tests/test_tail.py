@@ -9,14 +9,14 @@ import sys
 import threading
 from pathlib import Path
 
-from memex.follow import Follower
-from memex.logs import SourceSink
+from memex.observe.follow import Follower
+from memex.observe.logs import SourceSink
 from tests.conftest import ROOT, wait_until, write_config
 
 WRITER = """
 import sys
 from pathlib import Path
-from memex.logs import source_logger
+from memex.observe.logs import source_logger
 state, tag, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 log = source_logger(state, "imessage", max_bytes=4096, backups=500)
 for i in range(count):
@@ -200,7 +200,7 @@ def test_follower_started_right_after_a_rotation_splits_history_and_follow_exact
 
 def test_history_reads_past_the_hole_a_rotation_in_progress_leaves(tmp_path: Path) -> None:
     """Mid-rotation ``.1`` is missing while ``.2`` and ``.3`` are there: reading history goes on past the hole (it stopped there)."""
-    from memex.follow import RecentReader
+    from memex.observe.follow import RecentReader
 
     logs = tmp_path / "logs"
     logs.mkdir()

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from memex import config as config_mod
-from memex.cursors import CursorStore
-from memex.dashboard import render_text
+from memex.observe.dashboard import render_text
+from memex.observe.status import collect
 from memex.records import decode_id
 from memex.registry import make_poller
 from memex.runner import poll
-from memex.status import collect
+from memex.state.cursors import CursorStore
 from tests.graph_server import ME, TENANT, GraphServer
 
 CHAT_A = "19:2da4c29f6d7041eca70b638b43d45437@thread.v2"

@@ -8,74 +8,14 @@ line on stderr naming the file, key or message and what to do.
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from memex.errors import MemexError
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def fail(message: str, code: int) -> None:
-    """Print one error line and exit with ``code``."""
-    click.echo(f"memex: error: {message}", err=True)
-    sys.exit(code)
-
-
-def reports_errors(func: F) -> F:
-    """Turn MemexError into one stderr line and its exit code; never a traceback."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except MemexError as exc:
-            fail(str(exc), exc.exit_code)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
-            raise
-        except Exception as exc:  # a bug: one line, no traceback (it could quote message data) unless --debug
-            from memex.runner import debug_enabled, internal_error
-
-            if debug_enabled():
-                import traceback
-
-                traceback.print_exc()
-            fail(internal_error(exc), 1)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def json_option(func: F) -> F:
-    """The shared ``--json`` output option."""
-    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of a table.")(func)
-
-
-@contextmanager
-def stop_on_signals() -> Iterator[threading.Event]:
-    """SIGTERM and SIGINT set an event the runner checks between messages and memex.deadline watches mid-request."""
-    stop = threading.Event()
-    previous = {}
-
-    def handler(signum: int, _frame: Any) -> None:
-        if stop.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt  # a second Ctrl-C: stop now; state stays consistent (data first, cursor last)
-        stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        previous[sig] = signal.signal(sig, handler)
-    try:
-        yield stop
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+from memex.cli.common import json_option, load_config, reports_errors, stop_on_signals
+from memex.cli.deploy import cron, launchd
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -102,13 +42,6 @@ def main(ctx: click.Context, config_path: Path | None, debug: bool) -> None:
         import os
 
         os.environ["MEMEX_DEBUG"] = "1"  # also read by the runner for errors caught per source
-
-
-def load_config(ctx: click.Context) -> Any:
-    """Load the config named by ``--config`` / ``$MEMEX_CONFIG`` / the default path."""
-    from memex import config
-
-    return config.load(ctx.obj.get("config_path"))
 
 
 @main.command()
@@ -163,7 +96,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     DISABLED, CONFIG, REMOTE) are explained in the README; --json adds
     state_reason. Exits 2 when a source's config section is broken (CONFIG).
     """
-    from memex.status import CONFIG, collect, render_table
+    from memex.observe.status import CONFIG, collect, render_table
 
     rows = collect(load_config(ctx))
     if as_json:
@@ -211,7 +144,7 @@ def cursor() -> None:
 @reports_errors
 def cursor_show(ctx: click.Context, source: str | None, as_json: bool) -> None:
     """Print the stored cursor of SOURCE (or of every source)."""
-    from memex.statebackend import cursor_store
+    from memex.state.backend import cursor_store
 
     cfg = load_config(ctx)
     sections = cursor_store(cfg).load()
@@ -227,11 +160,11 @@ def cursor_show(ctx: click.Context, source: str | None, as_json: bool) -> None:
 
 
 def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: bool = True) -> None:
-    from memex.logs import config_logger
+    from memex.observe.logs import config_logger
     from memex.registry import make_poller
     from memex.source import check_cursor, describe, moved_backward
-    from memex.statebackend import cursor_store
-    from memex.statedir import require_state_dir
+    from memex.state.backend import cursor_store
+    from memex.state.files import require_state_dir
 
     poller = make_poller(cfg.source(source))
     require_state_dir(cfg.state_dir)
@@ -311,7 +244,7 @@ def demo(directory: Path, messages: int) -> None:
     an empty file store. Each later run adds a few new messages, so you can
     watch a poll pick them up.
     """
-    from memex.demo import run_demo
+    from memex.cli.demo import run_demo
 
     sys.exit(run_demo(directory, messages))
 
@@ -385,8 +318,8 @@ def tail(ctx: click.Context, sources: tuple[str, ...], follow: bool, lines: int,
     shown too. With -f, follow new lines like tail -F until Ctrl-C; --json
     prints the raw JSON lines.
     """
-    from memex.tail import Line, colour, format_line, last_lines
-    from memex.tail import follow as follow_logs
+    from memex.observe.tail import Line, colour, format_line, last_lines
+    from memex.observe.tail import follow as follow_logs
 
     cfg = load_config(ctx)
     names = list(sources) or sorted(cfg.sources)
@@ -425,7 +358,7 @@ def dashboard(ctx: click.Context, once: bool, width: int | None, height: int | N
     columns first; name, state and last-poll age always show. Press q or
     Ctrl-C to quit.
     """
-    from memex.dashboard import render_text, run
+    from memex.observe.dashboard import render_text, run
 
     cfg = load_config(ctx)
     if once:
@@ -436,8 +369,6 @@ def dashboard(ctx: click.Context, once: bool, width: int | None, height: int | N
         return
     run(cfg)
 
-
-from memex.cli_deploy import cron, launchd  # noqa: E402  (they use the helpers above)
 
 main.add_command(cron)
 main.add_command(launchd)

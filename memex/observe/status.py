@@ -8,11 +8,11 @@ from typing import Any, TypedDict
 
 from memex.config import Config, SourceConfig
 from memex.errors import ConfigError, StateError
-from memex.follow import RecentReader
-from memex.health import source_health
-from memex.logs import log_path, short_ts
+from memex.observe.follow import RecentReader
+from memex.observe.health import source_health
+from memex.observe.logs import log_path, short_ts
 from memex.source import describe
-from memex.statebackend import cursor_store, host_name, leases
+from memex.state.backend import cursor_store, host_name, leases
 
 
 class SourceStatus(TypedDict):
@@ -29,11 +29,11 @@ class SourceStatus(TypedDict):
     last_dup: int | None
     last_ok_at: str | None
     last_error: str | None
-    state: str  # from memex.health: OK, IDLE, SKIPPED, AUTH, FAILING, STALE, STUCK, REGRESSED, SPOOL, DISABLED; REMOTE here
+    state: str  # from memex.observe.health: OK, IDLE, SKIPPED, AUTH, FAILING, STALE, STUCK, REGRESSED, SPOOL, DISABLED; REMOTE here
     state_reason: str
     polled_by: str | None  # with S3 state: the host of the last poll lease ("host pid N")
     lease: str | None  # with S3 state: "held by host pid N" while a poll runs, else "free"
-    spooled: int | None  # sources that spool (memex.spool): entries waiting at the last poll
+    spooled: int | None  # sources that spool (memex.state.spool): entries waiting at the last poll
     spool_oldest_age_s: float | None
 
 

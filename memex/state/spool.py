@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from memex.statedir import FILE_MODE, ensure_private_dir, fsync_dir, full_fsync
+from memex.state.files import FILE_MODE, ensure_private_dir, fsync_dir, full_fsync
 
 DEFAULT_CHUNK = 256  # records per entry, at most
 _counter = itertools.count()

@@ -1,11 +1,11 @@
 """``memex dashboard``: every source's health at a glance, live in the terminal (rich).
 
-Start-up reads each source's log from the end (:class:`memex.follow.RecentReader`)
+Start-up reads each source's log from the end (:class:`memex.observe.follow.RecentReader`)
 only as far back as the health rules and the 24-hour counts need, so a state
 dir with months of logs opens at once. After that nothing is re-read: a
 watchdog observer on ``logs/`` and on the state dir (for ``cursors.json``)
 sets a flag, and the main loop then reads only the appended lines of each log
-(:class:`memex.follow.Follower`, by offset, across rotation and truncation)
+(:class:`memex.observe.follow.Follower`, by offset, across rotation and truncation)
 and reloads the small cursors file. A 1-second tick re-renders only to keep
 the ages current (and re-checks the logs' sizes every few seconds in case an
 event was missed). ``q`` or Ctrl-C quits and restores the terminal.
@@ -25,21 +25,21 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memex import dashboard_view as dv
-from memex import health
 from memex.config import Config, SourceConfig
 from memex.errors import MemexError
-from memex.follow import Follower, parse_line
-from memex.logs import human_line, log_path
+from memex.observe import dashboard_view as dv
+from memex.observe import health
+from memex.observe.follow import Follower, parse_line
+from memex.observe.logs import human_line, log_path
+from memex.observe.status import CONFIG, config_problem
+from memex.observe.tail import colour, shown
 from memex.source import describe
-from memex.statebackend import cursor_store, leases
-from memex.status import CONFIG, config_problem
-from memex.tail import colour, shown
+from memex.state.backend import cursor_store, leases
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from memex.s3state import LeaseInfo
+    from memex.state.s3state import LeaseInfo
 
 DAY = 24 * 3600.0
 SPARK = "▁▂▃▄▅▆▇█"
@@ -317,7 +317,7 @@ def run(cfg: Config) -> None:
     from watchdog.events import FileSystemEvent, FileSystemEventHandler
     from watchdog.observers import Observer
 
-    from memex.statedir import ensure_private_dir
+    from memex.state.files import ensure_private_dir
 
     wake = threading.Event()
 

@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 from memex.errors import StoreError
 
 if TYPE_CHECKING:
-    from memex.objectstore import S3Store
+    from memex.store.objects import S3Store
 
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
 PART_SIZE = 16 * 1024 * 1024  # S3's minimum is 5 MiB for every part but the last

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from memex.errors import CursorConflict, StateError
-from memex.locks import exclusive
-from memex.statedir import atomic_replace, ensure_private_dir
+from memex.state.files import atomic_replace, ensure_private_dir
+from memex.state.locks import exclusive
 
 FORMAT = 1
 FILE_NAME = "cursors.json"

@@ -10,7 +10,7 @@ spools; what must be shared lives under the prefix:
   which only ``status``, ``cursor show`` and the dashboard do.
 - ``leases/<source>.json`` (``<source>.backfill.json`` for backfills): the run lock, as a lease.
 
-Every change is a compare-and-swap (:mod:`memex.s3cas`): read the object and its ETag, change only this
+Every change is a compare-and-swap (:mod:`memex.store.s3cas`): read the object and its ETag, change only this
 source's section, write back with ``If-Match`` (create with ``If-None-Match: *``), and on 412/409 re-read and
 try again with jittered backoff. Each write carries a random ``write_id``; a retry whose first response was
 lost (the write landed, the retry met 412) recognises its own write on the re-read instead of failing or
@@ -48,15 +48,15 @@ from urllib.parse import urlsplit
 import structlog
 
 from memex.config import Config
-from memex.cursors import FORMAT, CursorEdits, Section, utc_now
 from memex.errors import AlreadyRunning, ConfigError, LeaseLost, StateError
-from memex.objectstore import S3Store
-from memex.s3cas import Versioned, get_versioned, put_if
+from memex.state.cursors import FORMAT, CursorEdits, Section, utc_now
+from memex.store.objects import S3Store
+from memex.store.s3cas import Versioned, get_versioned, put_if
 
 CAS_ATTEMPTS = 12
 GRANULARITY_S = 1.0  # Last-Modified and Date have whole seconds
 
-log = structlog.get_logger("memex.s3state")
+log = structlog.get_logger("memex.state.s3state")
 
 
 def host_name() -> str:
@@ -85,7 +85,7 @@ def _backoff(attempt: int, base: float) -> None:
 
 
 class S3CursorStore(CursorEdits):
-    """The per-source cursor sections on S3, with the interface of :class:`memex.cursors.CursorStore`.
+    """The per-source cursor sections on S3, with the interface of :class:`memex.state.cursors.CursorStore`.
 
     ``epoch`` is the fencing token of the lease this store writes under (None: a write by hand or by a tool
     that holds no lease; it keeps the stored epoch).
@@ -228,7 +228,7 @@ def read_lease(state: S3Store, key: str) -> tuple[LeaseInfo, Versioned] | None:
 
 
 class S3Lease:
-    """A run lease on S3 with the interface of :class:`memex.locks.RunLock`, plus the fencing ``epoch``."""
+    """A run lease on S3 with the interface of :class:`memex.state.locks.RunLock`, plus the fencing ``epoch``."""
 
     def __init__(self, state: S3Store, name: str, *, ttl: float, fenced_source: str | None = None) -> None:
         self.state = state

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from memex.cli import load_config, reports_errors
+from memex.cli.common import load_config, reports_errors
 from memex.errors import ConfigError
 
 
@@ -29,7 +29,7 @@ def cron(ctx: click.Context, mailto: str | None) -> None:
     set PATH and MAILTO. Install with `memex cron | crontab -` (this replaces
     the user's crontab) or paste them into `crontab -e`.
     """
-    from memex.deploy import crontab, current_program
+    from memex.cli.recipes import crontab, current_program
 
     cfg = load_config(ctx)
     click.echo(crontab(cfg, _config_path(cfg), current_program(), mailto=mailto or getpass.getuser()), nl=False)
@@ -50,7 +50,7 @@ def launchd(ctx: click.Context, sources: tuple[str, ...], out_dir: Path | None, 
     Reading chat.db needs Full Disk Access for the interpreter the agent runs;
     the command says which file to grant it to.
     """
-    from memex.deploy import current_program, enabled_sources, full_disk_access_binary, launchd_label, launchd_plist
+    from memex.cli.recipes import current_program, enabled_sources, full_disk_access_binary, launchd_label, launchd_plist
 
     cfg = load_config(ctx)
     chosen = [cfg.source(n) for n in sources] if sources else enabled_sources(cfg)

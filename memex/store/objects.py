@@ -19,11 +19,11 @@ from urllib.parse import unquote, urlsplit
 
 from memex.deadline import NEVER, Deadline
 from memex.errors import ConfigError, StoreError
-from memex.statedir import ensure_private_dir, fsync_dir, full_fsync, make_dirs, stream_temp, sync_files, write_temp
+from memex.state.files import ensure_private_dir, fsync_dir, full_fsync, make_dirs, stream_temp, sync_files, write_temp
 
 if TYPE_CHECKING:
     from memex.config import StoreConfig
-    from memex.s3lean import LeanS3
+    from memex.store.s3lean import LeanS3
 
 TMP_DIR = ".memex-tmp"
 CLIENTS = ("lean", "boto3")  # the S3 request paths [store] client may name
@@ -228,7 +228,7 @@ class FileStore:
     def sync(self) -> None:
         """Make durable what the cursor is about to pass: the pending objects' data, then their names, objects found already there, every folder entry.
 
-        Pending temp files are flushed together (:func:`~memex.statedir.sync_files`), then linked to their names;
+        Pending temp files are flushed together (:func:`~memex.state.files.sync_files`), then linked to their names;
         folders are synced deepest first, so a new folder's own entries are durable before its entry in its parent.
         """
         with self._dirty_lock:
@@ -282,7 +282,7 @@ class S3Store:
     conditional write) is retried. Throttling, 5xx and connection errors are
     retried with exponential backoff (5 attempts). ``client="lean"`` (the
     default) sends hand-signed requests over one keep-alive connection per
-    thread (:mod:`memex.s3lean`) and uses boto3 only to find credentials and
+    thread (:mod:`memex.store.s3lean`) and uses boto3 only to find credentials and
     region; ``client="boto3"`` uses a boto3 client (botocore's standard retry
     mode). boto3 is imported on the first request only.
     """
@@ -336,7 +336,7 @@ class S3Store:
         if self._lean is None:
             with self._lean_lock:
                 if self._lean is None:
-                    from memex.s3lean import LeanS3, boto_credentials
+                    from memex.store.s3lean import LeanS3, boto_credentials
 
                     credentials, region = boto_credentials(self.profile, self.region)
                     lean = LeanS3(self.bucket, credentials=credentials, region=region, endpoint_url=self.endpoint_url,
@@ -349,7 +349,7 @@ class S3Store:
     def client(self) -> Any:
         """The client requests go through, created on first use (boto3 imported then, never before).
 
-        With ``client="boto3"`` it is the boto3 S3 client; with ``"lean"`` the :class:`~memex.s3lean.LeanS3`.
+        With ``client="boto3"`` it is the boto3 S3 client; with ``"lean"`` the :class:`~memex.store.s3lean.LeanS3`.
         """
         if self.kind == "lean":
             return self.lean
@@ -464,11 +464,11 @@ class S3Store:
     def put_new_stream(self, key: str, open_body: Callable[[], IO[bytes]], size: int) -> bool:
         """Create ``key`` from a stream, create-only; False if it exists.
 
-        Up to :data:`~memex.s3multipart.MULTIPART_THRESHOLD` bytes go as one PUT; anything larger as a
+        Up to :data:`~memex.store.s3multipart.MULTIPART_THRESHOLD` bytes go as one PUT; anything larger as a
         multipart upload read part by part (memory stays one part, objects may exceed 5 GB), made create-only by
         ``If-None-Match: *`` on the completion.
         """
-        from memex.s3multipart import MULTIPART_THRESHOLD, put_new_multipart
+        from memex.store.s3multipart import MULTIPART_THRESHOLD, put_new_multipart
 
         if size > MULTIPART_THRESHOLD:
             return put_new_multipart(self, key, open_body)

@@ -9,7 +9,7 @@ After each poll of a source, under ``locks/metrics.lock``:
    the idle poll stays cheap (one small JSON file read and two small atomic
    writes). If the counters file is lost or corrupt, the totals start again
    from zero, which Prometheus treats as a counter reset;
-2. the polled source's state is computed by :mod:`memex.health` from its
+2. the polled source's state is computed by :mod:`memex.observe.health` from its
    recent events (read from the end of its log). Other sources keep the state
    of their own last poll, except that one whose last success is older than
    twice its interval is shown ``STALE`` (no log is read for them);
@@ -41,11 +41,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memex import health
 from memex.config import Config
 from memex.errors import MemexError
-from memex.locks import exclusive
-from memex.statedir import atomic_replace, ensure_private_dir
+from memex.observe import health
+from memex.state.files import atomic_replace, ensure_private_dir
+from memex.state.locks import exclusive
 
 FORMAT = 1
 TEXTFILE_MODE = 0o644
@@ -140,7 +140,7 @@ def render(entries: dict[str, dict[str, Any]]) -> str:
         for st in health.STATES
     ]
     if states:
-        families.append(("memex_state", "gauge", "Health state of the source (1 = current); see memex.health.", states))
+        families.append(("memex_state", "gauge", "Health state of the source (1 = current); see memex.observe.health.", states))
     out = []
     for name, kind, help_text, samples in families:
         out.append(f"# HELP {name} {help_text}")

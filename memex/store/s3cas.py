@@ -1,6 +1,6 @@
-"""Compare-and-swap on single S3 objects, through either client of :class:`~memex.objectstore.S3Store`.
+"""Compare-and-swap on single S3 objects, through either client of :class:`~memex.store.objects.S3Store`.
 
-Two operations, enough to build cursors and leases on S3 (:mod:`memex.s3state`):
+Two operations, enough to build cursors and leases on S3 (:mod:`memex.state.s3state`):
 
 - :func:`get_versioned`: the object's bytes with its ETag, its ``Last-Modified`` and the server's ``Date``
   (both read off the S3 server's clock, so that lease expiry never trusts the host's clock);
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from memex.errors import StoreError
 
 if TYPE_CHECKING:
-    from memex.objectstore import S3Store
+    from memex.store.objects import S3Store
 
 JSON = "application/json"
 

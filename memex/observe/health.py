@@ -57,7 +57,7 @@ everything. Each state below has one rule over the source's recent events
 ``SPOOL``
     (SPOOL BACKLOG) The newest poll that reports ``spool_oldest_age_s`` reports
     more than ``spool_max_age_s`` (default 900 s): a source that spools before
-    upload is not getting its spool out (signal: :mod:`memex.spool`).
+    upload is not getting its spool out (signal: :mod:`memex.state.spool`).
 ``DISABLED``
     ``enabled = false`` in the config; no other rule applies.
 
@@ -358,8 +358,8 @@ def load_events(
     state_dir: Path, source: str, *, interval: int, now: float, backups: int = 5, rules: Rules = Rules()
 ) -> list[dict[str, Any]]:
     """A source's events within the rules' horizon, oldest first, read from the end of its (rotated) log."""
-    from memex.follow import RecentReader
-    from memex.logs import log_path
+    from memex.observe.follow import RecentReader
+    from memex.observe.logs import log_path
 
     reader = RecentReader(log_path(state_dir, source), backups)
     return events_for_health(reader.events(), now=now, horizon_s=rules.horizon_s(interval))

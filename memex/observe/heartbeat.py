@@ -88,7 +88,7 @@ class Heartbeat:
 
     def finish(self, fields: dict[str, Any], source: str) -> None:
         """Send the success or ``/fail`` ping for a finished poll's summary fields."""
-        from memex.logs import human_line
+        from memex.observe.logs import human_line
 
         if self._start is not None:
             self._start.join(self.timeout + 1)

@@ -20,8 +20,8 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from memex.locks import wait_flock
-from memex.statedir import ensure_private_dir
+from memex.state.files import ensure_private_dir
+from memex.state.locks import wait_flock
 
 REDACT = frozenset({"text", "body", "content", "password", "secret", "token", "subject"})
 LOG_MAX_BYTES = 10 * 1024 * 1024  # the config's log_max_bytes / log_backups defaults

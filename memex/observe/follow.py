@@ -1,6 +1,6 @@
 """Reading a source's rotated JSON-lines log: recent events from the end, and following new lines.
 
-``<source>.jsonl`` is rotated by :class:`memex.logs.SourceSink` to
+``<source>.jsonl`` is rotated by :class:`memex.observe.logs.SourceSink` to
 ``<source>.jsonl.1``, ``.2``, ... (see there). Two readers live here:
 
 * :class:`RecentReader` reads events newest first, from the end of the live

@@ -4,7 +4,7 @@ Without ``-f`` it prints the last N poll lines (and warnings and errors, such
 as ``cursor.set`` or ``source.reset``) of the named sources, merged by time,
 and exits. With ``-f`` it then follows the logs: a watchdog observer on the
 logs folder wakes it when a file changes (plus a cheap re-check every few
-seconds in case an event was missed), and :class:`memex.follow.Follower`
+seconds in case an event was missed), and :class:`memex.observe.follow.Follower`
 reads what was appended, across log rotation, without losing or repeating a
 line.
 """
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from memex.config import Config
-from memex.follow import Follower, RecentReader, parse_line
-from memex.logs import human_line, log_path, short_ts
-from memex.statedir import ensure_private_dir
+from memex.observe.follow import Follower, RecentReader, parse_line
+from memex.observe.logs import human_line, log_path, short_ts
+from memex.state.files import ensure_private_dir
 
 RECHECK_S = 2.0
 COLOURS = {"ok": "green", "idle": "bright_black", "skipped": "yellow", "error": "red"}

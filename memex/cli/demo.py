@@ -22,8 +22,8 @@ db = "chat.db"                 # on a Mac: "~/Library/Messages/chat.db"
 def run_demo(directory: Path, messages: int) -> int:
     """Create or extend the demo folder, poll it, print the status table; return the exit code."""
     from memex import config
+    from memex.observe.status import collect, render_table
     from memex.runner import poll
-    from memex.status import collect, render_table
     from pollers import imessage_samples
 
     directory.mkdir(parents=True, exist_ok=True)

@@ -11,21 +11,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memex.config import Config
-from memex.cursors import CursorStore
-from memex.locks import RunLock
-from memex.statedir import ensure_private_dir
+from memex.state.cursors import CursorStore
+from memex.state.files import ensure_private_dir
+from memex.state.locks import RunLock
 
 if TYPE_CHECKING:
     from memex.deadline import Deadline
-    from memex.objectstore import S3Store
-    from memex.s3state import LeaseInfo, S3CursorStore, S3Lease
+    from memex.state.s3state import LeaseInfo, S3CursorStore, S3Lease
+    from memex.store.objects import S3Store
 
 
 def cursor_store(cfg: Config, *, epoch: int | None = None, deadline: Deadline | None = None) -> CursorStore | S3CursorStore:
     """The cursor store of this configuration; ``epoch`` fences its writes, ``deadline`` bounds its requests (S3 state only)."""
     if cfg.state_url is None:
         return CursorStore(cfg.state_dir)
-    from memex.s3state import S3CursorStore, open_state
+    from memex.state.s3state import S3CursorStore, open_state
 
     return S3CursorStore(_bounded(open_state(cfg), deadline), sources=sorted(cfg.sources), epoch=epoch)
 
@@ -41,7 +41,7 @@ def run_lock(cfg: Config, lease: str, local_path: Path, *, fenced_source: str | 
         ensure_private_dir(cfg.state_dir)
         ensure_private_dir(local_path.parent)
         return RunLock(local_path)
-    from memex.s3state import S3Lease, open_state
+    from memex.state.s3state import S3Lease, open_state
 
     return S3Lease(_bounded(open_state(cfg), deadline), lease, ttl=float(cfg.lease_seconds), fenced_source=fenced_source)
 
@@ -55,7 +55,7 @@ def _bounded(state: S3Store, deadline: Deadline | None) -> S3Store:
 
 def host_name() -> str:
     """This host's name as leases record it (``$MEMEX_HOST``, else the system's)."""
-    from memex.s3state import host_name as name
+    from memex.state.s3state import host_name as name
 
     return name()
 
@@ -64,7 +64,7 @@ def leases(cfg: Config) -> dict[str, LeaseInfo]:
     """With S3 state: each source's poll lease as last written (holder, epoch, age by the server's clock)."""
     if cfg.state_url is None:
         return {}
-    from memex.s3state import open_state, read_lease
+    from memex.state.s3state import open_state, read_lease
 
     state = open_state(cfg)
     out = {}

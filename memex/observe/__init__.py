@@ -1,0 +1,1 @@
+"""What people see: logs, health states, metrics, heartbeats, status, tail and the dashboard."""

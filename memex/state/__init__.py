@@ -1,0 +1,1 @@
+"""Where memex remembers where each source stands: cursors, locks, run leases, spools, private state files."""
