@@ -6,11 +6,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest bench clean
 
+# The install's chatter (pip's and setuptools' warnings) goes to $(VENV)/install.log, shown only if it fails.
 $(STAMP): pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
-	touch $(STAMP)
+	@echo "installing into $(VENV) (log: $(VENV)/install.log)"
+	@$(PY) -m venv $(VENV)
+	@{ $(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q -e '.[test]'; } \
+		> $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
+	@touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/memex demo

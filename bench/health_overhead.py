@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 from memex import config as config_mod
-from memex import metrics, runner
+from memex import runner
+from memex.observe import metrics
 from memex.observe.dashboard import Dashboard
 from pollers import imessage_samples
 from tests.test_dashboard import fake_poll  # run with PYTHONPATH=.

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from memex import config, deploy
+from memex import config
+from memex.cli import recipes as deploy
 from pollers import imessage_samples
 from tests.conftest import ROOT, file_objects, run_cli, write_config
 
