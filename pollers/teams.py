@@ -40,9 +40,7 @@ it (exit 1).
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -52,25 +50,12 @@ from memex.deadline import Deadline
 from memex.errors import AuthRequired, ConfigError, SourceError
 from memex.records import Conversation
 from memex.source import Batch, Cursor, Item
+from pollers import teams_channels, teams_history
 from pollers import teams_render as render
 from pollers.teams_auth import CHANNEL_SCOPES, CHAT_SCOPES, DEFAULT_AUTHORITY, DEFAULT_CLIENT_ID, DEFAULT_TENANT, AuthSettings, Login
 from pollers.teams_cursor import Walk, advanced, numbered, partial
-from pollers.teams_graph import Gone, Graph, GraphUnavailable, NotFound
-
-DEFAULT_GRAPH = "https://graph.microsoft.com/v1.0"
-MAX_PAGE = 50  # Graph's largest $top for chat messages
-
-
-@dataclass(frozen=True)
-class Settings:
-    """A validated ``[sources.NAME]`` of type teams."""
-
-    auth: AuthSettings
-    graph_url: str
-    timeout: float
-    page_size: int
-    overlap_us: int
-    channels: bool = False
+from pollers.teams_graph import Gone, GraphUnavailable
+from pollers.teams_session import DEFAULT_GRAPH, MAX_PAGE, Settings, TeamsSession, conv_path
 
 
 def _url_key(keys: Any, key: str, default: str) -> str:
@@ -115,22 +100,14 @@ def make(source: SourceConfig) -> TeamsPoller:
     return TeamsPoller(source.name, settings, Login(source.name, settings.auth, source.state_dir))
 
 
-class TeamsPoller:
+class TeamsPoller(TeamsSession):
     """Reads new and changed chat messages of the signed-in user."""
 
     def __init__(self, name: str, settings: Settings, login: Login, *, backoff: tuple[float, ...] | None = None) -> None:
-        self.name = name
-        self.settings = settings
-        self.login = login
-        self.graph = Graph(settings.graph_url, self._token, timeout=settings.timeout, source=name, backoff=backoff)
-        self._me: str | None = None
+        super().__init__(name, settings, login, backoff=backoff)
         self._queue: list[tuple[str, Conversation]] | None = None
-        self._teams: dict[str, str] = {}  # channel id -> team id
         self._walk: Walk | None = None
         self._failed: list[str] = []
-
-    def _token(self, force: bool) -> str:
-        return self.login.token(force_refresh=force)
 
     def use_deadline(self, deadline: Deadline) -> None:
         """Bound every request, retry and Retry-After wait by the poll's deadline (:class:`memex.source.Interruptible`)."""
@@ -140,10 +117,6 @@ class TeamsPoller:
         """Sign in interactively (``memex auth``): the device-code flow; returns the account's user name."""
         name: str = self.login.device_flow(say)
         return name
-
-    def close(self) -> None:
-        """Close the HTTP session."""
-        self.graph.close()
 
     def positions(self, cursor: Cursor) -> dict[str, int]:
         """``{"chats": chats walked, "modified": newest stored modification (epoch seconds), "read": records stored}`` (+ ``"channels"``).
@@ -162,45 +135,13 @@ class TeamsPoller:
         return out
 
     # -- the walk ------------------------------------------------------------
-    def me(self) -> str | None:
-        """The signed-in user's ID (read from the login once)."""
-        if self._me is None:
-            self._me = self.login.user_id()
-        return self._me
-
     def head(self) -> Cursor:
         """A live cursor at every chat's newest message now (``start = "now"``; see :mod:`pollers.teams_history`)."""
-        from pollers.teams_history import head
-
-        return head(self)
+        return teams_history.head(self)
 
     def history(self, since: datetime | None, until: datetime | None, checkpoint: Cursor) -> Iterator[Item]:
         """Every message created in ``[since, until)``, chat by chat (``memex backfill``; see :mod:`pollers.teams_history`)."""
-        from pollers.teams_history import history
-
-        return history(self, since, until, checkpoint)
-
-    def chats(self) -> list[Conversation]:
-        """Every chat of the signed-in user (``/me/chats`` with members, all pages)."""
-        params = urlencode({"$top": MAX_PAGE, "$expand": "members"}, safe="$")
-        out: list[Conversation] = []
-        for page, _next, _delta in self.graph.pages(self.graph.url(f"/me/chats?{params}")):
-            for chat in page:
-                cid = chat.get("id")
-                if not isinstance(cid, str) or not cid:
-                    continue
-                members = [m for m in chat.get("members") or [] if isinstance(m, dict)]
-                people = [
-                    str(m.get("email") or m.get("userId") or m.get("displayName"))
-                    for m in members
-                    if m.get("email") or m.get("userId") or m.get("displayName")
-                ]
-                name = chat.get("topic") if isinstance(chat.get("topic"), str) else None
-                if name is None and chat.get("chatType") == "oneOnOne":
-                    others = [m.get("displayName") for m in members if m.get("userId") != self._me and m.get("displayName")]
-                    name = others[0] if others else None
-                out.append(Conversation(id=cid, name=name, participants=people))
-        return out
+        return teams_history.history(self, since, until, checkpoint)
 
     def _messages_url(self, chat_id: str, prev: dict[str, Any] | None) -> str:
         params: dict[str, Any] = {"$top": self.settings.page_size, "$orderby": "lastModifiedDateTime desc"}
@@ -210,7 +151,7 @@ class TeamsPoller:
         elif prev is not None:
             since = max(0, int(prev.get("t", 0)) - self.settings.overlap_us)
             params["$filter"] = f"lastModifiedDateTime gt {render.format_ts(since)}"
-        return self.graph.url(f"/me/chats/{quote(chat_id, safe=':@;')}/messages?" + urlencode(params, safe="$:", quote_via=quote))
+        return self.graph.url(f"/me/chats/{conv_path(chat_id)}/messages?" + urlencode(params, safe="$:", quote_via=quote))
 
     def fetch(self, cursor: Cursor, limit: int) -> Batch:
         """The next page of the chat being walked; the batch ending a chat's walk carries its new cursor."""
@@ -224,9 +165,7 @@ class TeamsPoller:
             self.me()
             self._queue = [("chats", c) for c in self.chats()]
             if self.settings.channels:
-                from pollers.teams_channels import channels
-
-                self._queue += [("channels", c) for c in channels(self)]
+                self._queue += [("channels", c) for c in teams_channels.channels(self)]
         while self._walk is not None or self._queue:
             if self._walk is None:
                 kind, chat = self._queue.pop(0)
@@ -267,9 +206,7 @@ class TeamsPoller:
             return self._messages_url(conv_id, prev)
         if prev is not None and isinstance(prev.get("delta"), str):
             return str(prev["delta"])
-        from pollers.teams_channels import delta_url
-
-        return delta_url(self, self._teams[conv_id], conv_id)
+        return teams_channels.delta_url(self, self._teams[conv_id], conv_id)
 
     def _page(self, walk: Walk, cursor: Cursor) -> list[Item]:
         """Fetch the walk's next page and turn its messages into items (all at the unchanged cursor)."""
@@ -289,7 +226,7 @@ class TeamsPoller:
                 for item in stored:
                     item.cursor = at
             items.extend(stored)
-            for reply in (msg.get("replies") or []) if isinstance(msg, dict) else []:
+            for reply in teams_channels.chain(self, msg) if isinstance(msg, dict) else ():
                 items.extend(self._message(walk, reply, cursor))
         walk.next_url = nxt if isinstance(nxt, str) else None
         delta = doc.get("@odata.deltaLink")
@@ -337,31 +274,12 @@ class TeamsPoller:
         since = int(prev.get("t", 0)) - self.settings.overlap_us if prev is not None else None
         stored_before = since is not None and ((created is not None and created <= since) or mid in known_ids)
         if not stored_before:
-            return [self.with_contents(Item(cursor=cursor, message=message), chat_id, mid)]
+            return [self.with_contents(Item(cursor=cursor, message=message), chat_id, msg)]
         out = []
         for kind, rid, at in render.revision_plan(msg, since or 0):
             rev = render.render(self.name, walk.chat, msg, self._me)
-            out.append(self.with_contents(Item(cursor=cursor, message=render.as_revision(rev, kind, rid, at)), chat_id, mid))
+            out.append(self.with_contents(Item(cursor=cursor, message=render.as_revision(rev, kind, rid, at)), chat_id, msg))
         return out
-
-    def with_contents(self, item: Item, chat_id: str, mid: str) -> Item:
-        """Fetch the inline images an item's record lists and hand their bytes to the runner."""
-        assert item.message is not None
-        for index, att in enumerate(item.message.attachments):
-            if not att["id"].startswith("hostedContents/"):
-                continue
-            hosted = att["id"].split("/", 1)[1]
-            html = item.message.extra.get("html") or ""
-            url = render.hosted_content_urls(html).get(hosted) or self.graph.url(
-                f"/chats/{quote(chat_id, safe=':@;')}/messages/{quote(mid)}/hostedContents/{quote(hosted)}/$value"
-            )
-            try:
-                data = self.graph.get(url, binary=True)
-            except NotFound:
-                att["missing"] = True
-                continue
-            item.contents.append(_content(index, data))
-        return item
 
 
 def _well_formed(cursor: Any) -> bool:
@@ -386,9 +304,3 @@ def _failure(ref: str, reason: str, raw: bytes) -> Any:
     from memex.source import Failure
 
     return Failure(native_id=ref, reason=reason, raw=raw, ref=ref)
-
-
-def _content(index: int, data: bytes) -> Any:
-    from memex.store.attachments import Content
-
-    return Content(index=index, open=lambda: io.BytesIO(data))

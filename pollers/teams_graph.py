@@ -70,6 +70,7 @@ class Graph:
         self.backoff = backoff
         self.deadline = Deadline(None)  # the poll's (memex.deadline), given by the runner; none for backfill
         self.requests = 0  # HTTP requests sent, for the benchmark
+        self.date: str | None = None  # the Date header of the last answer: Graph's clock (start = "now" for channels)
         self._session: Any = None
 
     def _http(self) -> Any:
@@ -134,6 +135,7 @@ class Graph:
                 continue
             status = resp.status_code
             if status == 200:
+                self.date = resp.headers.get("Date")
                 if binary:
                     return resp.content
                 try:

@@ -15,7 +15,16 @@ documentation and MSAL's source:
   desc``, ``$filter=lastModifiedDateTime gt X`` only together with that
   ``$orderby``, ``@odata.nextLink`` with a ``$skiptoken``), and
   ``/chats/{id}/messages/{id}/hostedContents/{id}/$value``; chatMessage
-  objects with the documented field names; 401 ``InvalidAuthenticationToken``.
+  objects with the documented field names; 401 ``InvalidAuthenticationToken``;
+* channels: ``/me/joinedTeams``, ``/teams/{id}/channels``, the delta query
+  (``$top``, ``$expand=replies``, ``$filter=lastModifiedDateTime gt X``: reply
+  chains created or changed after X), the channel list
+  ``/teams/{id}/channels/{id}/messages`` (root posts, ``$expand=replies``; past
+  ``max_replies`` a ``replies@odata.nextLink`` to ``.../messages/{id}/replies``),
+  and the hostedContents of channel posts and replies. Channel message bodies keep
+  the ``https://graph.microsoft.com/v1.0`` image links Graph writes; chat bodies
+  are rewritten to this server;
+* every answer's ``Date`` header is the server's (simulated) clock.
 
 Faults are injected per request (:meth:`GraphServer.fault`): a status with
 headers (429 + Retry-After), or a hang until released.
@@ -123,6 +132,7 @@ class GraphServer:
         self.channel_team: dict[str, str] = {}
         self.seq = 0  # a change counter: delta tokens are positions in it
         self.changed: dict[tuple[str, str], int] = {}  # (conversation, message id) -> seq of its last change
+        self.max_replies = 1000  # replies expanded inline per channel post (Graph's limit); the rest via replies@odata.nextLink
         self.next_link_base: str | None = None  # hand out message nextLinks under another base URL (a hostile or broken server)
         handler = type("H", (_Handler,), {"server_state": self})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -179,7 +189,8 @@ class GraphServer:
                 for hid, data in images.items():
                     self.hosted[(chat_id, mid, hid)] = data
                     where = f"teams/{team}/channels/{chat_id}" if team else f"chats/{chat_id}"
-                    content += (f'<img src="https://graph.microsoft.com/v1.0/{where}/messages/{mid}/hostedContents/{hid}/$value"'
+                    where += f"/messages/{reply_root}/replies" if reply_root else "/messages"
+                    content += (f'<img src="https://graph.microsoft.com/v1.0/{where}/{mid}/hostedContents/{hid}/$value"'
                                 ' width="67" height="63" style="vertical-align:bottom">')  # fmt: skip
             attachments = list(files or [])
             if reply_to:
@@ -327,6 +338,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The ``Date`` header: the simulated clock the messages are stamped with (Graph's clock, as a client sees it)."""
+        from email.utils import format_datetime
+
+        return format_datetime(self.server_state.now, usegmt=True)
+
     def _send(self, status: int, body: Any, headers: dict[str, str] | None = None, ctype: str = "application/json") -> None:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
@@ -423,6 +440,26 @@ class _Handler(BaseHTTPRequestHandler):
             if len(parts) == 6 and parts[0] == "teams" and parts[2] == "channels" and parts[4:] == ["messages", "delta"]:
                 self._delta(parts[1], parts[3], query)
                 return
+            if (
+                len(parts) >= 9
+                and parts[0] == "teams"
+                and parts[2] == "channels"
+                and parts[-3] == "hostedContents"
+                and parts[-1] == "$value"
+            ):
+                # .../messages/{id}/hostedContents/{hid}/$value, or .../messages/{root}/replies/{id}/hostedContents/{hid}/$value
+                data = s.hosted.get((parts[3], parts[-4], parts[-2]))
+                if data is None:
+                    self._send(404, {"error": {"code": "NotFound", "message": "Hosted content not found."}})
+                else:
+                    self._send(200, data, ctype="image/png")
+                return
+            if len(parts) == 5 and parts[0] == "teams" and parts[2] == "channels" and parts[4] == "messages":
+                self._channel_list(parts[1], parts[3], query)
+                return
+            if len(parts) == 7 and parts[0] == "teams" and parts[2] == "channels" and parts[4] == "messages" and parts[6] == "replies":
+                self._replies(parts[1], parts[3], parts[5], query)
+                return
             if len(parts) == 4 and parts[:2] == ["me", "chats"] and parts[3] == "messages":
                 self._messages(parts[2], query)
                 return
@@ -441,11 +478,8 @@ class _Handler(BaseHTTPRequestHandler):
         if chat is None:
             self._send(404, {"error": {"code": "NotFound", "message": "Chat not found."}})
             return
-        top = int(query.get("$top", 20))
-        if top > 50:
-            self._send(
-                400, {"error": {"code": "BadRequest", "message": "Invalid page size requested. Valid page size is between 1 and 50."}}
-            )
+        top = self._page_size(query)
+        if top is None:
             return
         order = query.get("$orderby", "lastModifiedDateTime desc")
         key = order.split(" ")[0]
@@ -478,19 +512,60 @@ class _Handler(BaseHTTPRequestHandler):
             )
         self._send(200, body)
 
-    def _delta(self, team_id: str, channel_id: str, query: dict[str, str]) -> None:
-        """A channel's delta round: reply chains (root + replies) changed after the token's position, oldest root first."""
+    def _page_size(self, query: dict[str, str]) -> int | None:
+        """``$top`` (default 20); above 50 Graph answers 400 (sent here, None returned)."""
+        top = int(query.get("$top", 20))
+        if top > 50:
+            self._send(
+                400, {"error": {"code": "BadRequest", "message": "Invalid page size requested. Valid page size is between 1 and 50."}}
+            )
+            return None
+        return top
+
+    def _channel(self, team_id: str, channel_id: str) -> Chat | None:
         s = self.server_state
         channel = s.channels.get(channel_id)
         if channel is None or s.channel_team.get(channel_id) != team_id:
             self._send(404, {"error": {"code": "NotFound", "message": "Channel not found."}})
+            return None
+        return channel
+
+    @staticmethod
+    def _replies_of(channel: Chat, root_id: str) -> list[dict[str, Any]]:
+        return [json.loads(json.dumps(r)) for r in sorted(channel.messages.values(), key=lambda m: m["id"]) if r["replyToId"] == root_id]
+
+    def _with_replies(self, channel: Chat, root: dict[str, Any], team_id: str, channel_id: str) -> dict[str, Any]:
+        """A root post with ``replies`` expanded: up to ``max_replies``, then a ``replies@odata.nextLink``."""
+        s = self.server_state
+        doc = json.loads(json.dumps(root))
+        replies = self._replies_of(channel, root["id"])
+        doc["replies"] = replies[: s.max_replies]
+        if len(replies) > s.max_replies:
+            token = base64.b64encode(str(s.max_replies).encode()).decode()
+            doc["replies@odata.nextLink"] = (
+                f"{s.graph}/teams/{team_id}/channels/{channel_id}/messages/{root['id']}/replies?{urlencode({'$skiptoken': token})}"
+            )
+        return doc
+
+    def _delta(self, team_id: str, channel_id: str, query: dict[str, str]) -> None:
+        """A channel's delta round: reply chains (root + replies) changed after the token's position, oldest root first.
+
+        ``$filter=lastModifiedDateTime gt X`` (first request only) keeps the chains with a message modified after X;
+        the filter rides in the skip token, as Graph encodes the first request's parameters into its tokens.
+        """
+        s = self.server_state
+        channel = self._channel(team_id, channel_id)
+        if channel is None:
             return
         if "$skiptoken" in query:
-            since, top, offset = json.loads(base64.b64decode(query["$skiptoken"]).decode())
+            since, top, offset, after = json.loads(base64.b64decode(query["$skiptoken"]).decode())
         elif "$deltatoken" in query:
-            (since,), top, offset = json.loads(base64.b64decode(query["$deltatoken"]).decode()), 50, 0
+            (since,), top, offset, after = json.loads(base64.b64decode(query["$deltatoken"]).decode()), 50, 0, None
         else:
-            since, top, offset = 0, min(int(query.get("$top", 50)), 50), 0
+            since, top, offset, after = 0, min(int(query.get("$top", 50)), 50), 0, None
+            if "$filter" in query:
+                prop, op, after = query["$filter"].split(" ", 2)
+                assert (prop, op) == ("lastModifiedDateTime", "gt"), query["$filter"]
         roots = sorted((m for m in channel.messages.values() if not m["replyToId"]), key=lambda m: m["id"])
 
         def chain_seq(root: dict[str, Any]) -> int:
@@ -498,21 +573,59 @@ class _Handler(BaseHTTPRequestHandler):
                        for r in channel.messages.values() if r["replyToId"] == root["id"]])  # fmt: skip
 
         changed = [r for r in roots if chain_seq(r) > since]
-        page = []
-        for root in changed[offset : offset + top]:
-            doc = json.loads(json.dumps(root))
-            doc["replies"] = [
-                json.loads(json.dumps(r)) for r in sorted(channel.messages.values(), key=lambda m: m["id"]) if r["replyToId"] == root["id"]
+        if after is not None:
+            bound = _parse(after)
+            changed = [
+                r for r in changed if any(_parse(m["lastModifiedDateTime"]) > bound for m in [r, *self._replies_of(channel, r["id"])])
             ]
-            page.append(doc)
+        page = [self._with_replies(channel, root, team_id, channel_id) for root in changed[offset : offset + top]]
         body: dict[str, Any] = {"@odata.context": "https://graph.microsoft.com/v1.0/$metadata#Collection(chatMessage)", "value": page}
         base = f"{s.graph}/teams/{team_id}/channels/{channel_id}/messages/delta"
         if offset + top < len(changed):
-            body["@odata.nextLink"] = (
-                f"{base}?{urlencode({'$skiptoken': base64.b64encode(json.dumps([since, top, offset + top]).encode()).decode()})}"
-            )
+            token = base64.b64encode(json.dumps([since, top, offset + top, after]).encode()).decode()
+            body["@odata.nextLink"] = f"{base}?{urlencode({'$skiptoken': token})}"
         else:
             body["@odata.deltaLink"] = f"{base}?{urlencode({'$deltatoken': base64.b64encode(json.dumps([s.seq]).encode()).decode()})}"
+        self._send(200, body)
+
+    def _channel_list(self, team_id: str, channel_id: str, query: dict[str, str]) -> None:
+        """``GET /teams/{id}/channels/{id}/messages``: root posts newest first, ``$top`` <= 50, ``$expand=replies``."""
+        s = self.server_state
+        channel = self._channel(team_id, channel_id)
+        if channel is None:
+            return
+        top = self._page_size(query)
+        if top is None:
+            return
+        roots = sorted((m for m in channel.messages.values() if not m["replyToId"]), key=lambda m: m["id"], reverse=True)
+        offset = int(base64.b64decode(query["$skiptoken"]).decode()) if "$skiptoken" in query else 0
+        page = roots[offset : offset + top]
+        if query.get("$expand") == "replies":
+            value = [self._with_replies(channel, root, team_id, channel_id) for root in page]
+        else:
+            value = [json.loads(json.dumps(root)) for root in page]
+        body: dict[str, Any] = {"@odata.context": f"https://graph.microsoft.com/v1.0/$metadata#teams('{team_id}')/channels('{channel_id}')/messages",
+                                "@odata.count": len(value), "value": value}  # fmt: skip
+        if offset + top < len(roots):
+            q = {**query, "$skiptoken": base64.b64encode(str(offset + top).encode()).decode()}
+            body["@odata.nextLink"] = f"{s.graph}/teams/{team_id}/channels/{channel_id}/messages?{urlencode(q)}"
+        self._send(200, body)
+
+    def _replies(self, team_id: str, channel_id: str, root_id: str, query: dict[str, str]) -> None:
+        """``GET .../messages/{id}/replies``: a post's replies, ``$top`` <= 50 (default 20), paged by ``$skiptoken``."""
+        s = self.server_state
+        channel = self._channel(team_id, channel_id)
+        if channel is None:
+            return
+        replies = self._replies_of(channel, root_id)
+        top = min(int(query.get("$top", 20)), 50)
+        offset = int(base64.b64decode(query["$skiptoken"]).decode()) if "$skiptoken" in query else 0
+        value = replies[offset : offset + top]
+        body: dict[str, Any] = {"@odata.context": "https://graph.microsoft.com/v1.0/$metadata#Collection(chatMessage)",
+                                "@odata.count": len(value), "value": value}  # fmt: skip
+        if offset + top < len(replies):
+            q = {**query, "$skiptoken": base64.b64encode(str(offset + top).encode()).decode()}
+            body["@odata.nextLink"] = f"{s.graph}/teams/{team_id}/channels/{channel_id}/messages/{root_id}/replies?{urlencode(q)}"
         self._send(200, body)
 
     def do_POST(self) -> None:
