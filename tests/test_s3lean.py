@@ -434,3 +434,64 @@ def test_credentials_are_read_per_request(s3_endpoint: str, s3_bucket: str) -> N
     assert lean.put("k.json", b"x", "application/json", create_only=True) is True
     assert lean.get("k.json") == b"x"
     assert len(calls) == 2
+
+
+# -- the wire (memex.s3http) -------------------------------------------------------------------------------------------
+
+
+def _canned_server(answers: list[bytes]) -> tuple[int, list[bytes], threading.Thread]:
+    """A loopback server that reads one request per answer on one connection and writes the canned answers in turn."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = int(listener.getsockname()[1])
+    requests: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn, listener:
+            reader = conn.makefile("rb")
+            for answer in answers:
+                head = b""
+                while not head.endswith(b"\r\n\r\n"):
+                    head += reader.readline()
+                length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")), 0)
+                requests.append(head + reader.read(length))
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return port, requests, thread
+
+
+def test_the_wire_sends_one_write_and_reads_every_framing_s3_uses() -> None:
+    """Content-Length, chunked (an error body), HEAD, 100 Continue skipped, then Connection: close; a short body is IncompleteRead."""
+    import http.client
+
+    from memex.s3http import Connection
+
+    answers = [
+        b'HTTP/1.1 200 OK\r\nETag: "e1"\r\nContent-Length: 2\r\n\r\nok',
+        b"HTTP/1.1 403 Forbidden\r\nTransfer-Encoding: chunked\r\n\r\n6\r\n<Code>\r\nB;ext=1\r\nAccessDenie\r\n8\r\nd</Code>\r\n0\r\n\r\n",
+        b"HTTP/1.1 404 Not Found\r\nContent-Length: 120\r\n\r\n",
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 412 Precondition Failed\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+    ]
+    port, requests, thread = _canned_server(answers)
+    conn = Connection.open("http", "127.0.0.1", port, timeout=10)
+    first = conn.exchange("PUT", "/b/k", {"host": "x", "content-length": "4"}, b"body")
+    assert (first.status, first.headers["etag"], first.body, first.will_close) == (200, '"e1"', b"ok", False)
+    assert requests[0] == b"PUT /b/k HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\n\r\nbody"
+    chunked = conn.exchange("GET", "/b/k", {"host": "x"}, b"")
+    assert (chunked.status, chunked.body) == (403, b"<Code>AccessDenied</Code>")
+    head = conn.exchange("HEAD", "/b/k", {"host": "x"}, b"")
+    assert (head.status, head.body) == (404, b"")
+    final = conn.exchange("PUT", "/b/k", {"host": "x", "if-match": '"e1"', "content-length": "0"}, b"")
+    assert (final.status, final.will_close) == (412, True)
+    with pytest.raises(http.client.IncompleteRead):
+        conn.exchange("GET", "/b/k", {"host": "x"}, b"")
+    with pytest.raises(ValueError):
+        conn.exchange("GET", "/b/k", {"host": "x", "if-match": 'a"\r\nx-injected: 1'}, b"")
+    conn.close()
+    thread.join(10)
+    assert not thread.is_alive() and len(requests) == 5

@@ -144,9 +144,10 @@ def test_poll_status_and_cursor_commands_work_on_s3_state(any_s3: tuple[str, str
     assert json.loads(run_cli("cursor", "show", "imessage", "--json", config=cfg_path).stdout) is None
 
 
-def test_a_lease_excludes_others_until_released_or_expired_by_the_server_clock(s3_endpoint: str, s3_bucket: str, tmp_path: Path) -> None:
+def test_a_lease_excludes_others_until_released_or_expired_by_the_server_clock(any_s3: tuple[str, str], tmp_path: Path) -> None:
     """A held lease refuses a second holder (naming host and pid); release lets it in at once; a dead holder's lease expires after its TTL."""
-    state = _state(_cfg(tmp_path, s3_endpoint, s3_bucket))
+    endpoint, bucket = any_s3  # moto, then SeaweedFS (its Last-Modified and Date decide expiry)
+    state = _state(_cfg(tmp_path, endpoint, bucket))
     first = S3Lease(state, "src", ttl=3, fenced_source="src")
     first.acquire()
     with pytest.raises(AlreadyRunning, match=r"already running \(pid \d+ on "):

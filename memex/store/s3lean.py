@@ -4,7 +4,8 @@ botocore spends about 1.2-1.8 ms of CPU per request in its pipeline (parameter
 validation, endpoint rules, event hooks, urllib3). Three operations on small
 objects need none of that, so this module signs requests itself (AWS
 Signature Version 4 with :mod:`hashlib`/:mod:`hmac`) and sends them over one
-persistent :class:`http.client.HTTPConnection` per thread. boto3 is still
+persistent connection per thread, each request
+sent in one write and its answer parsed by :mod:`memex.s3http`. boto3 is still
 used for what it does well: finding the credentials (environment, shared
 files, profiles, SSO, instance roles) and the region; it is imported when the
 first request is made, never when a store is opened.
@@ -33,11 +34,11 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import quote, urlsplit
 
 from memex.deadline import NEVER, Deadline
 from memex.errors import StoreError
+from memex.s3http import Connection
 
 SERVICE = "s3"
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -325,13 +326,10 @@ class LeanS3:
         """
         for fresh in (False, True):
             conn, reused = self._connection(force_new=fresh, label=label)
-            sock: Any = conn.sock
             try:
-                sock.settimeout(self.deadline.timeout(self.read_timeout, label))
-                with self.deadline.guard(functools.partial(sock.shutdown, socket.SHUT_RDWR)):
-                    conn.request(method, path, body=body or None, headers=headers)
-                    r = conn.getresponse()
-                    data = r.read()
+                conn.sock.settimeout(self.deadline.timeout(self.read_timeout, label))
+                with self.deadline.guard(functools.partial(conn.sock.shutdown, socket.SHUT_RDWR)):
+                    answer = conn.exchange(method, path, headers, body)
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
                 self.close()
                 self.deadline.check(label)
@@ -341,36 +339,24 @@ class LeanS3:
             except _CONN_ERRORS as exc:
                 self.close()
                 raise _Retryable(exc.__class__.__name__) from None
-            if r.will_close:
+            if answer.will_close:
                 self.close()
             else:
                 self._local.used = True
-            return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
+            return Response(answer.status, answer.headers, answer.body)
         raise AssertionError("unreachable")
 
-    def _connection(self, *, force_new: bool, label: str) -> tuple[http.client.HTTPConnection, bool]:
-        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+    def _connection(self, *, force_new: bool, label: str) -> tuple[Connection, bool]:
+        conn: Connection | None = getattr(self._local, "conn", None)
         if conn is not None and not force_new:
             return conn, bool(getattr(self._local, "used", False))
         if conn is not None:
             conn.close()
         ep = self.endpoint
-        timeout = self.deadline.timeout(self.connect_timeout, label)
-        if ep.scheme == "https":
-            ctx = self._ssl or ssl.create_default_context()  # certificate and host name verified
-            conn = http.client.HTTPSConnection(ep.host, ep.port, timeout=timeout, context=ctx)
-        else:
-            conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
         try:
-            conn.connect()
+            conn = Connection.open(ep.scheme, ep.host, ep.port, self.deadline.timeout(self.connect_timeout, label), self._ssl)
         except _CONN_ERRORS as exc:
-            conn.close()
             raise _Retryable(exc.__class__.__name__) from None
-        sock: Any = conn.sock
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
         self._local.conn = conn
         self._local.used = False
         return conn, False
