@@ -76,7 +76,8 @@ MUTANTS = [
     pytest.param(
         "memex/objectstore.py",
         [("        path = self._path(key)\n        with self._dirty_lock:\n            if path in self._pending:\n                return False\n"
-          "        if path.exists():\n            self._written_elsewhere(path)\n            return False\n        tmp_dir", "        path = self._path(key)\n        tmp_dir"),
+          "        if os.path.lexists(path):\n            self._written_elsewhere(path)\n            return False\n        tmp = self._temp_file",
+          "        path = self._path(key)\n        tmp = self._temp_file"),
          ("            if path in self._pending:  # another thread", "            if False:  # another thread"),
          ("                    os.link(tmp, path)\n", "                    os.replace(tmp, path)\n")],
         ["tests/test_objectstore.py::test_file_store_is_create_only"],
