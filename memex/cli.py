@@ -104,11 +104,19 @@ def main(ctx: click.Context, config_path: Path | None, debug: bool) -> None:
         os.environ["MEMEX_DEBUG"] = "1"  # also read by the runner for errors caught per source
 
 
-def load_config(ctx: click.Context) -> Any:
-    """Load the config named by ``--config`` / ``$MEMEX_CONFIG`` / the default path."""
+def load_config(ctx: click.Context, *, state: bool = False) -> Any:
+    """Load the config named by ``--config`` / ``$MEMEX_CONFIG`` / the default path.
+
+    ``state``: the command reads or writes the state folder; one it cannot use is one line naming it (exit 1).
+    """
     from memex import config
 
-    return config.load(ctx.obj.get("config_path"))
+    cfg = config.load(ctx.obj.get("config_path"))
+    if state:
+        from memex.statedir import require_state_dir
+
+        require_state_dir(cfg.state_dir)
+    return cfg
 
 
 @main.command()
@@ -388,7 +396,7 @@ def tail(ctx: click.Context, sources: tuple[str, ...], follow: bool, lines: int,
     from memex.tail import Line, colour, format_line, last_lines
     from memex.tail import follow as follow_logs
 
-    cfg = load_config(ctx)
+    cfg = load_config(ctx, state=True)
     names = list(sources) or sorted(cfg.sources)
     for name in names:
         cfg.source(name)
@@ -427,7 +435,7 @@ def dashboard(ctx: click.Context, once: bool, width: int | None, height: int | N
     """
     from memex.dashboard import render_text, run
 
-    cfg = load_config(ctx)
+    cfg = load_config(ctx, state=True)
     if once:
         import shutil
 

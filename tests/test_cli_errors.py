@@ -68,10 +68,13 @@ def test_a_heartbeat_url_without_a_scheme_is_a_config_error_that_never_shows_the
 
 
 @pytest.mark.parametrize(
-    "args", [("backfill", "imessage"), ("cursor", "reset", "imessage", "--yes"), ("cursor", "set", "imessage", '{"rowid": 1}')]
-)
+    "args",
+    [("backfill", "imessage"), ("cursor", "reset", "imessage", "--yes"), ("cursor", "set", "imessage", '{"rowid": 1}'), ("tail",),
+     ("tail", "-f"), ("dashboard", "--once"), ("dashboard",)],
+    ids=["backfill", "cursor-reset", "cursor-set", "tail", "tail-f", "dashboard-once", "dashboard"],
+)  # fmt: skip
 def test_an_unusable_state_folder_is_one_line_for_every_command(tmp_path: Path, args: tuple[str, ...]) -> None:
-    """backfill and cursor set/reset on a state folder that cannot be created: one line naming it, exit 1."""
+    """backfill, cursor set/reset, tail (-f) and dashboard (--once or live) on a state folder that cannot be created: one line naming it, exit 1."""
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(tmp_path / "c.db")}}, state_dir=blocker / "state")

@@ -411,6 +411,13 @@ MUTANTS = [
         ["tests/test_email_collisions.py::test_two_different_mails_with_one_message_id_are_both_stored_and_findable"],
         id="reused-message-id-collapses-two-mails",
     ),
+    pytest.param(
+        "memex/cli.py",
+        [("        require_state_dir(cfg.state_dir)\n    return cfg\n", "    return cfg\n")],
+        ["tests/test_cli_errors.py::test_an_unusable_state_folder_is_one_line_for_every_command[tail]",
+         "tests/test_cli_errors.py::test_an_unusable_state_folder_is_one_line_for_every_command[dashboard-once]"],
+        id="tail-and-dashboard-trust-the-state-folder",
+    ),
 ]  # fmt: skip
 
 
