@@ -251,8 +251,8 @@ def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: boo
         try:
             pos_after = check_cursor(poller, value)
         except ValueError as exc:
-            example = f"; the stored one is {json.dumps(before, sort_keys=True)[:200]}" if before is not None else ""
-            raise click.BadParameter(f"{exc}{example}", param_hint="VALUE") from None
+            stored = f"; the stored one is at {describe(pos_before)} (memex cursor show {source} --json)" if before is not None else ""
+            fail(f"cursor of {source!r} not set: {exc}{stored}", 2)
         back = moved_backward(pos_before, pos_after)
         if (
             back
@@ -289,7 +289,7 @@ def cursor_set(ctx: click.Context, source: str, value: str, yes: bool) -> None:
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError:
-        raise click.BadParameter("must be JSON, e.g. '{\"rowid\": 89000}'", param_hint="VALUE") from None
+        fail(f"cursor of {source!r} not set: VALUE must be JSON, e.g. '{{\"rowid\": 89000}}'", 2)
     _explicit_change(cfg, source, parsed, "set", yes=yes)
 
 

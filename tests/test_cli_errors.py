@@ -37,13 +37,13 @@ def test_relative_config_and_state_dir_work_from_the_config_folder(tmp_path: Pat
 @pytest.mark.parametrize(
     ("value", "says"),
     [('"a string"', 'an iMessage cursor is {"rowid": N}'), ('{"rowid": "abc"}', "rowid and changed must be whole numbers"),
-     ('{"foo": 1}', 'an iMessage cursor is {"rowid": N}'), ('{"rowid": -5}', "not negative")],
+     ('{"foo": 1}', 'an iMessage cursor is {"rowid": N}'), ('{"rowid": -5}', "not negative"), ("rowid=5", "VALUE must be JSON")],
 )  # fmt: skip
 def test_a_cursor_given_by_hand_is_checked(tmp_path: Path, value: str, says: str) -> None:
-    """Wrong shapes, types and negative positions exit 2 naming what a valid cursor looks like; nothing is saved."""
+    """Wrong shapes, types, negative positions and non-JSON exit 2 with one line naming what a valid cursor looks like; nothing is saved."""
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(tmp_path / "chat.db")}})
     out = run_cli("cursor", "set", "imessage", value, config=cfg)
-    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 2 and says in out.stderr and _one_line(out.stderr), out.stderr
     assert not (tmp_path / "state" / "cursors.json").exists()
 
 
