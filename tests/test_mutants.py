@@ -418,6 +418,13 @@ MUTANTS = [
          "tests/test_cli_errors.py::test_an_unusable_state_folder_is_one_line_for_every_command[dashboard-once]"],
         id="tail-and-dashboard-trust-the-state-folder",
     ),
+    pytest.param(
+        "memex/runner.py",
+        [('    return f"internal error: {type(exc).__name__}{where}; please report',
+          '    return f"internal error: {type(exc).__name__}: {exc}{where}; please report')],
+        ["tests/test_record_faults.py::test_a_library_exception_quoting_a_record_reaches_no_output"],
+        id="internal-error-quotes-the-library-message",
+    ),
 ]  # fmt: skip
 
 
