@@ -4,7 +4,7 @@ Prints messages per second, client CPU and peak RSS for memex, next to a naive b
 same run on the same rows (file store: one json.dump per row to a file, no fsync, no dedup; S3: one
 plain put_object per row, no conditional header), and the peak RSS for a history 10x smaller, to show
 memory does not grow with history size.
-Run: .venv/bin/python bench/throughput.py [--messages 100000]
+Run: .venv/bin/python bench/throughput.py [--messages 100000] [--file-only]
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ def main() -> None:
     """Build the chat.db files, run every contender, print the table."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--file-only", action="store_true", help="skip the S3 rows (moto start-up and its CPU)")
     args = parser.parse_args()
     n, small = args.messages, args.messages // 10
     import boto3
@@ -81,6 +82,8 @@ def main() -> None:
         rows.append(line("file: memex poll", n, memex_poll(d, d / "big.db", f'url = "{d}/store"', "file"), naive))
         small_run = memex_poll(d, d / "small.db", f'url = "{d}/store-small"', "file-small")
         rows.append(line(f"file: memex poll, {small:,} msgs", small, small_run))
+        if args.file_only:
+            return
         with moto_server() as url:
             boto3.client("s3", endpoint_url=url, **{k.lower(): v for k, v in FAKE_AWS.items() if k != "AWS_DEFAULT_REGION"},
                          region_name="us-east-1").create_bucket(Bucket="bench")  # fmt: skip

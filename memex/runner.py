@@ -6,10 +6,11 @@ One poll of one source:
 2. read the source's cursor (a corrupt cursors file stops the poll, untouched);
 3. fetch a bounded batch after the cursor, store each item create-only
    (duplicates counted, unparseable records quarantined), in order;
-4. make the writes durable, then compare-and-swap the cursor to the last
+4. repeat until caught up, out of time (``max_seconds``) or asked to stop;
+5. after every few batches (``COMMIT_ITEMS``, ``COMMIT_SECONDS``) and at the
+   end, make the writes durable, then compare-and-swap the cursor to the last
    item that was stored: never past a failure, never backward unless the
    poller declared a reset;
-5. repeat until caught up, out of time (``max_seconds``) or asked to stop;
 6. write one summary line.
 
 An idle poll never opens the object store, so it makes no network request
@@ -45,6 +46,11 @@ from memex.store.objects import ObjectStore, open_store
 DEFAULT_MAX_SECONDS = 50.0
 BACKFILL_KEY = "backfill"  # the backfill's part of a source's cursors section (memex.backfill.SECTION_KEY)
 DEFAULT_BATCH = 500
+# The cursor (and the store's sync before it) is committed after a batch once this many items or seconds have
+# gone by since the last commit, and always when the poll ends: a fast source pays one flush per few batches,
+# a slow one still saves its progress every few seconds. A crash costs at most that much re-reading (duplicates).
+COMMIT_ITEMS = 5000
+COMMIT_SECONDS = 1.0
 
 
 @dataclass
@@ -349,6 +355,7 @@ def _run(
         result.positions_after = positions
         result.cursor_after = describe(result.positions_after)
 
+    since_commit, last_commit = 0, time.monotonic()
     try:
         while True:
             if stop.is_set():
@@ -359,6 +366,7 @@ def _run(
                 break
             batch: Batch = poller.fetch(current, batch_size)
             _check_direction(poller, name, current, batch, log, result)
+            fetched_after = current
             finished = True
             for item in batch.items:
                 if deadline.reason is not None:
@@ -376,10 +384,14 @@ def _run(
                 current = item.cursor
             if finished:
                 current = batch.cursor
-            moved = current != committed
-            commit()
-            if not finished or (not batch.items and not moved):
+            done = not finished or (not batch.items and current == fetched_after)
+            since_commit += len(batch.items)
+            if done or since_commit >= COMMIT_ITEMS or time.monotonic() - last_commit >= COMMIT_SECONDS:
+                commit()  # one group commit for several fast batches: a sync and a cursor write each cost a flush
+                since_commit, last_commit = 0, time.monotonic()
+            if done:
                 break
+        commit()  # stopped between batches: what was fetched and stored so far
     except BaseException:
         # Whatever stopped the loop (an upload failure, a source error), keep
         # the progress that is durable; that failure stays the poll's error.

@@ -31,7 +31,11 @@ def _extra(spec: dict[str, Any], i: int) -> dict[str, Any]:
 
 
 class FakePoller:
-    """Messages 1..N from ``{"count": N, "backward": bool, "mode": ...}`` in a JSON file (see ``_item_cursor`` for modes)."""
+    """Messages 1..N from ``{"count": N, "backward": bool, "mode": ...}`` in a JSON file (see ``_item_cursor`` for modes).
+
+    Mode ``crash`` raises a KeyError in fetch; ``library_quotes_the_record`` has ``float()`` parse the spec's ``text``,
+    whose ValueError quotes it (as sqlite3 and many parsers quote the value they choke on).
+    """
 
     def __init__(self, name: str, spec: Path) -> None:
         self.name = name
@@ -54,6 +58,8 @@ class FakePoller:
         spec = self._load()
         if spec.get("mode") == "crash":
             raise KeyError("a bug in the poller")
+        if spec.get("mode") == "library_quotes_the_record":  # a library parsing a record's text quotes it in its exception
+            float(spec["text"])
         after = int(cursor["n"]) if cursor else 0
         if spec.get("backward") and after:
             return Batch(items=[], cursor={"n": after - 1})

@@ -37,13 +37,13 @@ def test_relative_config_and_state_dir_work_from_the_config_folder(tmp_path: Pat
 @pytest.mark.parametrize(
     ("value", "says"),
     [('"a string"', 'an iMessage cursor is {"rowid": N}'), ('{"rowid": "abc"}', "rowid and changed must be whole numbers"),
-     ('{"foo": 1}', 'an iMessage cursor is {"rowid": N}'), ('{"rowid": -5}', "not negative")],
+     ('{"foo": 1}', 'an iMessage cursor is {"rowid": N}'), ('{"rowid": -5}', "not negative"), ("rowid=5", "VALUE must be JSON")],
 )  # fmt: skip
 def test_a_cursor_given_by_hand_is_checked(tmp_path: Path, value: str, says: str) -> None:
-    """Wrong shapes, types and negative positions exit 2 naming what a valid cursor looks like; nothing is saved."""
+    """Wrong shapes, types, negative positions and non-JSON exit 2 with one line naming what a valid cursor looks like; nothing is saved."""
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(tmp_path / "chat.db")}})
     out = run_cli("cursor", "set", "imessage", value, config=cfg)
-    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 2 and says in out.stderr and _one_line(out.stderr), out.stderr
     assert not (tmp_path / "state" / "cursors.json").exists()
 
 
@@ -68,10 +68,13 @@ def test_a_heartbeat_url_without_a_scheme_is_a_config_error_that_never_shows_the
 
 
 @pytest.mark.parametrize(
-    "args", [("backfill", "imessage"), ("cursor", "reset", "imessage", "--yes"), ("cursor", "set", "imessage", '{"rowid": 1}')]
-)
+    "args",
+    [("backfill", "imessage"), ("cursor", "reset", "imessage", "--yes"), ("cursor", "set", "imessage", '{"rowid": 1}'), ("tail",),
+     ("tail", "-f"), ("dashboard", "--once"), ("dashboard",)],
+    ids=["backfill", "cursor-reset", "cursor-set", "tail", "tail-f", "dashboard-once", "dashboard"],
+)  # fmt: skip
 def test_an_unusable_state_folder_is_one_line_for_every_command(tmp_path: Path, args: tuple[str, ...]) -> None:
-    """backfill and cursor set/reset on a state folder that cannot be created: one line naming it, exit 1."""
+    """backfill, cursor set/reset, tail (-f) and dashboard (--once or live) on a state folder that cannot be created: one line naming it, exit 1."""
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(tmp_path / "c.db")}}, state_dir=blocker / "state")

@@ -76,7 +76,8 @@ MUTANTS = [
     pytest.param(
         "memex/store/objects.py",
         [("        path = self._path(key)\n        with self._dirty_lock:\n            if path in self._pending:\n                return False\n"
-          "        if path.exists():\n            self._written_elsewhere(path)\n            return False\n        tmp_dir", "        path = self._path(key)\n        tmp_dir"),
+          "        if os.path.lexists(path):\n            self._written_elsewhere(path)\n            return False\n        tmp = self._temp_file",
+          "        path = self._path(key)\n        tmp = self._temp_file"),
          ("            if path in self._pending:  # another thread", "            if False:  # another thread"),
          ("                    os.link(tmp, path)\n", "                    os.replace(tmp, path)\n")],
         ["tests/test_objectstore.py::test_file_store_is_create_only"],
@@ -471,6 +472,20 @@ MUTANTS = [
         [("                    if not differs(self.store.get(key), mine):\n", "                    if True:\n")],
         ["tests/test_email_collisions.py::test_two_different_mails_with_one_message_id_are_both_stored_and_findable"],
         id="reused-message-id-collapses-two-mails",
+    ),
+    pytest.param(
+        "memex/cli.py",
+        [("        require_state_dir(cfg.state_dir)\n    return cfg\n", "    return cfg\n")],
+        ["tests/test_cli_errors.py::test_an_unusable_state_folder_is_one_line_for_every_command[tail]",
+         "tests/test_cli_errors.py::test_an_unusable_state_folder_is_one_line_for_every_command[dashboard-once]"],
+        id="tail-and-dashboard-trust-the-state-folder",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [('    return f"internal error: {type(exc).__name__}{where}; please report',
+          '    return f"internal error: {type(exc).__name__}: {exc}{where}; please report')],
+        ["tests/test_record_faults.py::test_a_library_exception_quoting_a_record_reaches_no_output"],
+        id="internal-error-quotes-the-library-message",
     ),
 ]  # fmt: skip
 

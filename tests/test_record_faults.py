@@ -17,12 +17,13 @@ from memex.errors import describe_exc
 from memex.records import canonical_json
 from memex.runner import poll
 from pollers import imap, imessage_samples
-from tests.conftest import file_objects, read_log, run_cli, write_config
+from tests.conftest import file_objects, read_log, run_cli, wait_until, write_config
 from tests.dovecot import PASSWORD, Dovecot, dovecot_server
+from tests.test_heartbeat import Pings, pings
 from tests.test_imap import PASSWORD_ENV, source_table
 from tests.test_maildir import deliver, mail, make_maildir
 
-__all__ = ["dovecot_server"]  # the `dovecot` fixture
+__all__ = ["dovecot_server", "pings"]  # the `dovecot` and `pings` fixtures
 
 UTF7_BODY = (
     b"From: a@example.com\nSubject: utf7 body\nMessage-ID: <u7@example.com>\nContent-Type: text/plain; charset=utf-7\n\nhi +2AA- there\n"
@@ -138,3 +139,27 @@ def test_a_database_error_quoting_message_text_reaches_no_output(tmp_path: Path)
     logs = (tmp_path / "state" / "logs" / "imessage.jsonl").read_text()
     assert "CANARY" not in out.stderr + out.stdout and "CANARY" not in logs
     assert all(b"CANARY" not in b for b in bodies)
+
+
+def test_a_library_exception_quoting_a_record_reaches_no_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pings: Pings) -> None:
+    """A poller's library raises with a record's text in its message (float('CANARY...')): the poll fails as an internal
+    error named by type and place; the canary is in no console line, log line, heartbeat body or result field."""
+    import io
+
+    monkeypatch.setitem(registry.BUILTIN, "fake", "tests.fake_poller:make")
+    monkeypatch.delenv("MEMEX_DEBUG", raising=False)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"count": 3, "mode": "library_quotes_the_record", "text": "CANARY-91c4 my secret words"}))
+    try:
+        float("CANARY-91c4")
+    except ValueError as exc:
+        assert "CANARY" in str(exc)  # the library does quote it
+    cfg = memex_config.load(write_config(tmp_path, {"f": {"type": "fake", "spec": str(spec), "heartbeat_url": pings.url}}))
+    console = io.StringIO()
+    result = poll(cfg, "f", console=console)
+    assert result.status == "error" and result.error is not None and result.error.startswith("internal error: ValueError at fake_poller.py")
+    wait_until(lambda: len(pings.got) >= 2, 10, "the start and fail pings")
+    logs = (tmp_path / "state" / "logs" / "f.jsonl").read_text()
+    assert "ValueError" in logs
+    outputs = [console.getvalue(), logs, json.dumps(result.log_fields()), *(body.decode() for _, _, body in pings.got)]
+    assert not [o for o in outputs if "CANARY" in o]

@@ -25,12 +25,15 @@ def test_last_ok_poll_is_found_in_a_rotated_file(tmp_path: Path) -> None:
 
 
 def test_a_broken_source_section_is_config_not_stale(tmp_path: Path) -> None:
-    """A misspelt key in one source's section: status shows CONFIG with the error and exits 2; the dashboard shows CONFIG too."""
+    """A misspelt key in one source's section: status (JSON and table) shows CONFIG with the error and exits 2; the dashboard shows CONFIG too."""
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "dbb": "/x/chat.db"}, "ok": {"type": "maildir", "path": str(tmp_path)}})
     out = run_cli("status", "--json", config=cfg)
     assert out.returncode == 2
     rows = {r["source"]: r for r in json.loads(out.stdout)}
     assert rows["imessage"]["state"] == "CONFIG" and "sources.imessage.dbb" in rows["imessage"]["state_reason"]
     assert rows["ok"]["state"] != "CONFIG"
+    table = run_cli("status", config=cfg)
+    (line,) = [ln for ln in table.stdout.splitlines() if ln.startswith("imessage")]
+    assert table.returncode == 2 and "CONFIG" in line and "sources.imessage.dbb" in line and "unknown key" in line
     board = run_cli("dashboard", "--once", "--width", "160", config=cfg)
     assert "CONFIG" in board.stdout

@@ -71,8 +71,16 @@ def stop_on_signals() -> Iterator[threading.Event]:
             signal.signal(sig, old)
 
 
-def load_config(ctx: click.Context) -> Any:
-    """Load the config named by ``--config`` / ``$MEMEX_CONFIG`` / the default path."""
+def load_config(ctx: click.Context, *, state: bool = False) -> Any:
+    """Load the config named by ``--config`` / ``$MEMEX_CONFIG`` / the default path.
+
+    ``state``: the command reads or writes the state folder; one it cannot use is one line naming it (exit 1).
+    """
     from memex import config
 
-    return config.load(ctx.obj.get("config_path"))
+    cfg = config.load(ctx.obj.get("config_path"))
+    if state:
+        from memex.state.files import require_state_dir
+
+        require_state_dir(cfg.state_dir)
+    return cfg

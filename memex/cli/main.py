@@ -176,8 +176,8 @@ def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: boo
         try:
             pos_after = check_cursor(poller, value)
         except ValueError as exc:
-            example = f"; the stored one is {json.dumps(before, sort_keys=True)[:200]}" if before is not None else ""
-            raise click.BadParameter(f"{exc}{example}", param_hint="VALUE") from None
+            stored = f"; the stored one is at {describe(pos_before)} (memex cursor show {source} --json)" if before is not None else ""
+            fail(f"cursor of {source!r} not set: {exc}{stored}", 2)
         back = moved_backward(pos_before, pos_after)
         if (
             back
@@ -214,7 +214,7 @@ def cursor_set(ctx: click.Context, source: str, value: str, yes: bool) -> None:
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError:
-        raise click.BadParameter("must be JSON, e.g. '{\"rowid\": 89000}'", param_hint="VALUE") from None
+        fail(f"cursor of {source!r} not set: VALUE must be JSON, e.g. '{{\"rowid\": 89000}}'", 2)
     _explicit_change(cfg, source, parsed, "set", yes=yes)
 
 
@@ -321,7 +321,7 @@ def tail(ctx: click.Context, sources: tuple[str, ...], follow: bool, lines: int,
     from memex.observe.tail import Line, colour, format_line, last_lines
     from memex.observe.tail import follow as follow_logs
 
-    cfg = load_config(ctx)
+    cfg = load_config(ctx, state=True)
     names = list(sources) or sorted(cfg.sources)
     for name in names:
         cfg.source(name)
@@ -360,7 +360,7 @@ def dashboard(ctx: click.Context, once: bool, width: int | None, height: int | N
     """
     from memex.observe.dashboard import render_text, run
 
-    cfg = load_config(ctx)
+    cfg = load_config(ctx, state=True)
     if once:
         import shutil
 

@@ -124,6 +124,8 @@ def render_table(rows: list[SourceStatus]) -> str:
                 result += f", {r['last_dup']} dup"
         elif r["last_status"] == "error":
             result += f": {r['last_error']}"
+        if r["state"] == CONFIG:  # the section's error is why it is not polled: say it where the result would be
+            result = r["state_reason"]
         if r["spooled"]:
             result += f"; {r['spooled']} spooled (oldest {int(r['spool_oldest_age_s'] or 0)}s)"
         if not r["enabled"]:

@@ -57,7 +57,7 @@ def full_fsync(fd: int) -> None:
     os.fsync(fd)
 
 
-def sync_files(files: list[Path]) -> None:
+def sync_files(files: list[str] | list[Path]) -> None:
     """Make the data of ``files`` (all on one file system) durable together.
 
     On Linux one ``syncfs(2)`` flushes them all (one journal commit instead of one per file); elsewhere, or if
@@ -75,7 +75,7 @@ def sync_files(files: list[Path]) -> None:
             os.close(fd)
 
 
-def _syncfs(on: Path) -> bool:
+def _syncfs(on: str | Path) -> bool:
     """``syncfs(2)`` the file system holding ``on``; False where there is none (not Linux) or it failed."""
     if not sys.platform.startswith("linux"):
         return False
@@ -91,7 +91,7 @@ def _syncfs(on: Path) -> bool:
         os.close(fd)
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: str | Path) -> None:
     """fsync a directory so a rename or link inside it survives a crash."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -108,7 +108,13 @@ def write_temp(directory: Path, stem: str, data: bytes, mode: int = FILE_MODE, *
     ``sync=False`` leaves the fsync to the caller (a group commit makes many temp files durable at once).
     """
     tmp = directory / f".{stem}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    write_new(str(tmp), data, mode, sync=sync)
+    return tmp
+
+
+def write_new(path: str, data: bytes, mode: int = FILE_MODE, *, sync: bool = False) -> None:
+    """Create ``path`` (it must not exist) holding ``data``; fsynced only if ``sync``. A failed write leaves no file."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         view = memoryview(data)
         while view:
@@ -118,10 +124,9 @@ def write_temp(directory: Path, stem: str, data: bytes, mode: int = FILE_MODE, *
             full_fsync(fd)
     except BaseException:
         os.close(fd)
-        tmp.unlink(missing_ok=True)
+        os.unlink(path)
         raise
     os.close(fd)
-    return tmp
 
 
 def stream_temp(directory: Path, stem: str, open_body: Callable[[], IO[bytes]], mode: int = FILE_MODE) -> Path:

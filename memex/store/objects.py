@@ -9,7 +9,9 @@ until the first request, so an idle poll pays for neither.
 
 from __future__ import annotations
 
+import itertools
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 
 from memex.deadline import NEVER, Deadline
 from memex.errors import ConfigError, StoreError
-from memex.state.files import ensure_private_dir, fsync_dir, full_fsync, make_dirs, stream_temp, sync_files, write_temp
+from memex.state.files import ensure_private_dir, fsync_dir, full_fsync, make_dirs, stream_temp, sync_files, write_new, write_temp
 
 if TYPE_CHECKING:
     from memex.config import StoreConfig
@@ -79,26 +81,36 @@ class FileStore:
     data durable at once, links each to its name, then fsyncs each folder touched
     once. A name therefore never appears before its bytes are durable, and a
     crash before :meth:`sync` leaves no name at all (the cursor did not move, so
-    the next poll writes it again).
+    the next poll writes it again). Paths are kept as strings inside: a poll
+    writes hundreds of thousands of objects and ``pathlib`` cost more CPU than the writes.
     """
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.url = root.as_uri()
-        self._tmp: Path | None = None
-        self._dirty: set[Path] = set()  # folders whose entries must be made durable
-        self._dirty_files: set[Path] = set()  # objects found already there (another process wrote them)
-        self._pending: dict[Path, Path] = {}  # final name -> its written, not yet durable, temp file (put_new)
+        self._tmp: str | None = None
+        self._dirty: set[str] = set()  # folders whose entries must be made durable
+        self._dirty_files: set[str] = set()  # objects found already there (another process wrote them)
+        self._pending: dict[str, str] = {}  # final name -> its written, not yet durable, temp file (put_new)
         self._checked: set[Path] = set()  # folders known to exist, private, and durable in their parent
+        self._folders: dict[str, str] = {}  # key prefix ("messages/s") -> its checked folder
         self._dirty_lock = threading.Lock()  # backfill writes from several threads while sync() runs
+        self._temp_names = itertools.count()  # temp file names: <pid>.<this store's token>.<n>
+        self._token = secrets.token_hex(4)
 
-    def _tmp_dir(self) -> Path:
+    def _tmp_dir(self) -> str:
         if self._tmp is None:
             self._folder(self.root)
             tmp = ensure_private_dir(self.root / TMP_DIR)
             _sweep_stale(tmp)
-            self._tmp = tmp
+            self._tmp = str(tmp)
         return self._tmp
+
+    def _temp_file(self, body: bytes) -> str:
+        """Write ``body`` to a new temp file (not fsynced: :meth:`sync` flushes them together); its path."""
+        tmp = f"{self._tmp_dir()}/.obj.{os.getpid()}.{self._token}.{next(self._temp_names)}.tmp"
+        write_new(tmp, body)
+        return tmp
 
     def _folder(self, folder: Path) -> None:
         """Make ``folder`` exist (new folders 0700, their parents' entries made durable at the next sync).
@@ -123,14 +135,24 @@ class FileStore:
                 )
         made = make_dirs(folder)
         with self._dirty_lock:
-            self._dirty.update(m.parent for m in made)
+            self._dirty.update(str(m.parent) for m in made)
         self._checked.update(chain)
 
-    def _path(self, key: str) -> Path:
-        parts = key.split("/")
-        if any(p in ("", ".", "..") for p in parts):
-            raise StoreError(f"{self.url}: refusing unsafe key {key!r}")
-        return self.root.joinpath(*parts)
+    def _path(self, key: str, *, make: bool = True) -> str:
+        """The file of ``key``; an unsafe key is refused. ``make``: its folder is made and checked (once per folder)."""
+        prefix, _, name = key.rpartition("/")
+        folder = self._folders.get(prefix)
+        if folder is None or name in ("", ".", ".."):
+            parts = key.split("/")
+            if any(p in ("", ".", "..") for p in parts):
+                raise StoreError(f"{self.url}: refusing unsafe key {key!r}")
+            where = self.root.joinpath(*parts[:-1])
+            if not make:
+                return str(where / name)
+            self._tmp_dir()  # the root is checked before anything is made inside it
+            self._folder(where)
+            folder = self._folders[prefix] = str(where)
+        return f"{folder}/{name}"
 
     def put_new(self, key: str, body: bytes) -> bool:
         """Create ``key`` unless present: write its temp file now, make it durable and link it at the next :meth:`sync`.
@@ -141,15 +163,13 @@ class FileStore:
         with self._dirty_lock:
             if path in self._pending:
                 return False
-        if path.exists():
+        if os.path.lexists(path):
             self._written_elsewhere(path)
             return False
-        tmp_dir = self._tmp_dir()
-        self._folder(path.parent)
-        tmp = write_temp(tmp_dir, "obj", body, sync=False)
+        tmp = self._temp_file(body)
         with self._dirty_lock:
             if path in self._pending:  # another thread of a backfill got there first
-                tmp.unlink(missing_ok=True)
+                os.unlink(tmp)
                 return False
             self._pending[path] = tmp
         return True
@@ -157,12 +177,10 @@ class FileStore:
     def _link_new(self, key: str, make_temp: Callable[[Path], Path]) -> bool:
         """Write a fsynced temp file with ``make_temp`` and link it to ``key``'s name; False if the name exists."""
         path = self._path(key)
-        if path.exists():
+        if os.path.lexists(path):
             self._written_elsewhere(path)
             return False
-        tmp_dir = self._tmp_dir()
-        self._folder(path.parent)
-        tmp = make_temp(tmp_dir)
+        tmp = make_temp(Path(self._tmp_dir()))
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -173,50 +191,49 @@ class FileStore:
         finally:
             tmp.unlink(missing_ok=True)
         with self._dirty_lock:
-            self._dirty.add(path.parent)
+            self._dirty.add(os.path.dirname(path))
         return True
 
-    def _written_elsewhere(self, path: Path) -> None:
+    def _written_elsewhere(self, path: str) -> None:
         """``path`` was already there: whoever wrote it (a killed poll, a backfill), make it durable before the cursor passes it."""
         with self._dirty_lock:
             self._dirty_files.add(path)
-            self._dirty.add(path.parent)
+            self._dirty.add(os.path.dirname(path))
 
     def put(self, key: str, body: bytes) -> None:
         """Atomically create or replace ``key``."""
         path = self._path(key)
-        tmp_dir = self._tmp_dir()
-        self._folder(path.parent)
         with self._dirty_lock:
             superseded = self._pending.pop(path, None)  # a put_new of this key not yet linked: the put replaces it
         if superseded is not None:
-            superseded.unlink(missing_ok=True)
-        tmp = write_temp(tmp_dir, "obj", body)
+            os.unlink(superseded)
+        tmp = write_temp(Path(self._tmp_dir()), "obj", body)
         try:
             os.replace(tmp, path)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
         with self._dirty_lock:
-            self._dirty.add(path.parent)
+            self._dirty.add(os.path.dirname(path))
 
     def get(self, key: str) -> bytes | None:
         """Read ``key``'s bytes (one written since the last sync included), or None."""
-        path = self._path(key)
+        path = self._path(key, make=False)
         with self._dirty_lock:
             pending = self._pending.get(path)
         try:
-            return (pending or path).read_bytes()
+            with open(pending or path, "rb") as fh:
+                return fh.read()
         except FileNotFoundError:
             return None
 
     def exists(self, key: str) -> bool:
         """Whether ``key`` is there (its folder is then synced with the next :meth:`sync`, whoever wrote it)."""
-        path = self._path(key)
+        path = self._path(key, make=False)
         with self._dirty_lock:
             if path in self._pending:
                 return True
-        if not path.exists():
+        if not os.path.lexists(path):
             return False
         self._written_elsewhere(path)
         return True
@@ -233,6 +250,7 @@ class FileStore:
         """
         with self._dirty_lock:
             pending, self._pending = self._pending, {}
+        linked: set[str] = set()
         try:
             sync_files(list(pending.values()))
             for path, tmp in pending.items():  # only now, with their bytes durable, do the names appear
@@ -242,11 +260,15 @@ class FileStore:
                     self._written_elsewhere(path)
                 except OSError as exc:
                     raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
-                with self._dirty_lock:
-                    self._dirty.add(path.parent)
+                linked.add(path.rpartition("/")[0])
         finally:
             for tmp in pending.values():
-                tmp.unlink(missing_ok=True)
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+            with self._dirty_lock:
+                self._dirty.update(linked)
         with self._dirty_lock:
             dirty, self._dirty = self._dirty, set()
             files, self._dirty_files = self._dirty_files, set()
@@ -256,7 +278,7 @@ class FileStore:
                 full_fsync(fd)
             finally:
                 os.close(fd)
-        for d in sorted(dirty, key=lambda p: len(p.parts), reverse=True):
+        for d in sorted(dirty, key=lambda p: p.count(os.sep), reverse=True):
             fsync_dir(d)
 
 
