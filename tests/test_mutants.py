@@ -331,6 +331,12 @@ MUTANTS = [
         id="imessage-rowid-cursor-never-sees-edits",
     ),
     pytest.param(
+        "pollers/imessage.py",
+        [('        since = min(top, int(cursor.get("checked", top)))\n', "        since = top\n")],
+        ["tests/test_imessage_edits.py::test_an_edit_followed_by_a_backlog_longer_than_the_window_is_not_lost"],
+        id="imessage-edit-window-only-the-newest-rows",
+    ),
+    pytest.param(
         "pollers/imessage_edits.py",
         [("            original = replace(message, text=next(iter(first.values())).text, edited_at=None)\n", "            pass\n")],
         ["tests/test_imessage_edits.py::test_an_edit_made_while_memex_was_off_keeps_the_first_version_as_the_original"],
