@@ -380,6 +380,18 @@ MUTANTS = [
         id="multipart-upload-overwrites",
     ),
     pytest.param(
+        "memex/attachments.py",
+        [("        while chunk := f.read(CHUNK):\n", "        while chunk := f.read():\n")],
+        ["tests/test_imessage_attachments.py::test_a_huge_attachment_is_streamed_without_raising_peak_memory"],
+        id="attachment-hashed-whole-in-memory",
+    ),
+    pytest.param(
+        "memex/statedir.py",
+        [("            shutil.copyfileobj(src, dst, 1 << 20)\n", "            dst.write(src.read())\n")],
+        ["tests/test_imessage_attachments.py::test_a_huge_attachment_is_streamed_without_raising_peak_memory"],
+        id="attachment-copied-whole-in-memory",
+    ),
+    pytest.param(
         "pollers/imessage.py",
         [("                text = salvage_text(bytes(body))\n", "                text = None\n")],
         ["tests/test_imessage_faults.py::test_a_truncated_attributed_body_keeps_its_blob_and_the_readable_start"],
