@@ -428,6 +428,70 @@ MUTANTS = [
         ["tests/test_email_collisions.py::test_two_different_mails_with_one_message_id_are_both_stored_and_findable"],
         id="reused-message-id-collapses-two-mails",
     ),
+    pytest.param(
+        "pollers/email_parts.py",
+        [("        name = _shadow(part).get_filename()\n", "        name = part.get_filename()\n")],
+        ["tests/test_email_render.py::test_raw_8bit_filename_is_an_attachment_not_a_quarantine"],
+        id="email-header-object-taken-for-text",
+    ),
+    pytest.param(
+        "pollers/email_parts.py",
+        [("    return SEPARATOR.join(texts), found.attachments, found.segments[0][0]\n",
+          "    return texts[0], found.attachments, found.segments[0][0]\n")],
+        ["tests/test_email_render.py::test_later_inline_text_parts_are_appended_with_a_separator"],
+        id="email-only-the-first-text-part",
+    ),
+    pytest.param(
+        "pollers/email_headers.py",
+        [("    out: list[str] = []\n    previous_encoded = False\n", "    return value\n    out: list[str] = []\n    previous_encoded = False\n")],
+        ["tests/test_email_render.py::test_encoded_words_in_broken_charsets_are_decoded_best_effort"],
+        id="email-broken-charset-words-kept-raw",
+    ),
+    pytest.param(
+        "pollers/email_headers.py",
+        [("    if not any(_GOOD_ADDR_RE.match(addr) for _, addr in out):\n", "    if False:\n")],
+        ["tests/test_email_render.py::test_malformed_from_falls_back_to_the_first_address_in_it"],
+        id="email-malformed-from-taken-as-parsed",
+    ),
+    pytest.param(
+        "pollers/imap.py",
+        [("        if uidnext is None:\n            return sorted(u for u in self._search_range(f\"{first}:*\", criteria) if u >= first)\n",
+          "        if True:\n            return sorted(u for u in self._search_range(f\"{first}:*\", criteria) if u >= first)\n")],
+        ["tests/test_imap_mailboxes.py::test_a_mailbox_of_200000_messages_is_polled_in_bounded_search_windows"],
+        id="imap-whole-mailbox-search",
+    ),
+    pytest.param(
+        "pollers/imap.py",
+        [("    shown = utf7.decode(mailbox)\n    return", "    shown = mailbox\n    return")],
+        ["tests/test_imap_mailboxes.py::test_mailbox_names_in_modified_utf7_are_shown_decoded"],
+        id="imap-mailbox-shown-in-modified-utf7",
+    ),
+    pytest.param(
+        "pollers/imessage.py",
+        [('            kept = {TYPEDSTREAM: bytes(r["attributedBody"])} if message.extra.get("text_error") and r.get("attributedBody") else {}\n',
+          "            kept: dict[str, bytes] = {}\n")],
+        ["tests/test_imessage_faults.py::test_a_truncated_attributed_body_keeps_its_blob_and_the_readable_start"],
+        id="truncated-typedstream-blob-thrown-away",
+    ),
+    pytest.param(
+        "memex/attachments.py",
+        [('    except FileNotFoundError:\n        attachment["missing"] = True\n        return "missing"\n    attachment["sha256"] = sha\n',
+          '    except ZeroDivisionError:\n        attachment["missing"] = True\n        return "missing"\n    attachment["sha256"] = sha\n')],
+        ["tests/test_imessage_attachments.py::test_the_same_photo_in_two_messages_is_stored_once_and_a_missing_file_is_recorded"],
+        id="missing-attachment-file-fails-the-message",
+    ),
+    pytest.param(
+        "pollers/email_render.py",
+        [("    if raw.startswith(BOM):\n", "    if False:\n")],
+        ["tests/test_email_render.py::test_a_mail_saved_with_a_byte_order_mark_keeps_its_headers_and_parts"],
+        id="email-byte-order-mark-hides-the-headers",
+    ),
+    pytest.param(
+        "pollers/email_render.py",
+        [('        return re.sub(r"\\r?\\n(?=[ \\t])", "", boundary) if isinstance(boundary, str) else boundary\n', "        return boundary\n")],
+        ["tests/test_email_render.py::test_a_folded_boundary_parameter_still_splits_the_parts"],
+        id="email-folded-boundary-kept-folded",
+    ),
 ]  # fmt: skip
 
 
