@@ -1,7 +1,10 @@
 """Idle poll cost: wall time and peak memory of `memex poll` with nothing new, as ratios to `python3 -c pass`.
 
 The store is S3 at an endpoint that refuses connections, so any S3 request would fail the poll; the
-script also checks with -X importtime that boto3 is never imported. Run: .venv/bin/python bench/idle_poll.py
+script also checks with -X importtime that boto3 is never imported. It then times the iMessage poller's
+idle ``fetch`` on a 100,000-message chat.db three ways in the same run: without the edit/unsend check
+(the baseline), with it (the rows since the last look plus EDIT_WINDOW_ROWS), and checking the whole
+table. Run: .venv/bin/python bench/idle_poll.py
 """
 
 from __future__ import annotations
@@ -9,7 +12,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -17,6 +22,47 @@ from bench._common import median, run
 from pollers import imessage_samples
 
 RUNS = 30
+EDIT_ROWS = 100_000
+
+
+def _fetch_ms(poller: Any, cursor: dict[str, Any]) -> float:
+    """Median wall milliseconds of one idle ``fetch`` (nothing new, nothing changed), over RUNS calls."""
+    times = []
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        batch = poller.fetch(cursor, 500)
+        times.append((time.perf_counter() - start) * 1000)
+        assert not batch.items
+    return sorted(times)[len(times) // 2]
+
+
+def edit_check(d: Path) -> None:
+    """The idle fetch's cost with and without the edit/unsend check, in the same run."""
+    from memex.source import Batch
+    from pollers import imessage
+
+    imessage_samples.build(d / "big.db", EDIT_ROWS, seed=3)
+    poller = imessage.IMessagePoller("bench", d / "big.db", attachment_contents=False)
+    cursor = poller.head()
+    cursor = {**cursor, "checked": cursor["rowid"], "changed": 1}
+    window = _fetch_ms(poller, cursor)
+    changes = imessage.IMessagePoller._changes
+    imessage.IMessagePoller._changes = lambda self, conn, cursor, changed, limit: Batch(items=[], cursor=cursor)  # type: ignore[method-assign]
+    try:
+        without = _fetch_ms(poller, cursor)
+    finally:
+        imessage.IMessagePoller._changes = changes  # type: ignore[method-assign]
+    rows, imessage.EDIT_WINDOW_ROWS = imessage.EDIT_WINDOW_ROWS, EDIT_ROWS
+    try:
+        whole = _fetch_ms(poller, cursor)
+    finally:
+        imessage.EDIT_WINDOW_ROWS = rows
+    poller.close()
+    print(f"\nidle iMessage fetch, median of {RUNS} (chat.db {EDIT_ROWS:,} messages, in process)")
+    print(f"{'':36}{'ms':>8}{'+ms':>8}")
+    print(f"{'no edit/unsend check (baseline)':36}{without:>8.2f}{0:>8.2f}")
+    print(f"{f'check, window {rows:,} rows':36}{window:>8.2f}{window - without:>8.2f}")
+    print(f"{'check, whole table':36}{whole:>8.2f}{whole - without:>8.2f}")
 
 
 def main() -> None:
@@ -49,6 +95,7 @@ def main() -> None:
         print(f"{'memex poll (idle)':24}{i_wall:>10.1f}{i_rss:>14.1f}")
         print(f"{'ratio':24}{i_wall / b_wall:>10.2f}{i_rss / b_rss:>14.2f}")
         print(f"modules imported: {len(modules)}; boto3 imported: {'boto3' in modules}; botocore imported: {'botocore' in modules}")
+        edit_check(d)
 
 
 if __name__ == "__main__":

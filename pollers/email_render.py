@@ -21,6 +21,7 @@ from __future__ import annotations
 import email
 import email.message
 import hashlib
+import re
 from datetime import datetime
 from typing import Any
 
@@ -41,6 +42,31 @@ def raw_id(raw: bytes) -> str:
     return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
+BOM = b"\xef\xbb\xbf"
+
+
+class _Mail(email.message.Message):
+    """A compat32 message whose multipart boundary is unfolded (``boundary="foo<CRLF> bar"`` is ``foo bar``).
+
+    compat32 keeps the line break in the parameter, so the parser never meets the boundary and the whole
+    multipart becomes one opaque part; RFC 5322 unfolding removes the line break only.
+    """
+
+    def get_boundary(self, failobj: Any = None) -> Any:
+        """The boundary parameter, unfolded."""
+        boundary = super().get_boundary(failobj)
+        return re.sub(r"\r?\n(?=[ \t])", "", boundary) if isinstance(boundary, str) else boundary
+
+
+def parse(raw: bytes, problems: list[str] | None = None) -> email.message.Message:
+    """Parse raw mail: past a leading UTF-8 byte order mark (a .eml saved by a Windows tool), boundaries unfolded."""
+    if raw.startswith(BOM):
+        raw = raw[len(BOM) :]
+        if problems is not None:
+            problems.append("starts with a byte order mark, read past it")
+    return email.message_from_bytes(raw, _class=_Mail)
+
+
 def native_id_of(msg: email.message.Message, raw: bytes) -> str:
     """The record key of a parsed message: its normalized Message-ID, else the hash of ``raw``."""
     ids = message_ids(raw_header(msg, "Message-ID"))
@@ -54,8 +80,8 @@ def render(raw: bytes, source: str, *, me: frozenset[str] = frozenset(), extra: 
     ``extra`` adds source facts (mailbox, UID, maildir key). Raises only on
     mail that cannot be rendered at all.
     """
-    msg = email.message_from_bytes(raw)
     problems: list[str] = []
+    msg = parse(raw, problems)
     native_id = native_id_of(msg, raw)
     senders = addresses(msg, "From", problems)
     to = addresses(msg, "To", problems)
@@ -119,7 +145,7 @@ def to_item(
         message = render(raw, source, me=me, extra=extra)
     except Exception as exc:  # truly unparseable: quarantine the bytes, say why by type only
         try:
-            native_id = native_id_of(email.message_from_bytes(raw), raw)
+            native_id = native_id_of(parse(raw), raw)
         except Exception:
             native_id = raw_id(raw)
         return Item(

@@ -40,8 +40,9 @@ from pollers.typedstream_text import decode_attributed_body, salvage_text
 DEFAULT_DB = "~/Library/Messages/chat.db"
 APPLE_EPOCH = datetime(2001, 1, 1, tzinfo=UTC)
 NANOSECOND_THRESHOLD = 100_000_000_000  # dates above ~1e11 are nanoseconds (macOS 10.13+)
-# Edits (15 minutes) and unsends (2 minutes) only touch recent messages: each poll re-checks this many newest
-# stored rows for in-place changes, a bounded cost however long the history (a backfill re-reads every edit history).
+# Edits (15 minutes) and unsends (2 minutes) only touch recent messages: each poll re-checks the rows stored since
+# the last check (cursor "checked") plus this many before them for in-place changes, a bounded cost however long the
+# history (a backfill re-reads every edit history).
 EDIT_WINDOW_ROWS = 5000
 TYPEDSTREAM = ".typedstream"  # an attributedBody we could not fully decode, kept beside the record for `backfill --rewrite`
 ANCHORS = 3  # newest rows always kept as anchors (more are spread back, see spread_anchors)
@@ -218,10 +219,10 @@ class IMessagePoller:
     # -- the Poller interface ----------------------------------------------
     def validate_cursor(self, cursor: Any) -> str | None:
         """What is wrong with a cursor given by hand (``memex cursor set``), or None: ``{"rowid": N}``, anchors optional."""
-        if not isinstance(cursor, dict) or set(cursor) - {"rowid", "anchors", "changed"} or "rowid" not in cursor:
-            return 'an iMessage cursor is {"rowid": N} (anchors and changed optional)'
-        if any(type(cursor.get(k, 0)) is not int or cursor.get(k, 0) < 0 for k in ("rowid", "changed")):
-            return "rowid and changed must be whole numbers, not negative"
+        if not isinstance(cursor, dict) or set(cursor) - {"rowid", "anchors", "changed", "checked"} or "rowid" not in cursor:
+            return 'an iMessage cursor is {"rowid": N} (anchors, changed and checked optional)'
+        if any(type(cursor.get(k, 0)) is not int or cursor.get(k, 0) < 0 for k in ("rowid", "changed", "checked")):
+            return "rowid, changed and checked must be whole numbers, not negative"
         anchors = cursor.get("anchors", [])
         if not isinstance(anchors, list) or not all(isinstance(a, list) and len(a) == 2 and type(a[0]) is int and isinstance(a[1], str)
                                                     for a in anchors):  # fmt: skip
@@ -264,7 +265,8 @@ class IMessagePoller:
                 changed = int(cursor.get("changed", 0)) if cursor else 0
                 if not rows:  # caught up: now the rows changed in place since the last look (edits, unsends)
                     return self._changes(conn, cursor, changed, limit) if cursor else Batch(items=[], cursor=cursor)
-                items = self._render(conn, rows, list(cursor.get("anchors") or []) if cursor else [], changed=changed)
+                checked = int(cursor.get("checked", after)) if cursor else None  # kept until the next change check
+                items = self._render(conn, rows, list(cursor.get("anchors") or []) if cursor else [], changed=changed, checked=checked)
             finally:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -277,23 +279,29 @@ class IMessagePoller:
         """Revisions of stored rows edited or unsent after ``changed``, oldest change first; each item's cursor keeps its change.
 
         Every revision has a stable id, so one emitted before (with its row, or by an earlier look) is a
-        duplicate the poller expects.
+        duplicate the poller expects. The rows looked at reach from :data:`EDIT_WINDOW_ROWS` below where the
+        previous look stood (``checked``) up to the cursor: a row edited just before memex stopped is still
+        looked at after a backlog longer than the window; once looked at, ``checked`` moves up to the cursor.
         """
         if not {"date_edited", "date_retracted"} <= set(self._columns or ()):
             return Batch(items=[], cursor=cursor)
         stamp = "MAX(COALESCE(m.date_edited, 0), COALESCE(m.date_retracted, 0))"
         cols = ", ".join(f"m.{c}" for c in self._columns or ())
         top = int(cursor.get("rowid", 0))
+        since = min(top, int(cursor.get("checked", top)))
         rows = read_all(conn, f"SELECT m.ROWID, {cols}, h.id FROM message m LEFT JOIN handle h ON h.ROWID = m.handle_id "
                               f"WHERE m.ROWID > ? AND m.ROWID <= ? AND {stamp} > ? ORDER BY {stamp}, m.ROWID LIMIT ?",
-                        (max(0, top - EDIT_WINDOW_ROWS), top, changed, limit))  # fmt: skip
+                        (max(0, since - EDIT_WINDOW_ROWS), top, changed, limit))  # fmt: skip
+        # Every change in the range seen (the batch's end, not a single item's): the next look starts at the cursor.
+        done = {"checked": top} if len(rows) < limit and "checked" in cursor else {}
         if not rows:
-            return Batch(items=[], cursor=cursor)
+            return Batch(items=[], cursor={**cursor, **done})
         items = self._render(conn, rows, list(cursor.get("anchors") or []), changed=changed, only_revisions=True)
         for item in items:
             item.cursor = {**cursor, "changed": item.cursor["changed"]}
             item.expected_dup = True
-        return Batch(items=items, cursor={**cursor, "changed": max(changed, *(i.cursor["changed"] for i in items))} if items else cursor)
+        return Batch(items=items, cursor={**cursor, **done, "changed": max(changed, *(i.cursor["changed"] for i in items))}
+                     if items else {**cursor, **done})  # fmt: skip
 
     def _rows_after(self, conn: sqlite3.Connection, after: int, limit: int, where: str = "", params: list[int] | None = None) -> list[Any]:
         """Up to ``limit`` message rows (known columns, then the sender's handle) after ROWID ``after``, in ROWID order.
@@ -344,7 +352,7 @@ class IMessagePoller:
         return self._chats
 
     def _render(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]], recent: list[list[Any]], *, changed: int = 0,
-                only_revisions: bool = False) -> list[Item]:  # fmt: skip
+                checked: int | None = None, only_revisions: bool = False) -> list[Item]:  # fmt: skip
         cols = ("ROWID", *(self._columns or ()), "handle")
         records = [dict(zip(cols, row, strict=True)) for row in rows]
         lo, hi = records[0]["ROWID"], records[-1]["ROWID"]
@@ -383,7 +391,8 @@ class IMessagePoller:
                 items += [Item(cursor={"changed": change_time(r)}, message=rev) for rev in revisions]
                 continue
             recent = spread_anchors([[r["ROWID"], r["guid"]], *recent])
-            cursor = {"rowid": r["ROWID"], "anchors": recent, **({"changed": changed} if changed else {})}
+            cursor = {"rowid": r["ROWID"], "anchors": recent, **({"changed": changed} if changed else {}),
+                      **({"checked": checked} if checked is not None else {})}  # fmt: skip
             kept = {TYPEDSTREAM: bytes(r["attributedBody"])} if message.extra.get("text_error") and r.get("attributedBody") else {}
             items.append(Item(cursor=cursor, message=original, contents=files.get(r["ROWID"], []), blobs=kept))
             # Edits and an unsend seen with the row itself; the changes pass may emit them again (expected duplicates).

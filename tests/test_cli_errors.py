@@ -36,7 +36,7 @@ def test_relative_config_and_state_dir_work_from_the_config_folder(tmp_path: Pat
 
 @pytest.mark.parametrize(
     ("value", "says"),
-    [('"a string"', 'an iMessage cursor is {"rowid": N}'), ('{"rowid": "abc"}', "rowid and changed must be whole numbers"),
+    [('"a string"', 'an iMessage cursor is {"rowid": N}'), ('{"rowid": "abc"}', "rowid, changed and checked must be whole numbers"),
      ('{"foo": 1}', 'an iMessage cursor is {"rowid": N}'), ('{"rowid": -5}', "not negative"), ("rowid=5", "VALUE must be JSON")],
 )  # fmt: skip
 def test_a_cursor_given_by_hand_is_checked(tmp_path: Path, value: str, says: str) -> None:

@@ -194,3 +194,31 @@ def test_real_mail_with_a_body_in_the_wrong_charset_reads_cleanly() -> None:
     assert msg.text is not None and "\ufffd" not in msg.text and msg.text.startswith("你好\uff01我公司")
     assert msg.extra["subject"] == "代开各地增值税发票" and msg.sender["name"] == "张先生"
     assert "part 0: bytes not valid in charset gb2312, decoded as utf-8" in msg.extra["problems"]
+
+
+def test_a_mail_saved_with_a_byte_order_mark_keeps_its_headers_and_parts() -> None:
+    """A .eml saved by a Windows tool starts with a UTF-8 BOM (a real one in MimeKit's test data): Python's parser then
+    sees no headers at all; the mail is read past the BOM (sender, subject, date, parts), the problem listed."""
+    raw = (b"\xef\xbb\xbfFrom: <abuse@example.com>\r\nDate: Thu, 8 Mar 2005 17:40:36 -0500\r\nSubject: FW: report\r\n"
+           b"MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n"
+           b"--b1\r\nContent-Type: text/plain\r\n\r\nthe report\r\n"
+           b"--b1\r\nContent-Type: message/rfc822\r\n\r\nFrom: <x@example.net>\r\nSubject: inner\r\n\r\nspam\r\n--b1--\r\n")  # fmt: skip
+    item = to_item(raw, "s", None, ref="bom")
+    msg = item.message
+    assert msg is not None and item.blobs[".eml"] == raw  # the stored .eml keeps every byte
+    assert (msg.sender["id"], msg.extra["subject"], msg.sent_at) == ("abuse@example.com", "FW: report", "2005-03-08T22:40:36Z")
+    assert msg.text == "the report" and [a["mime_type"] for a in msg.attachments] == ["message/rfc822"]
+    assert "starts with a byte order mark, read past it" in msg.extra["problems"]
+
+
+def test_a_folded_boundary_parameter_still_splits_the_parts() -> None:
+    """``boundary="foo<CRLF> bar"`` (folded inside the quotes, as in stalwart mail-parser's test data): unfolded the
+    boundary is ``foo bar``, so the parts are found (Python's default policy agrees), not one opaque multipart blob."""
+    raw = (b"From: user@example.org\r\nDate: Sat, 24 Mar 2007 23:00:00 +0200\r\nMIME-Version: 1.0\r\n"
+           b"Content-Type: multipart/mixed; boundary=\"foo\r\n bar\"\r\n\r\nprologue\r\n"
+           b"--foo bar\r\nContent-Type: text/plain\r\n\r\nhello\r\n"
+           b"--foo bar\r\nContent-Type: application/pdf\r\nContent-Transfer-Encoding: base64\r\n\r\nJVBERi0=\r\n"
+           b"--foo bar--\r\n")  # fmt: skip
+    msg = render(raw, "s")
+    assert msg.text == "hello"
+    assert [(a["mime_type"], a["size"]) for a in msg.attachments] == [("application/pdf", 5)]

@@ -82,3 +82,20 @@ def test_an_edit_made_while_memex_was_off_keeps_the_first_version_as_the_origina
     assert objects[f"messages/imessage/{guid}.json"]["text"] == "First message  "
     texts = sorted(v["text"] for k, v in objects.items() if k.startswith(f"revisions/imessage/{guid}/"))
     assert texts == ["Edit 1", "Edit 2", "Edited message"]
+
+
+def test_an_edit_followed_by_a_backlog_longer_than_the_window_is_not_lost(tmp_path: Path) -> None:
+    """A stored message is edited, then memex is off while more than EDIT_WINDOW_ROWS messages arrive: the edit is
+    still stored (the window reaches back to where the last change check stood, not only to the newest rows)."""
+    from pollers import imessage
+
+    db = tmp_path / "chat.db"
+    imessage_samples.build(db, 20, seed=33)
+    cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}})
+    assert run_cli("poll", "imessage", config=cfg).returncode == 0
+    edited = _edit(db, 20, text="Edited message", date_edited=690513494 * NS, message_summary_info=EDITED)
+    imessage_samples.append(db, imessage.EDIT_WINDOW_ROWS + 50, seed=34)
+    out = run_cli("poll", "imessage", config=cfg)
+    assert out.returncode == 0, out.stderr
+    revs = [v for k, v in _objects(tmp_path).items() if k.startswith(f"revisions/imessage/{edited}/")]
+    assert sorted(v["text"] for v in revs) == ["Edit 1", "Edit 2", "Edited message"]
