@@ -28,20 +28,21 @@ import subprocess
 import tempfile
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
 from memex.config import SourceConfig
 from memex.deadline import NEVER, Deadline
-from memex.errors import ConfigError, SourceError
-from memex.records import Attachment, Conversation, Message, Revision, Sender, rfc3339
+from memex.errors import ConfigError, SourceError, SourceMissing
+from memex.records import Attachment, Conversation, Message, Sender
 from memex.source import Batch, Cursor, Failure, Item
 from memex.state.files import atomic_replace, ensure_private_dir
 from memex.state.spool import Claim, Entry, Spool
 from memex.store.attachments import Content
+from pollers.signal_records import delete_revision, edit_revision, native_id, reaction_revision, sent_time
 
 LINK_HINT = (
     "install signal-cli (https://github.com/AsamK/signal-cli) and link it as a device: signal-cli link -n memex, then scan the QR code"
@@ -62,6 +63,8 @@ class Settings:
     config_dir: Path | None
     extra_args: tuple[str, ...]
     receive_timeout: int
+    desktop_dir: Path | None = None  # Signal Desktop's folder: `memex backfill` reads its history (pollers.signal_desktop)
+    key_cmd: tuple[str, ...] | None = None  # prints the OS key store's password for config.json's "encryptedKey"
 
 
 def make(source: SourceConfig) -> SignalPoller:
@@ -76,6 +79,8 @@ def make(source: SourceConfig) -> SignalPoller:
         config_dir=keys.path("config_dir", default=None),
         extra_args=tuple(keys.strings("extra_args", default=[])),
         receive_timeout=keys.number("receive_timeout", default=5, minimum=1, maximum=600),
+        desktop_dir=keys.path("desktop_dir", default=None),
+        key_cmd=tuple(keys.strings("key_cmd", default=[])) or None,
     )
     keys.finish()
     if source.state_dir is None:
@@ -118,8 +123,21 @@ class SignalPoller:
         self.deadline = deadline
 
     def positions(self, cursor: Cursor) -> dict[str, int]:
-        """The count of spooled lines processed so far."""
+        """The count of spooled lines processed so far (a history cursor: the sent time in ms it reached)."""
+        if cursor and "sent_at" in cursor:
+            return {"sent_at": int(cursor["sent_at"])}
         return {"lines": int((cursor or {}).get("lines", 0))}
+
+    def history(self, since: datetime | None, until: datetime | None, checkpoint: Cursor) -> Iterator[Item]:
+        """``memex backfill``: Signal Desktop's messages (``desktop_dir``) as the records the live poll makes of them."""
+        if self.settings.desktop_dir is None:
+            raise SourceMissing(
+                f"source {self.name!r} has no history to walk: set desktop_dir to Signal Desktop's folder "
+                "(e.g. ~/.config/Signal, or ~/Library/Application Support/Signal on macOS)"
+            )
+        from pollers.signal_desktop import DesktopHistory  # SQLCipher only for a backfill, never for a poll
+
+        return DesktopHistory(self.name, self.settings.desktop_dir, self.settings.key_cmd).walk(since, until, checkpoint)
 
     def fetch(self, cursor: Cursor, limit: int) -> Batch:
         """Receive into the spool (first call of a poll), then render up to ``limit`` records from claimed entries."""
@@ -340,20 +358,19 @@ class SignalPoller:
             participants=[p for p in (peer,) if p] if not group else [],
         )
         sender = Sender(id=author, name=env.get("sourceName"), is_me=is_me)
-        at = rfc3339(datetime.fromtimestamp(ts / 1000, UTC))
+        at = sent_time(ts)
 
-        def record(native_id: str, **kw: Any) -> Message:
-            return Message(source=self.name, type="signal", native_id=native_id, sent_at=at, conversation=conversation, sender=sender, **kw)
+        def record(nid: str, **kw: Any) -> Message:
+            return Message(source=self.name, type="signal", native_id=nid, sent_at=at, conversation=conversation, sender=sender, **kw)
 
         reaction, delete = data.get("reaction"), data.get("remoteDelete")
         if reaction is not None:
-            target = f"{reaction['targetAuthorUuid']}:{int(reaction['targetSentTimestamp'])}"
-            rev = Revision(id=f"reaction:{author}:{ts}", kind="reactions", at=at)
+            target = native_id(reaction["targetAuthorUuid"], reaction["targetSentTimestamp"])
+            rev = reaction_revision(author, ts)
             how = {"emoji": reaction.get("emoji"), "by": author, "remove": bool(reaction.get("isRemove"))}
             return Item(cursor, message=record(target, revision=rev, extra={"reaction": how}))
         if delete is not None:
-            rev = Revision(id=f"delete:{ts}", kind="delete", at=at)
-            return Item(cursor, message=record(f"{author}:{int(delete['timestamp'])}", revision=rev, deleted=True))
+            return Item(cursor, message=record(native_id(author, delete["timestamp"]), revision=delete_revision(ts), deleted=True))
         attachments, contents = self._attachments(data.get("attachments") or [])
         quote = data.get("quote")
         extra: dict[str, Any] = {}
@@ -364,16 +381,16 @@ class SignalPoller:
             extra["expires_in_s"] = data["expiresInSeconds"]
         if data.get("viewOnce"):
             extra["view_once"] = True
-        native_id = f"{author}:{ts}" if edit_of is None else self.original_of(f"{author}:{int(edit_of)}", f"{author}:{ts}")
+        own = native_id(author, ts)
         message = record(
-            native_id,
+            own if edit_of is None else self.original_of(native_id(author, edit_of), own),
             text=data.get("message"),
             attachments=attachments,
-            reply_to=f"{quote['authorUuid']}:{int(quote['id'])}" if quote and quote.get("authorUuid") else None,
+            reply_to=native_id(quote["authorUuid"], quote["id"]) if quote and quote.get("authorUuid") else None,
             extra=extra,
         )
         if edit_of is not None:
-            message.revision = Revision(id=f"edit:{ts}", kind="edit", at=at)
+            message.revision = edit_revision(ts)
             message.edited_at = at
         return Item(cursor, message=message, contents=contents)
 

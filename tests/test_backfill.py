@@ -79,6 +79,18 @@ def popen_cli(config: Path, *args: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)  # fmt: skip
 
 
+def interrupt_when(proc: subprocess.Popen[str], ready: Any, what: str) -> tuple[str, str]:
+    """Wait (60 s at most) until ``ready()``, send ``proc`` SIGINT, and return its output once it ended (killed if not)."""
+    try:
+        wait_until(ready, 60, what)
+        proc.send_signal(signal.SIGINT)
+        return proc.communicate(timeout=CLI_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 def object_count(endpoint: str, bucket: str) -> int:
     """How many objects the bucket holds (first page is enough to tell a run has started)."""
     resp = boto3.client("s3", endpoint_url=endpoint).list_objects_v2(Bucket=bucket, Prefix=f"{PREFIX}/messages/")
@@ -193,14 +205,7 @@ def test_sigint_mid_run_then_rerun_stores_everything_exactly_once_from_the_check
     config = s3_config(tmp_path, db, s3_bucket, proxy.url)
     state = tmp_path / "state"
     proc = popen_cli(config, "backfill", "im", "--workers", "2", "--json")
-    try:
-        wait_until(lambda: object_count(s3_endpoint, s3_bucket) >= 100, 60, "the backfill to store 100 objects")
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=CLI_TIMEOUT)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+    out, err = interrupt_when(proc, lambda: object_count(s3_endpoint, s3_bucket) >= 100, "the backfill to store 100 objects")
     assert proc.returncode == 130, err
     first = json.loads(out)
     assert first["status"] == "stopped" and 0 < first["new"] < total

@@ -468,6 +468,43 @@ MUTANTS = [
         id="signal-spool-entry-removed-before-it-is-stored",
     ),
     pytest.param(
+        "pollers/signal_desktop.py",
+        [('        author = (self.me if is_me else None) or row["author"] or doc.get("sourceServiceId")\n',
+          '        author = (self.me if is_me else None) or doc.get("source") or row["author"]\n')],
+        ["tests/test_signal_desktop.py::test_a_live_message_and_the_same_message_from_desktop_are_one_object"],
+        id="signal-desktop-native-id-by-phone-number",
+    ),
+    pytest.param(
+        "pollers/signal_desktop.py",
+        [("        own = native_id(author, sent)\n", '        own = native_id(author, int(doc["received_at"]))\n')],
+        ["tests/test_signal_desktop.py::test_a_live_message_and_the_same_message_from_desktop_are_one_object"],
+        id="signal-desktop-native-id-by-received-at",
+    ),
+    pytest.param(
+        "pollers/signal_desktop.py",
+        [("        author = (self.me if is_me else None) or ", "        author = ")],
+        ["tests/test_signal_desktop.py::test_desktop_rows_become_the_live_pollers_records"],
+        id="signal-desktop-outgoing-author-not-own-aci",
+    ),
+    pytest.param(
+        "pollers/signal_desktop.py",
+        [("        first = next(", "        first = 0 if history else next(")],
+        ["tests/test_signal_desktop.py::test_desktop_rows_become_the_live_pollers_records"],
+        id="signal-desktop-edited-message-stored-as-its-newest-version",
+    ),
+    pytest.param(
+        "pollers/signal_desktop.py",
+        [('            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()\n', "")],
+        ["tests/test_signal_desktop.py::test_a_wrong_key_or_password_is_one_clear_line_and_nothing_is_written"],
+        id="signal-desktop-wrong-key-not-told",
+    ),
+    pytest.param(
+        "pollers/signal_desktop_files.py",
+        [("    if version < 2 or not local_key:\n", "    if True:\n")],
+        ["tests/test_signal_desktop.py::test_desktop_rows_become_the_live_pollers_records"],
+        id="signal-desktop-attachment-stored-encrypted",
+    ),
+    pytest.param(
         "pollers/imap.py",
         [("            context = ssl.create_default_context(cafile=s.ca_file)\n", "            context = ssl._create_unverified_context()\n")],
         ["tests/test_imap_tls.py::test_a_certificate_not_trusted_is_refused_with_a_clear_error"],
