@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from memex import config as memex_config
 from memex.runner import poll
-from tests.conftest import ROOT, file_objects, read_log, run_cli, wait_until, write_config
+from tests.conftest import ROOT, file_objects, kill_9_after, read_log, run_cli, wait_until, write_config
 from tests.messenger_fixtures import ALICE, ME, T0, Export, Thread, msg, write_zip
 
 WRITER = """
@@ -116,14 +114,8 @@ def test_kill_9_in_a_large_export_then_a_rerun_stores_every_message_exactly_once
     ]
     write_zip(tmp_path / "inbox" / "large.zip", Export(threads).files())
     rng = random.Random(7)
-    kills = 0
-    for _ in range(6):
-        proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "fbm"], stderr=subprocess.DEVNULL, cwd=ROOT)
-        time.sleep(rng.uniform(0.8, 2.0))
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            kills += 1
-        proc.wait(30)
+    argv = [sys.executable, "-m", "memex", "--config", str(cfg), "poll", "fbm"]
+    kills = sum(kill_9_after(subprocess.Popen(argv, stderr=subprocess.DEVNULL, cwd=ROOT), rng.uniform(0.8, 2.0)) for _ in range(6))
     assert kills >= 2
     out = run_cli("poll", "fbm", config=cfg)
     assert out.returncode == 0, out.stderr
