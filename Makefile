@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/imap_ingest.py
 	$(BIN)/python bench/teams_sync.py
 	$(BIN)/python bench/signal_spool.py
+	$(BIN)/python bench/messenger_export.py
 	PYTHONPATH=. $(BIN)/python bench/health_overhead.py
 
 clean:

@@ -21,6 +21,7 @@ BUILTIN: dict[str, str] = {
     "imessage": "pollers.imessage:make",
     "imap": "pollers.imap:make",
     "maildir": "pollers.maildir:make",
+    "messenger": "pollers.messenger:make",
     "teams": "pollers.teams:make",
     "signal": "pollers.signal_cli:make",
 }

@@ -6,6 +6,7 @@ import http.client
 import http.server
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +35,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def kill_9_after(proc: subprocess.Popen[Any], seconds: float) -> bool:
+    """Let ``proc`` run ``seconds``, then SIGKILL it if it still runs (and reap it); True if it was killed."""
+    time.sleep(seconds)
+    killed = proc.poll() is None
+    if killed:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    return killed
 
 
 def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:

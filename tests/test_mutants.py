@@ -603,6 +603,42 @@ MUTANTS = [
         [('        return re.sub(r"\\r?\\n(?=[ \\t])", "", boundary) if isinstance(boundary, str) else boundary\n', "        return boundary\n")],
         ["tests/test_email_render.py::test_a_folded_boundary_parameter_still_splits_the_parts"],
         id="email-folded-boundary-kept-folded",
+        "pollers/messenger.py",
+        [('            item.cursor = {**cur, "at": at, "items": n_items}\n',
+          '            item.cursor = _finish({**cur, "items": n_items}, opened, count=True)\n')],
+        ["tests/test_messenger_faults.py::test_kill_9_in_a_large_export_then_a_rerun_stores_every_message_exactly_once"],
+        id="messenger-export-marked-read-before-it-is-stored",
+    ),
+    pytest.param(
+        "pollers/messenger_parse.py",
+        [('        return text.encode("latin-1").decode("utf-8")\n',
+          '        return text.encode("latin-1", "ignore").decode("utf-8", "ignore")\n')],
+        ["tests/test_messenger.py::test_repair_is_lossless"],
+        id="messenger-lossy-mojibake-fix",
+    ),
+    pytest.param(
+        "pollers/messenger_parse.py",
+        [("_h('fbm', key, p.ts, who, content, ordinal)", "_h('fbm', key, p.ts, who, content)")],
+        ["tests/test_messenger.py::test_same_millisecond_messages_stay_apart_and_match_again"],
+        id="messenger-no-ordinal-among-identical-messages",
+    ),
+    pytest.param(
+        "pollers/messenger_parse.py",
+        [('revision=Revision(id="unsent", kind="delete", at=None)', "revision=None")],
+        ["tests/test_messenger.py::test_unsent_later_is_a_delete_revision_and_the_text_is_kept"],
+        id="messenger-unsent-stored-as-the-original",
+    ),
+    pytest.param(
+        "pollers/messenger_parse.py",
+        [('    key = "\\x1e".join(_fold(p) for p in people)\n', '    key = "\\x1e".join(_fold(p) for p in people) + str(unit.folder)\n')],
+        ["tests/test_messenger.py::test_a_renamed_thread_folder_keeps_ids_a_renamed_participant_is_stored_again"],
+        id="messenger-folder-name-in-the-id",
+    ),
+    pytest.param(
+        "pollers/messenger_exports.py",
+        [("        if cand.changed_at > horizon:\n", "        if False:\n")],
+        ["tests/test_messenger_faults.py::test_a_zip_still_being_written_is_left_until_complete"],
+        id="messenger-unsettled-export-read",
     ),
 ]  # fmt: skip
 
