@@ -438,6 +438,8 @@ def dashboard(ctx: click.Context, once: bool, width: int | None, height: int | N
 
 
 from memex.cli_deploy import cron, launchd  # noqa: E402  (they use the helpers above)
+from memex.cli_watch import watch  # noqa: E402
 
 main.add_command(cron)
 main.add_command(launchd)
+main.add_command(watch)

@@ -410,6 +410,57 @@ MUTANTS = [
         ["tests/test_email_collisions.py::test_two_different_mails_with_one_message_id_are_both_stored_and_findable"],
         id="reused-message-id-collapses-two-mails",
     ),
+    pytest.param(
+        "memex/watch.py",
+        [("        settle = max(settle, float(own) + MARGIN)\n", "        pass\n")],
+        ["tests/test_watch.py::test_a_mail_is_stored_once_it_settles_and_sigterm_exits_0"],
+        id="watch-polls-inside-the-pollers-settle-window",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("                    due = min(self._last + settle, self._first + settle * BURST_FACTOR)\n", "                    due = self._first\n")],
+        ["tests/test_watch.py::test_a_burst_of_200_mails_is_taken_in_a_few_polls"],
+        id="watch-polls-on-every-change",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("                retry_at = now + backoff\n", "                pass\n")],
+        ["tests/test_watch.py::test_a_poll_skipped_because_cron_holds_the_lock_is_retried"],
+        id="watch-skipped-poll-not-retried",
+    ),
+    pytest.param(
+        "pollers/imessage.py",
+        [('        return [path, path.with_name(path.name + "-wal")]\n', "        return [path]\n")],
+        ["tests/test_watch.py::test_rows_a_separate_process_writes_to_chat_db_are_stored"],
+        id="watch-imessage-ignores-the-wal",
+    ),
+    pytest.param(
+        "memex/locks.py",
+        [("            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n        except BlockingIOError:\n            pid = _read_pid(fd)\n",
+          "            pass\n        except BlockingIOError:\n            pid = _read_pid(fd)\n")],
+        ["tests/test_watch.py::test_a_cron_poll_beside_the_watcher_never_polls_the_source_at_the_same_time"],
+        id="run-lock-not-taken",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("            return poll(self.cfg, self.plan.name, max_seconds=self.max_seconds, stop=self.stop,",
+          "            return poll(self.cfg, self.plan.name, max_seconds=self.max_seconds, stop=threading.Event(),")],
+        ["tests/test_watch.py::test_sigterm_during_a_poll_stops_it_with_progress_saved_and_exits_0"],
+        id="watch-sigterm-does-not-stop-the-poll",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("            if event.event_type not in WRITE_EVENTS:\n                return\n", "")],
+        ["tests/test_watch.py::test_rows_a_separate_process_writes_to_chat_db_are_stored"],
+        id="watch-reads-count-as-changes",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [('WRITE_EVENTS = frozenset({"created", "modified", "moved", "deleted"})\n',
+          'WRITE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})\n')],
+        ["tests/test_watch.py::test_rows_a_separate_process_writes_to_chat_db_are_stored"],
+        id="watch-own-close-of-the-wal-counts-as-a-change",
+    ),
 ]  # fmt: skip
 
 
