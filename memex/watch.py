@@ -96,7 +96,13 @@ def plan(cfg: Config, name: str, settle: float) -> Plan:
     poller = make_poller(conf)
     try:
         watch_paths = getattr(poller, "watch_paths", None)  # memex.source.Watchable
-        paths: list[Path] | None = watch_paths() if callable(watch_paths) else None
+        paths: list[Path] | None = None
+        if callable(watch_paths):
+            try:
+                paths = watch_paths()
+            except MemexError as exc:  # its folders cannot be found now: polled on its interval, which reports why
+                config_logger(cfg, name).warning("watch.unavailable", reason=str(exc))
+                paths = []
         own = getattr(poller, "settle_seconds", None)  # memex.source.Settling
     finally:
         try:

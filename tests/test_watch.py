@@ -96,7 +96,7 @@ def test_a_mail_is_stored_once_it_settles_and_sigterm_exits_0(tmp_path: Path) ->
 
 WAL_WRITER = """
 import sqlite3, sys
-from datetime import datetime
+from datetime import UTC, datetime
 from pollers import imessage_samples as s
 conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)  # kept open, like Messages.app: rows go to chat.db-wal
 chats = s.existing_chats(conn)
@@ -152,12 +152,12 @@ def test_rows_a_separate_process_writes_to_chat_db_are_stored(tmp_path: Path) ->
 def test_a_cron_poll_beside_the_watcher_never_polls_the_source_at_the_same_time(tmp_path: Path) -> None:
     """cron-style ``memex poll`` runs beside the watcher while mail keeps arriving: the run lock keeps polls apart.
 
-    Every mail is stored once and counted new once, no poll overlaps another in time, and a cron poll started
-    while the watcher's first (long) poll runs is skipped with the lock's line.
+    Every mail is stored once and counted new once, and no poll overlaps another in time: a cron poll started while
+    the watcher's first (long) poll runs is skipped with the lock's line, or runs after it.
     """
     config, root = maildir_config(tmp_path, settle_seconds=0)
     state = tmp_path / "state"
-    backlog = 1000
+    backlog = 1500
     for i in range(backlog):
         deliver(root, f"{i}.host", mail(i))
     with watching(config, "md", "--settle", "0.2") as proc:
@@ -184,8 +184,9 @@ def test_a_cron_poll_beside_the_watcher_never_polls_the_source_at_the_same_time(
     # polls one after the other may seem to overlap by that much (milliseconds), polls side by side by seconds.
     overlaps = [(a, b) for a, b in itertools.pairwise(spans) if b[0] < a[1] - 0.5]
     assert not overlaps, f"{len(overlaps)} polls ran at the same time as another"
-    skipped = [e for e in lines if e["status"] == "skipped"]
-    assert skipped and all(e["holder_pid"] for e in skipped)
+    # The first cron poll most often lands inside the watcher's first poll and is skipped; if the machine was quick
+    # enough that it did not, the check above shows it ran after it.
+    assert all(e["holder_pid"] for e in lines if e["status"] == "skipped")
 
 
 def test_a_poll_skipped_because_cron_holds_the_lock_is_retried(tmp_path: Path) -> None:
@@ -281,3 +282,17 @@ def test_unknown_source_is_a_usage_error_and_cron_polls_never_import_watchdog(tm
     assert res.returncode == 0, res.stderr[-2000:]
     imported = {line.split("|")[-1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")}
     assert "memex.runner" in imported and not any(m.startswith("watchdog") for m in imported)
+
+
+def test_targets_watch_folders_whole_and_files_through_their_folder(tmp_path: Path) -> None:
+    """A folder is watched whole; files (existing or not yet) through their folder, by name, one watch per folder."""
+    from memex.watch import Target, targets
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    db = tmp_path / "Messages" / "chat.db"
+    got = targets([db, db.with_name("chat.db-wal"), inbox, inbox / "x.zip"])
+    assert got == [Target(inbox, None), Target(db.parent, frozenset({"chat.db", "chat.db-wal"}))]
+    wal = got[1]
+    assert wal.matches(str(db.parent / "chat.db-wal")) and not wal.matches(str(db.parent / "chat.db-shm"))
+    assert not wal.matches(str(tmp_path / "chat.db")) and got[0].matches(str(inbox / "a" / "message_1.json"))
