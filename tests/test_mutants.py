@@ -450,6 +450,12 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/watch.py",
+        [('                    note = {"trigger": "more"}\n', "                    pass\n")],
+        ["tests/test_watch.py::test_a_poll_stopped_by_its_time_limit_is_followed_by_the_next_at_once"],
+        id="watch-waits-after-a-poll-cut-short",
+    ),
+    pytest.param(
+        "memex/watch.py",
         [("            if event.event_type not in WRITE_EVENTS:\n                return\n", "")],
         ["tests/test_watch.py::test_rows_a_separate_process_writes_to_chat_db_are_stored"],
         id="watch-reads-count-as-changes",

@@ -250,6 +250,22 @@ def test_sigterm_during_a_poll_stops_it_with_progress_saved_and_exits_0(tmp_path
     assert sum(e["new"] for e in polls(state, "md")) == backlog
 
 
+def test_a_poll_stopped_by_its_time_limit_is_followed_by_the_next_at_once(tmp_path: Path) -> None:
+    """With --max-seconds-per-poll shorter than the backlog needs, polls follow each other (``trigger=more``) until it is
+    all stored, without waiting for a change or the interval (an hour)."""
+    config, root = maildir_config(tmp_path, settle_seconds=0)
+    state = tmp_path / "state"
+    backlog = 1500
+    for i in range(backlog):
+        deliver(root, f"{i}.host", mail(i))
+    with watching(config, "md", "--max-seconds-per-poll", "1") as proc:
+        wait_until(lambda: len(stored_ids(state)) >= backlog, STORED_WITHIN * 2, "the backlog to be stored")
+        stop(proc)
+    lines = polls(state, "md")
+    assert lines[0]["trigger"] == "start" and lines[0]["stopped"] == "deadline"
+    assert {e["trigger"] for e in lines[1:]} == {"more"} and sum(e["new"] for e in lines) == backlog
+
+
 def test_a_source_with_nothing_to_watch_is_polled_on_its_interval(tmp_path: Path) -> None:
     """IMAP has no files to watch: the watcher says so and polls it every `interval`; its failing polls stop nothing."""
     config, root = maildir_config(tmp_path, settle_seconds=0)
