@@ -71,6 +71,14 @@ def maildir_config(tmp_path: Path, **more: Any) -> tuple[Path, Path]:
     return write_config(tmp_path, {"md": {"type": "maildir", "path": str(root), "interval": 3600, **more}}), root
 
 
+def with_backlog(tmp_path: Path, count: int) -> tuple[Path, Path, Path]:
+    """A Maildir (settle 0) already holding ``count`` mails, and its config; returns (config, maildir, state folder)."""
+    config, root = maildir_config(tmp_path, settle_seconds=0)
+    for i in range(count):
+        deliver(root, f"{i}.host", mail(i))
+    return config, root, tmp_path / "state"
+
+
 def test_a_mail_is_stored_once_it_settles_and_sigterm_exits_0(tmp_path: Path) -> None:
     """A mail delivered while the watcher runs is stored by an event-started poll, though the poll interval is an hour.
 
@@ -155,11 +163,8 @@ def test_a_cron_poll_beside_the_watcher_never_polls_the_source_at_the_same_time(
     Every mail is stored once and counted new once, and no poll overlaps another in time: a cron poll started while
     the watcher's first (long) poll runs is skipped with the lock's line, or runs after it.
     """
-    config, root = maildir_config(tmp_path, settle_seconds=0)
-    state = tmp_path / "state"
     backlog = 1500
-    for i in range(backlog):
-        deliver(root, f"{i}.host", mail(i))
+    config, root, state = with_backlog(tmp_path, backlog)
     with watching(config, "md", "--settle", "0.2") as proc:
         wait_until(lambda: stored_ids(state), STORED_WITHIN, "the watcher's first poll to store something")
         cron = [run_cli("poll", "md", config=config)]  # while the first poll is (most likely) still running
@@ -233,11 +238,8 @@ def test_a_burst_of_200_mails_is_taken_in_a_few_polls(tmp_path: Path) -> None:
 def test_sigterm_during_a_poll_stops_it_with_progress_saved_and_exits_0(tmp_path: Path) -> None:
     """SIGTERM while the first poll is storing a large backlog: exit 0 within seconds, the cursor saved where it stopped,
     and the next poll stores the rest (every mail exactly once)."""
-    config, root = maildir_config(tmp_path, settle_seconds=0)
-    state = tmp_path / "state"
     backlog = 2500
-    for i in range(backlog):
-        deliver(root, f"{i}.host", mail(i))
+    config, _root, state = with_backlog(tmp_path, backlog)
     with watching(config, "md") as proc:
         wait_until(lambda: stored_ids(state), STORED_WITHIN, "the first poll to store something")
         stop(proc)
@@ -253,11 +255,8 @@ def test_sigterm_during_a_poll_stops_it_with_progress_saved_and_exits_0(tmp_path
 def test_a_poll_stopped_by_its_time_limit_is_followed_by_the_next_at_once(tmp_path: Path) -> None:
     """With --max-seconds-per-poll shorter than the backlog needs, polls follow each other (``trigger=more``) until it is
     all stored, without waiting for a change or the interval (an hour)."""
-    config, root = maildir_config(tmp_path, settle_seconds=0)
-    state = tmp_path / "state"
     backlog = 1500
-    for i in range(backlog):
-        deliver(root, f"{i}.host", mail(i))
+    config, _root, state = with_backlog(tmp_path, backlog)
     with watching(config, "md", "--max-seconds-per-poll", "1") as proc:
         wait_until(lambda: len(stored_ids(state)) >= backlog, STORED_WITHIN * 2, "the backlog to be stored")
         stop(proc)
