@@ -49,7 +49,7 @@ def build(path: Path, n: int, threads: int) -> None:
 
 def child_memex(zip_path: str) -> None:
     """Read every item of the export through the poller (media hashed), print the count."""
-    from memex.attachments import digest
+    from memex.store.attachments import digest
     from pollers.messenger import MessengerPoller
 
     poller = MessengerPoller("bench", Path(zip_path).parent, settle_seconds=0)

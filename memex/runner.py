@@ -238,8 +238,12 @@ def poll(
     stop: threading.Event | None = None,
     console: IO[str] | None = None,
     batch_size: int = DEFAULT_BATCH,
+    note: dict[str, Any] | None = None,
 ) -> PollResult:
-    """Poll one source once and log its summary line; never raises for a source's own faults."""
+    """Poll one source once and log its summary line; never raises for a source's own faults.
+
+    ``note`` adds fields to the summary line (``memex watch``: what started the poll); no message text.
+    """
     started = time.monotonic()
     stop = stop or threading.Event()
     deadline = Deadline(started + max_seconds, stop)  # reaches the store client and the poller (memex.deadline)
@@ -249,7 +253,7 @@ def poll(
     except OSError as exc:
         raise StateError(f"cannot use its locks folder ({exc.strerror}); fix its permissions", path=cfg.state_dir / "locks") from None
     log = config_logger(cfg, name, console=console)
-    result = PollResult(source=name)
+    result = PollResult(source=name, extra=dict(note or {}))
     try:
         lock.acquire()
     except AlreadyRunning as exc:
@@ -274,7 +278,7 @@ def poll(
             finally:
                 report = getattr(poller, "report", None)  # memex.source.Spooling
                 if report is not None:
-                    result.extra = report()
+                    result.extra = {**result.extra, **report()}
     except Interrupted as exc:  # a request cut short by SIGTERM or --max-seconds; what was stored is saved
         result.stopped = exc.reason
         if exc.reason == "deadline" and not (result.new or result.dup or result.quarantined):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from memex.config import SourceConfig
@@ -129,6 +130,31 @@ class Interruptible(Protocol):
     def use_deadline(self, deadline: Deadline) -> None:
         """Keep ``deadline`` for every later exchange with the server."""
         ...
+
+
+class Watchable(Protocol):
+    """Optional: a poller whose new messages show up as file changes, so ``memex watch`` can poll on events.
+
+    ``memex watch`` (:mod:`memex.watch`) watches each path returned: a folder for any change inside it
+    (recursively), a file (which need not exist yet) for changes of that file only, through its parent
+    folder. After a burst of changes has been quiet for a moment it runs one ordinary poll (the runner,
+    its run lock and cursor), so whatever the poll does not see yet (a file still settling) must be
+    found by a later poll: the watcher also polls every ``interval`` in case an event was missed.
+    """
+
+    def watch_paths(self) -> list[Path]:
+        """Folders or files whose changes may mean new messages."""
+        ...
+
+
+class Settling(Protocol):
+    """Optional: a poller that leaves files changed less than ``settle_seconds`` ago for a later poll.
+
+    ``memex watch`` waits at least that long after the last change before it polls, or the poll it runs
+    would leave the new file behind with no further event to bring it in.
+    """
+
+    settle_seconds: float
 
 
 class HistoryPoller(Poller, Protocol):

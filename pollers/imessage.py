@@ -216,6 +216,15 @@ class IMessagePoller:
             self._conn.close()
             self._conn = None
 
+    # -- memex watch (memex.source.Watchable) -----------------------------
+    def watch_paths(self) -> list[Path]:
+        """chat.db and its write-ahead log: Messages.app appends new rows to ``chat.db-wal`` and checkpoints them into chat.db.
+
+        Only these two files of the folder count (its ``-shm`` changes whenever anyone reads, this poller included).
+        """
+        path = self.db.expanduser()
+        return [path, path.with_name(path.name + "-wal")]
+
     # -- the Poller interface ----------------------------------------------
     def validate_cursor(self, cursor: Any) -> str | None:
         """What is wrong with a cursor given by hand (``memex cursor set``), or None: ``{"rowid": N}``, anchors optional."""

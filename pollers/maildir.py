@@ -178,6 +178,19 @@ class MaildirPoller:
         item.expected_dup = entry.path.parent.name == "cur"
         return item
 
+    # -- memex watch (memex.source.Watchable) -----------------------------
+    def watch_paths(self) -> list[Path]:
+        """``new/`` and ``cur/`` of each configured folder that exists now (the Maildir root's if it cannot be listed).
+
+        A Maildir++ folder created later is not watched until the watcher restarts; its mail is picked up by
+        the watcher's periodic poll (and by cron) meanwhile.
+        """
+        try:
+            folders = self.folder_names()
+        except SourceError:  # no Maildir there (yet): watch where it should be; the polls report the fault
+            folders = [ROOT_FOLDER]
+        return [self._folder_dir(folder) / sub for folder in folders for sub in ("new", "cur")]
+
     # -- the Poller interface ----------------------------------------------
     def validate_cursor(self, cursor: Any) -> str | None:
         """What is wrong with a cursor given by hand, or None: ``{"folders": {NAME: {"ctime_ns": T, "names": [...]}}}``."""

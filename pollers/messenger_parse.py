@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from memex.attachments import Content
 from memex.records import Attachment, Conversation, Message, Revision, Sender, rfc3339
 from memex.source import Failure, Item
+from memex.store.attachments import Content
 from pollers.messenger_exports import Reader, Unit
 
 MEDIA_KINDS = ("photos", "videos", "audio_files", "files", "gifs")

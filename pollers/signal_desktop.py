@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from memex.attachments import Content
 from memex.errors import SourceError, SourceMissing, describe_exc
 from memex.records import Attachment, Conversation, Message, Revision, Sender
 from memex.source import Cursor, Failure, Item
+from memex.store.attachments import Content
 from pollers.signal_desktop_files import opener
 from pollers.signal_desktop_key import database_key
 from pollers.signal_records import delete_revision, edit_revision, native_id, reaction_revision, sent_time

@@ -128,6 +128,6 @@ class TeamsSession:
 
 
 def _content(index: int, data: bytes) -> Any:
-    from memex.attachments import Content
+    from memex.store.attachments import Content
 
     return Content(index=index, open=lambda: io.BytesIO(data))

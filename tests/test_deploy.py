@@ -152,6 +152,27 @@ def test_systemd_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
     assert (out.returncode, out.stderr) == (0, "")
 
 
+def test_the_watch_unit_is_a_hardened_long_lived_service_restarted_on_failure(tmp_path: Path) -> None:
+    """memex-watch@.service runs `memex watch %i` for good: restarted after a failure, not after a clean stop or a config
+    error (exit 2), hardened like the poll unit; `systemd-analyze verify` accepts it."""
+    svc = _unit("memex-watch@.service")["Service"]
+    assert shlex.split(svc["ExecStart"])[1:3] == ["watch", "%i"]
+    assert (svc["Type"], svc["Restart"], svc["RestartPreventExitStatus"]) == ("exec", "on-failure", "2")
+    assert (svc["NoNewPrivileges"], svc["PrivateTmp"], svc["ProtectSystem"], svc["UMask"]) == ("true", "true", "strict", "0077")
+    if shutil.which("systemd-analyze") is None:
+        return
+    home, runtime = tmp_path / "home", tmp_path / "run"
+    exe = home / ".local" / "memex" / ".venv" / "bin" / "memex"
+    exe.parent.mkdir(parents=True)
+    exe.symlink_to(shutil.which("memex") or sys.executable)
+    runtime.mkdir(mode=0o700)
+    shutil.copy(ROOT / "deploy" / "systemd" / "memex-watch@.service", tmp_path / "memex-watch@mail.service")
+    out = subprocess.run(["systemd-analyze", "--user", "--man=no", "verify", "memex-watch@mail.service"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                         env={**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": str(runtime)})  # fmt: skip
+    assert (out.returncode, out.stderr) == (0, "")
+
+
 def _manifests() -> list[dict[str, Any]]:
     import yaml
 

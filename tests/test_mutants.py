@@ -259,8 +259,8 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/store/s3lean.py",
-        [("                sock.settimeout(self.deadline.timeout(self.read_timeout, label))\n", "                sock.settimeout(self.read_timeout)\n"),
-         ("                with self.deadline.guard(functools.partial(sock.shutdown, socket.SHUT_RDWR)):\n", "                if True:\n")],
+        [("                conn.sock.settimeout(self.deadline.timeout(self.read_timeout, label))\n", "                conn.sock.settimeout(self.read_timeout)\n"),
+         ("                with self.deadline.guard(functools.partial(conn.sock.shutdown, socket.SHUT_RDWR)):\n", "                if True:\n")],
         ["tests/test_deadline.py::test_sigterm_ends_a_poll_stuck_in_an_s3_request_within_seconds[lean]"],
         id="s3-lean-request-deaf-to-the-deadline",
     ),
@@ -443,13 +443,13 @@ MUTANTS = [
         id="multipart-upload-overwrites",
     ),
     pytest.param(
-        "memex/attachments.py",
+        "memex/store/attachments.py",
         [("        while chunk := f.read(CHUNK):\n", "        while chunk := f.read():\n")],
         ["tests/test_imessage_attachments.py::test_a_huge_attachment_is_streamed_without_raising_peak_memory"],
         id="attachment-hashed-whole-in-memory",
     ),
     pytest.param(
-        "memex/statedir.py",
+        "memex/state/files.py",
         [("            shutil.copyfileobj(src, dst, 1 << 20)\n", "            dst.write(src.read())\n")],
         ["tests/test_imessage_attachments.py::test_a_huge_attachment_is_streamed_without_raising_peak_memory"],
         id="attachment-copied-whole-in-memory",
@@ -529,7 +529,7 @@ MUTANTS = [
         id="reused-message-id-collapses-two-mails",
     ),
     pytest.param(
-        "memex/cli.py",
+        "memex/cli/common.py",
         [("        require_state_dir(cfg.state_dir)\n    return cfg\n", "    return cfg\n")],
         ["tests/test_cli_errors.py::test_an_unusable_state_folder_is_one_line_for_every_command[tail]",
          "tests/test_cli_errors.py::test_an_unusable_state_folder_is_one_line_for_every_command[dashboard-once]"],
@@ -541,6 +541,8 @@ MUTANTS = [
           '    return f"internal error: {type(exc).__name__}: {exc}{where}; please report')],
         ["tests/test_record_faults.py::test_a_library_exception_quoting_a_record_reaches_no_output"],
         id="internal-error-quotes-the-library-message",
+    ),
+    pytest.param(
         "pollers/email_parts.py",
         [("        name = _shadow(part).get_filename()\n", "        name = part.get_filename()\n")],
         ["tests/test_email_render.py::test_raw_8bit_filename_is_an_attachment_not_a_quarantine"],
@@ -586,7 +588,7 @@ MUTANTS = [
         id="truncated-typedstream-blob-thrown-away",
     ),
     pytest.param(
-        "memex/attachments.py",
+        "memex/store/attachments.py",
         [('    except FileNotFoundError:\n        attachment["missing"] = True\n        return "missing"\n    attachment["sha256"] = sha\n',
           '    except ZeroDivisionError:\n        attachment["missing"] = True\n        return "missing"\n    attachment["sha256"] = sha\n')],
         ["tests/test_imessage_attachments.py::test_the_same_photo_in_two_messages_is_stored_once_and_a_missing_file_is_recorded"],
@@ -603,6 +605,8 @@ MUTANTS = [
         [('        return re.sub(r"\\r?\\n(?=[ \\t])", "", boundary) if isinstance(boundary, str) else boundary\n', "        return boundary\n")],
         ["tests/test_email_render.py::test_a_folded_boundary_parameter_still_splits_the_parts"],
         id="email-folded-boundary-kept-folded",
+    ),
+    pytest.param(
         "pollers/messenger.py",
         [('            item.cursor = {**cur, "at": at, "items": n_items}\n',
           '            item.cursor = _finish({**cur, "items": n_items}, opened, count=True)\n')],
@@ -639,6 +643,63 @@ MUTANTS = [
         [("        if cand.changed_at > horizon:\n", "        if False:\n")],
         ["tests/test_messenger_faults.py::test_a_zip_still_being_written_is_left_until_complete"],
         id="messenger-unsettled-export-read",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("        settle = max(settle, float(own) + MARGIN)\n", "        pass\n")],
+        ["tests/test_watch.py::test_a_mail_is_stored_once_it_settles_and_sigterm_exits_0"],
+        id="watch-polls-inside-the-pollers-settle-window",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("                    due = min(self._last + settle, self._first + settle * BURST_FACTOR)\n", "                    due = self._first\n")],
+        ["tests/test_watch.py::test_a_burst_of_200_mails_is_taken_in_a_few_polls"],
+        id="watch-polls-on-every-change",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("                retry_at = now + backoff\n", "                pass\n")],
+        ["tests/test_watch.py::test_a_poll_skipped_because_cron_holds_the_lock_is_retried"],
+        id="watch-skipped-poll-not-retried",
+    ),
+    pytest.param(
+        "pollers/imessage.py",
+        [('        return [path, path.with_name(path.name + "-wal")]\n', "        return [path]\n")],
+        ["tests/test_watch.py::test_rows_a_separate_process_writes_to_chat_db_are_stored"],
+        id="watch-imessage-ignores-the-wal",
+    ),
+    pytest.param(
+        "memex/state/locks.py",
+        [("            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n        except BlockingIOError:\n            pid = _read_pid(fd)\n",
+          "            pass\n        except BlockingIOError:\n            pid = _read_pid(fd)\n")],
+        ["tests/test_watch.py::test_a_cron_poll_beside_the_watcher_never_polls_the_source_at_the_same_time"],
+        id="run-lock-not-taken",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("            return poll(self.cfg, self.plan.name, max_seconds=self.max_seconds, stop=self.stop,",
+          "            return poll(self.cfg, self.plan.name, max_seconds=self.max_seconds, stop=threading.Event(),")],
+        ["tests/test_watch.py::test_sigterm_during_a_poll_stops_it_with_progress_saved_and_exits_0"],
+        id="watch-sigterm-does-not-stop-the-poll",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [('                    note = {"trigger": "more"}\n', "                    pass\n")],
+        ["tests/test_watch.py::test_a_poll_stopped_by_its_time_limit_is_followed_by_the_next_at_once"],
+        id="watch-waits-after-a-poll-cut-short",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("            if event.event_type not in WRITE_EVENTS:\n                return\n", "")],
+        ["tests/test_watch.py::test_rows_a_separate_process_writes_to_chat_db_are_stored"],
+        id="watch-reads-count-as-changes",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [('WRITE_EVENTS = frozenset({"created", "modified", "moved", "deleted"})\n',
+          'WRITE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})\n')],
+        ["tests/test_watch.py::test_rows_a_separate_process_writes_to_chat_db_are_stored"],
+        id="watch-own-close-of-the-wal-counts-as-a-change",
     ),
 ]  # fmt: skip
 

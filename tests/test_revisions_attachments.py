@@ -89,7 +89,6 @@ def test_a_large_attachment_goes_up_in_parts_create_only(any_s3: tuple[str, str]
     (If-None-Match: * on CompleteMultipartUpload, on moto and on SeaweedFS): the same content again is a duplicate,
     and the object is byte-identical."""
     s3_endpoint, s3_bucket = any_s3
-    from memex import s3multipart
     from memex.config import StoreConfig
     from memex.store import s3multipart
     from memex.store.objects import open_store

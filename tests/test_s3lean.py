@@ -436,7 +436,7 @@ def test_credentials_are_read_per_request(s3_endpoint: str, s3_bucket: str) -> N
     assert len(calls) == 2
 
 
-# -- the wire (memex.s3http) -------------------------------------------------------------------------------------------
+# -- the wire (memex.store.s3http) -------------------------------------------------------------------------------------------
 
 
 def _canned_server(answers: list[bytes]) -> tuple[int, list[bytes], threading.Thread]:
@@ -468,7 +468,7 @@ def test_the_wire_sends_one_write_and_reads_every_framing_s3_uses() -> None:
     """Content-Length, chunked (an error body), HEAD, 100 Continue skipped, then Connection: close; a short body is IncompleteRead."""
     import http.client
 
-    from memex.s3http import Connection
+    from memex.store.s3http import Connection
 
     answers = [
         b'HTTP/1.1 200 OK\r\nETag: "e1"\r\nContent-Length: 2\r\n\r\nok',

@@ -14,8 +14,9 @@ from typing import Any
 
 import click
 
-from memex.cli.common import json_option, load_config, reports_errors, stop_on_signals
+from memex.cli.common import fail, json_option, load_config, reports_errors, stop_on_signals
 from memex.cli.deploy import cron, launchd
+from memex.cli.watch import watch
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -372,3 +373,4 @@ def dashboard(ctx: click.Context, once: bool, width: int | None, height: int | N
 
 main.add_command(cron)
 main.add_command(launchd)
+main.add_command(watch)

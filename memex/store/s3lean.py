@@ -5,7 +5,7 @@ validation, endpoint rules, event hooks, urllib3). Three operations on small
 objects need none of that, so this module signs requests itself (AWS
 Signature Version 4 with :mod:`hashlib`/:mod:`hmac`) and sends them over one
 persistent connection per thread, each request
-sent in one write and its answer parsed by :mod:`memex.s3http`. boto3 is still
+sent in one write and its answer parsed by :mod:`memex.store.s3http`. boto3 is still
 used for what it does well: finding the credentials (environment, shared
 files, profiles, SSO, instance roles) and the region; it is imported when the
 first request is made, never when a store is opened.
@@ -38,7 +38,7 @@ from urllib.parse import quote, urlsplit
 
 from memex.deadline import NEVER, Deadline
 from memex.errors import StoreError
-from memex.s3http import Connection
+from memex.store.s3http import Connection
 
 SERVICE = "s3"
 ALGORITHM = "AWS4-HMAC-SHA256"

@@ -1,4 +1,4 @@
-"""One HTTP/1.1 exchange at a time on a kept-alive socket: the lean S3 client's wire (:mod:`memex.s3lean`).
+"""One HTTP/1.1 exchange at a time on a kept-alive socket: the lean S3 client's wire (:mod:`memex.store.s3lean`).
 
 :class:`http.client.HTTPConnection` costs about 0.3 ms of CPU per small request: it sends the headers and the
 body in two ``send`` calls (two TCP segments with ``TCP_NODELAY``, so the server wakes twice) and parses every
