@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from memex.errors import ConfigError
-from memex.store.objects import FileStore
+from memex.store.files import FileStore
 from tests.conftest import ROOT, write_config
 
 

@@ -62,7 +62,7 @@ MUTANTS = [
         id="no-chat-db-rebuild-detection",
     ),
     pytest.param(
-        "memex/store/objects.py",
+        "memex/store/s3.py",
         [('extra = {"IfNoneMatch": "*"} if create_only else {}', "extra: dict[str, str] = {}")],
         ["tests/test_s3lean.py::test_boto3_stays_selectable"],
         id="s3-put-without-if-none-match",
@@ -74,7 +74,7 @@ MUTANTS = [
         id="s3-lean-put-without-if-none-match",
     ),
     pytest.param(
-        "memex/store/objects.py",
+        "memex/store/files.py",
         [("        path = self._path(key)\n        with self._dirty_lock:\n            if path in self._pending:\n                return False\n"
           "        if os.path.lexists(path):\n            self._written_elsewhere(path)\n            return False\n        tmp = self._temp_file",
           "        path = self._path(key)\n        tmp = self._temp_file"),
@@ -265,7 +265,7 @@ MUTANTS = [
         id="s3-lean-request-deaf-to-the-deadline",
     ),
     pytest.param(
-        "memex/store/objects.py",
+        "memex/store/s3.py",
         [("        return self.deadline.call(call, label)\n", "        return call()\n")],
         ["tests/test_deadline.py::test_sigterm_ends_a_poll_stuck_in_an_s3_request_within_seconds[boto3]"],
         id="s3-boto3-request-deaf-to-the-deadline",
@@ -324,7 +324,7 @@ MUTANTS = [
         id="backfill-uploads-deaf-to-sigterm",
     ),
     pytest.param(
-        "memex/store/objects.py",
+        "memex/store/files.py",
         [("            self._dirty_files.add(path)\n", "            pass\n")],
         ["tests/test_filestore_safety.py::test_an_object_found_already_there_is_made_durable_before_it_is_counted_past"],
         id="file-store-counts-past-an-object-it-never-made-durable",
@@ -337,7 +337,7 @@ MUTANTS = [
         id="store-folders-follow-the-umask",
     ),
     pytest.param(
-        "memex/store/objects.py",
+        "memex/store/files.py",
         [("            if mode & 0o022:\n", "            if False:\n")],
         ["tests/test_filestore_safety.py::test_a_store_folder_other_users_can_write_is_refused"],
         id="world-writable-store-accepted",
@@ -511,13 +511,13 @@ MUTANTS = [
         id="imap-tls-certificate-not-verified",
     ),
     pytest.param(
-        "memex/store/objects.py",
+        "memex/store/files.py",
         [("            sync_files(list(pending.values()))\n", "            pass\n")],
         ["tests/test_filestore_safety.py::test_a_cursor_never_passes_an_object_that_is_not_durable"],
         id="file-store-links-names-before-their-bytes-are-durable",
     ),
     pytest.param(
-        "memex/store/objects.py",
+        "memex/store/files.py",
         [("            fsync_dir(d)\n", "            pass\n")],
         ["tests/test_filestore_safety.py::test_a_cursor_never_passes_an_object_that_is_not_durable"],
         id="file-store-cursor-saved-before-folder-entries-are-durable",

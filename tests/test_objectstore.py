@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from memex.config import StoreConfig
-from memex.store.objects import TMP_DIR, FileStore, open_store
+from memex.store.files import FileStore
+from memex.store.objects import TMP_DIR, open_store
 
 
 def test_file_store_is_create_only(tmp_path: Path) -> None:

@@ -10,7 +10,9 @@ import pytest
 
 from memex.records import Attachment, Message, Revision, message_key, revision_key
 from memex.store.attachments import Content, content_key, store_content
-from memex.store.objects import FileStore, ObjectStore, S3Store
+from memex.store.files import FileStore
+from memex.store.objects import ObjectStore
+from memex.store.s3 import S3Store
 from tests.conftest import s3_objects
 
 

@@ -20,7 +20,8 @@ import pytest
 
 from memex.config import StoreConfig, parse
 from memex.errors import ConfigError, StoreError
-from memex.store.objects import S3Store, open_store
+from memex.store.objects import open_store
+from memex.store.s3 import S3Store
 from memex.store.s3lean import EMPTY_SHA256, Credentials, Endpoint, LeanS3, Signer, encode_key, endpoint_for
 from tests.conftest import FAKE_AWS, FaultProxy, moto_server, put_fault, s3_objects
 

@@ -18,7 +18,7 @@ from memex.state.locks import RunLock
 if TYPE_CHECKING:
     from memex.deadline import Deadline
     from memex.state.s3state import LeaseInfo, S3CursorStore, S3Lease
-    from memex.store.objects import S3Store
+    from memex.store.s3 import S3Store
 
 
 def cursor_store(cfg: Config, *, epoch: int | None = None, deadline: Deadline | None = None) -> CursorStore | S3CursorStore:

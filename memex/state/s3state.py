@@ -50,7 +50,7 @@ import structlog
 from memex.config import Config
 from memex.errors import AlreadyRunning, ConfigError, LeaseLost, StateError
 from memex.state.cursors import FORMAT, CursorEdits, Section, utc_now
-from memex.store.objects import S3Store
+from memex.store.s3 import S3Store
 from memex.store.s3cas import Versioned, get_versioned, put_if
 
 CAS_ATTEMPTS = 12

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from memex.errors import StoreError
 
 if TYPE_CHECKING:
-    from memex.store.objects import S3Store
+    from memex.store.s3 import S3Store
 
 JSON = "application/json"
 

@@ -10,18 +10,30 @@ Uses boto3's client (the lean client does single PUTs only).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Protocol
 
 from memex.errors import StoreError
 
-if TYPE_CHECKING:
-    from memex.store.objects import S3Store
+
+class MultipartTarget(Protocol):
+    """What a multipart upload needs of the S3 store (:class:`memex.store.s3.S3Store`)."""
+
+    bucket: str
+
+    @property
+    def boto3_client(self) -> Any:
+        """The boto3 S3 client."""
+
+    def _key(self, key: str) -> str: ...
+
+    def _boto(self, label: str, call: Callable[[], Any]) -> Any: ...
+
 
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
 PART_SIZE = 16 * 1024 * 1024  # S3's minimum is 5 MiB for every part but the last
 
 
-def put_new_multipart(store: S3Store, key: str, open_body: Callable[[], IO[bytes]]) -> bool:
+def put_new_multipart(store: MultipartTarget, key: str, open_body: Callable[[], IO[bytes]]) -> bool:
     """Upload ``open_body()`` to ``key`` in parts of :data:`PART_SIZE`, create-only; True if created, False if the key existed."""
     part_size = PART_SIZE
     from botocore.exceptions import BotoCoreError, ClientError
@@ -57,7 +69,7 @@ def put_new_multipart(store: S3Store, key: str, open_body: Callable[[], IO[bytes
         raise
 
 
-def _abort(store: S3Store, client: Any, full: str, upload: str) -> None:
+def _abort(store: MultipartTarget, client: Any, full: str, upload: str) -> None:
     try:
         client.abort_multipart_upload(Bucket=store.bucket, Key=full, UploadId=upload)
     except Exception:  # best effort: a bucket lifecycle rule should clean up what remains

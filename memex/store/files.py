@@ -1,0 +1,242 @@
+"""The file store: a local folder holding the same keys as the S3 layout, create-only, durable by group commit."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from memex.errors import ConfigError, StoreError
+from memex.state.files import ensure_private_dir, fsync_dir, full_fsync, make_dirs, stream_temp, sync_files, write_new, write_temp
+from memex.store.objects import STALE_TMP_SECONDS, TMP_DIR
+
+
+class FileStore:
+    """A folder that mirrors the S3 layout (``aws s3 sync`` of it reproduces the bucket).
+
+    Create-only writes are atomic: the body goes to a temp file in ``.memex-tmp/``
+    and is hard-linked to its final name, which fails if the name exists.
+    :meth:`put_new` is a group commit: it only writes the temp file, and
+    :meth:`sync` (called before a cursor moves) makes every pending temp file's
+    data durable at once, links each to its name, then fsyncs each folder touched
+    once. A name therefore never appears before its bytes are durable, and a
+    crash before :meth:`sync` leaves no name at all (the cursor did not move, so
+    the next poll writes it again). Paths are kept as strings inside: a poll
+    writes hundreds of thousands of objects and ``pathlib`` cost more CPU than the writes.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.url = root.as_uri()
+        self._tmp: str | None = None
+        self._dirty: set[str] = set()  # folders whose entries must be made durable
+        self._dirty_files: set[str] = set()  # objects found already there (another process wrote them)
+        self._pending: dict[str, str] = {}  # final name -> its written, not yet durable, temp file (put_new)
+        self._checked: set[Path] = set()  # folders known to exist, private, and durable in their parent
+        self._folders: dict[str, str] = {}  # key prefix ("messages/s") -> its checked folder
+        self._dirty_lock = threading.Lock()  # backfill writes from several threads while sync() runs
+        self._temp_names = itertools.count()  # temp file names: <pid>.<this store's token>.<n>
+        self._token = secrets.token_hex(4)
+
+    def _tmp_dir(self) -> str:
+        if self._tmp is None:
+            self._folder(self.root)
+            tmp = ensure_private_dir(self.root / TMP_DIR)
+            _sweep_stale(tmp)
+            self._tmp = str(tmp)
+        return self._tmp
+
+    def _temp_file(self, body: bytes) -> str:
+        """Write ``body`` to a new temp file (not fsynced: :meth:`sync` flushes them together); its path."""
+        tmp = f"{self._tmp_dir()}/.obj.{os.getpid()}.{self._token}.{next(self._temp_names)}.tmp"
+        write_new(tmp, body)
+        return tmp
+
+    def _folder(self, folder: Path) -> None:
+        """Make ``folder`` exist (new folders 0700, their parents' entries made durable at the next sync).
+
+        An existing folder inside the store that another user could write to is refused: they could plant
+        an object for a future message, which memex would then count as already stored.
+        """
+        if folder in self._checked:
+            return
+        chain = [folder]
+        while chain[-1] != self.root and chain[-1].parent != chain[-1]:
+            chain.append(chain[-1].parent)
+        for probe in reversed(chain):  # the root first; nothing is created inside a folder others can write to
+            if probe in self._checked or not probe.exists():
+                continue
+            mode = probe.stat().st_mode
+            if mode & 0o022:
+                raise ConfigError(
+                    f"store folder is writable by other users (mode {mode & 0o777:04o}): another user could plant objects "
+                    f"memex would take for stored messages; run chmod 700 {probe}",
+                    path=probe,
+                )
+        made = make_dirs(folder)
+        with self._dirty_lock:
+            self._dirty.update(str(m.parent) for m in made)
+        self._checked.update(chain)
+
+    def _path(self, key: str, *, make: bool = True) -> str:
+        """The file of ``key``; an unsafe key is refused. ``make``: its folder is made and checked (once per folder)."""
+        prefix, _, name = key.rpartition("/")
+        folder = self._folders.get(prefix)
+        if folder is None or name in ("", ".", ".."):
+            parts = key.split("/")
+            if any(p in ("", ".", "..") for p in parts):
+                raise StoreError(f"{self.url}: refusing unsafe key {key!r}")
+            where = self.root.joinpath(*parts[:-1])
+            if not make:
+                return str(where / name)
+            self._tmp_dir()  # the root is checked before anything is made inside it
+            self._folder(where)
+            folder = self._folders[prefix] = str(where)
+        return f"{folder}/{name}"
+
+    def put_new(self, key: str, body: bytes) -> bool:
+        """Create ``key`` unless present: write its temp file now, make it durable and link it at the next :meth:`sync`.
+
+        True if it was absent (a name another process links before that sync counts as already there, then).
+        """
+        path = self._path(key)
+        with self._dirty_lock:
+            if path in self._pending:
+                return False
+        if os.path.lexists(path):
+            self._written_elsewhere(path)
+            return False
+        tmp = self._temp_file(body)
+        with self._dirty_lock:
+            if path in self._pending:  # another thread of a backfill got there first
+                os.unlink(tmp)
+                return False
+            self._pending[path] = tmp
+        return True
+
+    def _link_new(self, key: str, make_temp: Callable[[Path], Path]) -> bool:
+        """Write a fsynced temp file with ``make_temp`` and link it to ``key``'s name; False if the name exists."""
+        path = self._path(key)
+        if os.path.lexists(path):
+            self._written_elsewhere(path)
+            return False
+        tmp = make_temp(Path(self._tmp_dir()))
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            self._written_elsewhere(path)
+            return False
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
+        finally:
+            tmp.unlink(missing_ok=True)
+        with self._dirty_lock:
+            self._dirty.add(os.path.dirname(path))
+        return True
+
+    def _written_elsewhere(self, path: str) -> None:
+        """``path`` was already there: whoever wrote it (a killed poll, a backfill), make it durable before the cursor passes it."""
+        with self._dirty_lock:
+            self._dirty_files.add(path)
+            self._dirty.add(os.path.dirname(path))
+
+    def put(self, key: str, body: bytes) -> None:
+        """Atomically create or replace ``key``."""
+        path = self._path(key)
+        with self._dirty_lock:
+            superseded = self._pending.pop(path, None)  # a put_new of this key not yet linked: the put replaces it
+        if superseded is not None:
+            os.unlink(superseded)
+        tmp = write_temp(Path(self._tmp_dir()), "obj", body)
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
+        with self._dirty_lock:
+            self._dirty.add(os.path.dirname(path))
+
+    def get(self, key: str) -> bytes | None:
+        """Read ``key``'s bytes (one written since the last sync included), or None."""
+        path = self._path(key, make=False)
+        with self._dirty_lock:
+            pending = self._pending.get(path)
+        try:
+            with open(pending or path, "rb") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return None
+
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` is there (its folder is then synced with the next :meth:`sync`, whoever wrote it)."""
+        path = self._path(key, make=False)
+        with self._dirty_lock:
+            if path in self._pending:
+                return True
+        if not os.path.lexists(path):
+            return False
+        self._written_elsewhere(path)
+        return True
+
+    def put_new_stream(self, key: str, open_body: Callable[[], IO[bytes]], size: int) -> bool:
+        """Create ``key`` by copying a stream into a fsynced temp file and linking it (never whole in memory)."""
+        return self._link_new(key, lambda tmp_dir: stream_temp(tmp_dir, "obj", open_body))
+
+    def sync(self) -> None:
+        """Make durable what the cursor is about to pass: the pending objects' data, then their names, objects found already there, every folder entry.
+
+        Pending temp files are flushed together (:func:`~memex.state.files.sync_files`), then linked to their names;
+        folders are synced deepest first, so a new folder's own entries are durable before its entry in its parent.
+        """
+        with self._dirty_lock:
+            pending, self._pending = self._pending, {}
+        linked: set[str] = set()
+        try:
+            sync_files(list(pending.values()))
+            for path, tmp in pending.items():  # only now, with their bytes durable, do the names appear
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    self._written_elsewhere(path)
+                except OSError as exc:
+                    raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
+                linked.add(path.rpartition("/")[0])
+        finally:
+            for tmp in pending.values():
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+            with self._dirty_lock:
+                self._dirty.update(linked)
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
+            files, self._dirty_files = self._dirty_files, set()
+        for f in sorted(files):
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                full_fsync(fd)
+            finally:
+                os.close(fd)
+        for d in sorted(dirty, key=lambda p: p.count(os.sep), reverse=True):
+            fsync_dir(d)
+
+
+def _sweep_stale(tmp: Path) -> None:
+    """Remove temp files a killed writer left behind (only old ones: a live writer may own new ones)."""
+    cutoff = time.time() - STALE_TMP_SECONDS
+    try:
+        with os.scandir(tmp) as it:
+            for entry in it:
+                try:
+                    if entry.name.endswith(".tmp") and entry.stat().st_mtime < cutoff:
+                        os.unlink(entry.path)
+                except OSError:
+                    pass
+    except OSError:
+        pass
