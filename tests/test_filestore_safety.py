@@ -69,7 +69,7 @@ def test_an_object_found_already_there_is_made_durable_before_it_is_counted_past
     first.put_new("messages/s/a.json", b"{}")
     first.sync()  # the earlier writer's commit (put_new links at sync)
     script = (
-        "import sys; from pathlib import Path; from memex.store.objects import FileStore\n"
+        "import sys; from pathlib import Path; from memex.store.files import FileStore\n"
         "s = FileStore(Path(sys.argv[1])); assert s.put_new('messages/s/a.json', b'{}') is False; print('SYNC', flush=True); s.sync()\n"
     )
     out = subprocess.run(["strace", "-f", "-e", "trace=openat,fsync", "-o", str(tmp_path / "trace"), sys.executable, "-c", script, str(root)],
