@@ -149,11 +149,12 @@ def test_a_poll_killed_inside_a_group_commit_loses_nothing(tmp_path: Path, sysca
 
     _need_strace()
     db = tmp_path / "chat.db"
-    imessage_samples.build(db, 1200, seed=7)
+    total = 6000  # more than one group commit (COMMIT_ITEMS = 5000), however fast the machine
+    imessage_samples.build(db, total, seed=7)
     store = tmp_path / "store"
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}}, store={"url": store.as_uri()})
     poll = [sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage"]
-    when = {"syncfs": "2", "link": "600", "fsync": "8"}[syscall]  # inside the second batch of 500
+    when = {"syncfs": "2", "link": "5100", "fsync": "8"}[syscall]  # inside the second group commit
     killed = subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"inject={syscall}:signal=KILL:when={when}", *poll],
                             capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
     assert killed.returncode != 0, "the injected SIGKILL never fired"
@@ -164,5 +165,5 @@ def test_a_poll_killed_inside_a_group_commit_loses_nothing(tmp_path: Path, sysca
         assert len(stored) >= rowid, f"cursor at {rowid} but only {len(stored)} objects have names"
     again = subprocess.run(poll, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert again.returncode == 0, again.stderr
-    assert len(list((store / "messages" / "imessage").iterdir())) == 1200
-    assert json.loads(cursors.read_text())["sources"]["imessage"]["cursor"]["rowid"] == 1200
+    assert len(list((store / "messages" / "imessage").iterdir())) == total
+    assert json.loads(cursors.read_text())["sources"]["imessage"]["cursor"]["rowid"] == total

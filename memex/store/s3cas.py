@@ -1,4 +1,4 @@
-"""Compare-and-swap on single S3 objects, through either client of :class:`~memex.store.objects.S3Store`.
+"""Compare-and-swap on single S3 objects, through either client of :class:`~memex.store.s3.S3Store`.
 
 Two operations, enough to build cursors and leases on S3 (:mod:`memex.state.s3state`):
 
