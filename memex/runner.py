@@ -390,7 +390,9 @@ def _run(
                 current = batch.cursor
             done = not finished or (not batch.items and current == fetched_after)
             since_commit += len(batch.items)
-            if done or since_commit >= COMMIT_ITEMS or time.monotonic() - last_commit >= COMMIT_SECONDS:
+            short = len(batch.items) < batch_size  # the poller stopped at a boundary of its own (a page, a mailbox):
+            # its next fetch may wait on a network, so what is stored becomes durable first
+            if done or short or since_commit >= COMMIT_ITEMS or time.monotonic() - last_commit >= COMMIT_SECONDS:
                 commit()  # one group commit for several fast batches: a sync and a cursor write each cost a flush
                 since_commit, last_commit = 0, time.monotonic()
             if done:
