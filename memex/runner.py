@@ -7,8 +7,8 @@ One poll of one source:
 3. fetch a bounded batch after the cursor, store each item create-only
    (duplicates counted, unparseable records quarantined), in order;
 4. repeat until caught up, out of time (``max_seconds``) or asked to stop;
-5. after every few batches (``COMMIT_ITEMS``, ``COMMIT_SECONDS``) and at the
-   end, make the writes durable, then compare-and-swap the cursor to the last
+5. after every few batches (``COMMIT_ITEMS``, ``COMMIT_SECONDS``), after a
+   batch shorter than asked for, and at the end, make the writes durable, then compare-and-swap the cursor to the last
    item that was stored: never past a failure, never backward unless the
    poller declared a reset;
 6. write one summary line.
