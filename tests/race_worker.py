@@ -44,7 +44,7 @@ def s3_cas_worker(config_path: str, source: str, key: str, updates: int, barrier
     from memex import config
     from memex.state.s3state import S3CursorStore, open_state
 
-    store = S3CursorStore(open_state(config.load(config_path)), retry_delay=0.01)
+    store = S3CursorStore(open_state(config.load(config_path)), retry_delay=0.05)
     barrier.wait(timeout=60)
     for _ in range(updates):
         store.update(source, lambda s: {**s, key: int(s.get(key, 0)) + 1})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from memex.deadline import NEVER, Deadline
 from memex.errors import ConfigError, StoreError
@@ -171,35 +171,22 @@ class S3Store:
         full = self._key(key)
         if self.kind == "lean":
             return self.lean.get(full)
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            return bytes(
-                self._boto(f"s3://{self.bucket}/{full}: read", lambda: self.client.get_object(Bucket=self.bucket, Key=full)["Body"].read())
-            )
-        except ClientError as exc:
-            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
-                return None
-            raise StoreError(f"s3://{self.bucket}/{full}: read refused ({exc.response.get('Error', {}).get('Code')})") from None
-        except BotoCoreError as exc:
-            raise StoreError(f"s3://{self.bucket}/{full}: read failed ({exc.__class__.__name__})") from None
+        where = f"s3://{self.bucket}/{full}"
+        body = none_if_missing(
+            where, "read", lambda: self._boto(f"{where}: read", lambda: self.client.get_object(Bucket=self.bucket, Key=full)["Body"].read())
+        )
+        return None if body is None else bytes(body)
 
     def exists(self, key: str) -> bool:
         """HEAD the object: True if it exists."""
         full = self._key(key)
         if self.kind == "lean":
             return self.lean.head(full)
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            self._boto(f"s3://{self.bucket}/{full}: check", lambda: self.client.head_object(Bucket=self.bucket, Key=full))
-            return True
-        except ClientError as exc:
-            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
-                return False
-            raise StoreError(f"s3://{self.bucket}/{full}: check refused ({exc.response.get('Error', {}).get('Code')})") from None
-        except BotoCoreError as exc:
-            raise StoreError(f"s3://{self.bucket}/{full}: check failed ({exc.__class__.__name__})") from None
+        where = f"s3://{self.bucket}/{full}"
+        head = none_if_missing(
+            where, "check", lambda: self._boto(f"{where}: check", lambda: self.client.head_object(Bucket=self.bucket, Key=full))
+        )
+        return head is not None
 
     def put_new_stream(self, key: str, open_body: Callable[[], IO[bytes]], size: int) -> bool:
         """Create ``key`` from a stream, create-only; False if it exists.
@@ -218,3 +205,20 @@ class S3Store:
 
     def sync(self) -> None:
         """Nothing to do: a PUT that returned is durable."""
+
+
+T = TypeVar("T")
+
+
+def none_if_missing(where: str, what: str, call: Callable[[], T], hint: str = "") -> T | None:
+    """Run one boto3 call: its answer, None if S3 said 404, or one StoreError line naming ``where`` and ``what``."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return call()
+    except ClientError as exc:
+        if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+            return None
+        raise StoreError(f"{where}: {what} refused ({exc.response.get('Error', {}).get('Code')})") from None
+    except BotoCoreError as exc:
+        raise StoreError(f"{where}: {what} failed ({exc.__class__.__name__}){hint}") from None

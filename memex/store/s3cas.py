@@ -56,17 +56,16 @@ def get_versioned(store: S3Store, key: str) -> Versioned | None:
             return None
         h = resp.headers
         return Versioned(resp.body, h.get("etag", ""), _http_time(h.get("last-modified")), _http_time(h.get("date")))
-    from botocore.exceptions import BotoCoreError, ClientError
+    from memex.store.s3 import none_if_missing
 
-    try:
+    def read() -> tuple[dict[str, Any], bytes]:
         out = store.client.get_object(Bucket=store.bucket, Key=full)
-        body = bytes(out["Body"].read())
-    except ClientError as exc:
-        if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
-            return None
-        raise StoreError(f"s3://{store.bucket}/{full}: read refused ({exc.response.get('Error', {}).get('Code')})") from None
-    except BotoCoreError as exc:
-        raise StoreError(f"s3://{store.bucket}/{full}: read failed ({exc.__class__.__name__}); check the endpoint and network") from None
+        return out, bytes(out["Body"].read())
+
+    got = none_if_missing(f"s3://{store.bucket}/{full}", "read", read, "; check the endpoint and network")
+    if got is None:
+        return None
+    out, body = got
     date = out.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
     return Versioned(body, str(out.get("ETag", "")), _http_time(out.get("LastModified")), _http_time(date))
 
