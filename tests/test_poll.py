@@ -166,7 +166,8 @@ def test_corrupt_cursors_file_stops_the_poll_and_is_untouched(tmp_path: Path, co
 
 def test_kill_9_at_random_moments_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
     """Polls killed with SIGKILL at random points, then a clean rerun: every message stored once, cursors.json always valid."""
-    cfg, db = imessage_setup(tmp_path, 6000)
+    total = 20000  # several group commits (5,000 items or 1 s each) per poll, so kills land mid-poll on a fast machine too
+    cfg, db = imessage_setup(tmp_path, total)
     state = tmp_path / "state"
     rng = random.Random(1234)
     kills = 0
@@ -196,7 +197,7 @@ def test_kill_9_at_random_moments_loses_nothing_and_duplicates_nothing(tmp_path:
     objects = file_objects(state / "store")
     ids = [json.loads(b)["native_id"] for b in objects.values()]
     assert len(ids) == len(set(ids)) and set(ids) == guids(db)
-    assert json.loads((state / "cursors.json").read_text())["sources"]["imessage"]["cursor"]["rowid"] == 6000
+    assert json.loads((state / "cursors.json").read_text())["sources"]["imessage"]["cursor"]["rowid"] == total
 
 
 def test_sigterm_stops_after_the_current_message_with_progress_saved(tmp_path: Path) -> None:
