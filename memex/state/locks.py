@@ -168,6 +168,11 @@ class RunLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             pid = _read_pid(fd)
+            for _ in range(10):  # the holder writes its pid just after taking the lock: give it that moment
+                if pid is not None:
+                    break
+                time.sleep(0.005)
+                pid = _read_pid(fd)
             os.close(fd)
             raise AlreadyRunning(self.path, pid) from None
         os.ftruncate(fd, 0)
