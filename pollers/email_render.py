@@ -43,6 +43,7 @@ def raw_id(raw: bytes) -> str:
 
 
 BOM = b"\xef\xbb\xbf"
+_LOOSE_BOUNDARY = re.compile(r'\sboundary\s*=\s*("([^"]*)"|([^\s;"]+))', re.IGNORECASE)
 
 
 class _Mail(email.message.Message):
@@ -53,9 +54,24 @@ class _Mail(email.message.Message):
     """
 
     def get_boundary(self, failobj: Any = None) -> Any:
-        """The boundary parameter, unfolded."""
-        boundary = super().get_boundary(failobj)
+        """The boundary parameter, unfolded; also found after a missing ``;`` (``multipart/mixed<CRLF> boundary="b"``)."""
+        boundary = super().get_boundary(None)
+        if boundary is None and self.get_content_maintype() == "multipart":
+            found = _LOOSE_BOUNDARY.search(str(self.get("content-type", "")))
+            boundary = next((g for g in found.groups()[1:] if g is not None), None) if found else None
+        if boundary is None:
+            return failobj
         return re.sub(r"\r?\n(?=[ \t])", "", boundary) if isinstance(boundary, str) else boundary
+
+    def get_content_type(self) -> str:
+        """The type's first token: ``image/png<CRLF> name=a.png`` (a missing ``;``) is ``image/png``, never the line break.
+
+        Without it compat32 returns the whole folded value as the type, and the record's ``mime_type`` carried a
+        line break and the parameters.
+        """
+        ctype: str = super().get_content_type()
+        token = ctype.split(None, 1)[0] if ctype.strip() else ctype
+        return token if token.count("/") == 1 else "text/plain"
 
 
 def parse(raw: bytes, problems: list[str] | None = None) -> email.message.Message:

@@ -222,3 +222,15 @@ def test_a_folded_boundary_parameter_still_splits_the_parts() -> None:
     msg = render(raw, "s")
     assert msg.text == "hello"
     assert [(a["mime_type"], a["size"]) for a in msg.attachments] == [("application/pdf", 5)]
+
+
+def test_a_content_type_missing_its_semicolon_is_only_the_type() -> None:
+    """``Content-Type: image/png<CRLF> name=a.png`` (no ``;``, as in stalwart mail-parser's malformed test mails): the
+    attachment's ``mime_type`` is ``image/png``, not the folded line with its break and parameters; the same missing
+    ``;`` on a multipart still finds its parts through the boundary."""
+    raw = (b"From: user@example.org\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed\r\n boundary=\"b\"\r\n\r\n"
+           b"--b\r\nContent-Type: text/plain\r\n\r\nhello\r\n"
+           b"--b\r\nContent-Type: image/png\r\n name=a.png\r\nContent-Transfer-Encoding: base64\r\n\r\naGVsbG8=\r\n--b--\r\n")  # fmt: skip
+    msg = render(raw, "s")
+    assert msg.text == "hello"
+    assert [a["mime_type"] for a in msg.attachments] == ["image/png"]

@@ -607,6 +607,18 @@ MUTANTS = [
         id="email-folded-boundary-kept-folded",
     ),
     pytest.param(
+        "pollers/email_render.py",
+        [("        token = ctype.split(None, 1)[0] if ctype.strip() else ctype\n", "        token = ctype\n")],
+        ["tests/test_email_render.py::test_a_content_type_missing_its_semicolon_is_only_the_type"],
+        id="email-content-type-keeps-its-folded-parameters",
+    ),
+    pytest.param(
+        "pollers/email_render.py",
+        [('        if boundary is None and self.get_content_maintype() == "multipart":\n', "        if False:\n")],
+        ["tests/test_email_render.py::test_a_content_type_missing_its_semicolon_is_only_the_type"],
+        id="email-boundary-after-a-missing-semicolon-ignored",
+    ),
+    pytest.param(
         "pollers/messenger.py",
         [('            item.cursor = {**cur, "at": at, "items": n_items}\n',
           '            item.cursor = _finish({**cur, "items": n_items}, opened, count=True)\n')],
