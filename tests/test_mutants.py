@@ -713,6 +713,18 @@ MUTANTS = [
         ["tests/test_watch.py::test_rows_a_separate_process_writes_to_chat_db_are_stored"],
         id="watch-own-close-of-the-wal-counts-as-a-change",
     ),
+    pytest.param(
+        "pollers/typedstream_text.py",
+        [("    if tail.fullmatch(blob, end) is None:  # also when the length runs past the end (no end mark there)\n", "    if blob[end : end + 1] != b\"\\x86\":\n")],
+        ["tests/test_typedstream_fast.py::test_a_blob_cut_at_any_offset_reads_as_before"],
+        id="typedstream-fast-path-trusts-a-cut-tail",
+    ),
+    pytest.param(
+        "pollers/typedstream_text.py",
+        [('        return blob[start:end].decode("utf-8")\n', '        return blob[start:end].decode("utf-8", "replace")\n')],
+        ["tests/test_typedstream_fast.py::test_invalid_utf8_falls_back_to_pytypedstreams_error"],
+        id="typedstream-fast-path-lenient-utf8",
+    ),
 ]  # fmt: skip
 
 
