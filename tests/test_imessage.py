@@ -16,7 +16,7 @@ import pytest
 from memex.config import SourceConfig
 from pollers import imessage_samples
 from pollers.imessage import IMessagePoller, apple_time, make
-from pollers.typedstream_text import decode_attributed_body, encode_attributed_body
+from pollers.typedstream_text import _decode_slow, decode_attributed_body, encode_attributed_body
 from tests.conftest import file_objects, read_log, run_cli, write_config
 
 SECRET = "Meet me at the hidden lighthouse"  # fixture text that must never show up in logs or output
@@ -125,8 +125,10 @@ def test_undecodable_attributed_body_is_stored_without_text(tmp_path: Path) -> N
 
 
 def test_typedstream_round_trip_and_rejects_non_streams() -> None:
-    """Our sample encoder produces blobs the real decoder (pytypedstream) reads; other bytes are refused."""
+    """Our sample encoder produces blobs the real decoder (pytypedstream) reads, and memex's decoder (its fast path
+    for this layout) agrees; other bytes are refused."""
     for text in ["", "hi", "x" * 300, "emoji 👋🏽 and \ufffc attachment", "ü" * 40000]:
+        assert _decode_slow(encode_attributed_body(text)) == text
         assert decode_attributed_body(encode_attributed_body(text)) == text
     with pytest.raises(ValueError):
         decode_attributed_body(b"bplist00...")
