@@ -55,7 +55,7 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> Run:
 
 def median(runs: list[Run], attr: str) -> float:
     """Median of one measure over runs."""
-    return statistics.median(getattr(r, attr) for r in runs)
+    return float(statistics.median(getattr(r, attr) for r in runs))
 
 
 @contextmanager

@@ -1,15 +1,16 @@
 """Poll throughput: a large chat.db polled into the file store and into a local S3 server.
 
 Prints messages per second, client CPU and peak RSS for memex, next to a naive baseline measured in the
-same run on the same rows (file store: one json.dump per row to a file, no fsync, no dedup; S3: one
-plain put_object per row, no conditional header), and the peak RSS for a history 10x smaller, to show
-memory does not grow with history size.
-Run: .venv/bin/python bench/throughput.py [--messages 100000] [--file-only]
+same run on the same rows (file store: one json.dump per row to a file, no fsync, no dedup, the median of
+``--repeat`` alternated runs of each; S3: one plain put_object per row, no conditional header), and the peak
+RSS for a history 10x smaller, to show memory does not grow with history size.
+Run: .venv/bin/python bench/throughput.py [--messages 100000] [--file-only] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -45,6 +46,11 @@ def memex_poll(d: Path, db: Path, store: str, name: str) -> Run:
     return r
 
 
+def typical(runs: list[Run]) -> Run:
+    """The run of median wall time (its CPU and RSS come with it)."""
+    return sorted(runs, key=lambda r: r.wall)[len(runs) // 2]
+
+
 def line(label: str, n: int, r: Run, base: Run | None = None) -> str:
     """One row of the table."""
     rate = n / r.wall
@@ -66,6 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--file-only", action="store_true", help="skip the S3 rows (moto start-up and its CPU)")
+    parser.add_argument("--repeat", type=int, default=3, help="alternated naive/memex file runs; the median is shown")
     args = parser.parse_args()
     n, small = args.messages, args.messages // 10
     import boto3
@@ -77,9 +84,18 @@ def main() -> None:
         print(f"poll throughput, {n:,} messages (client process only; the S3 server is moto on the same 2 cores)")
         rows = Rows()
         rows.append(f"{'':34}{'msg/s':>10}{'CPU ms/msg':>12}{'RSS MiB':>10}{'vs base':>8}")
-        naive = run([sys.executable, "-c", NAIVE_FILE, str(d / "big.db"), str(d / "naive")])
+        naives, polls = [], []
+        for i in range(args.repeat):  # alternated, so a file system that slows down mid-run slows both alike
+            naives.append(run([sys.executable, "-c", NAIVE_FILE, str(d / "big.db"), str(d / f"naive{i}")]))
+            polls.append(memex_poll(d, d / "big.db", f'url = "{d}/store{i}"', f"file{i}"))
+            shutil.rmtree(d / f"naive{i}")
+            shutil.rmtree(d / f"store{i}")
+        naive, poll = typical(naives), typical(polls)
+        if args.repeat > 1:
+            spread = ", ".join(f"{n / a.wall:.0f}/{n / b.wall:.0f}" for a, b in zip(naives, polls, strict=True))
+            print(f"(median of {args.repeat} alternated runs; naive/memex msg/s per run: {spread})")
         rows.append(line("file: naive json writes (base)", n, naive))
-        rows.append(line("file: memex poll", n, memex_poll(d, d / "big.db", f'url = "{d}/store"', "file"), naive))
+        rows.append(line("file: memex poll", n, poll, naive))
         small_run = memex_poll(d, d / "small.db", f'url = "{d}/store-small"', "file-small")
         rows.append(line(f"file: memex poll, {small:,} msgs", small, small_run))
         if args.file_only:
