@@ -43,15 +43,17 @@ from typing import IO, Any
 from memex.config import Config
 from memex.deadline import Deadline, Interrupted
 from memex.errors import AlreadyRunning, ConfigError, MemexError, StoreError
+from memex.live_cursor import BACKFILL_KEY
 from memex.observe.logs import source_logger
 from memex.records import rfc3339
 from memex.registry import open_poller
-from memex.runner import BACKFILL_KEY, Uploader, internal_error
+from memex.runner import internal_error
 from memex.source import Cursor, Item
 from memex.state.backend import cursor_store, run_lock
 from memex.state.cursors import Section, utc_now
 from memex.state.files import require_state_dir
 from memex.store.objects import open_store
+from memex.uploader import Uploader
 
 DEFAULT_WORKERS = 8
 READ_AHEAD_PER_WORKER = 32
@@ -389,7 +391,7 @@ class _Run:
                       workers=self.workers, restart=restart)  # fmt: skip
 
     def _live_start(self, state: Any) -> Cursor:
-        """Where the first live poll of a ``start = "now"`` source begins once this backfill ran (see runner._start_now).
+        """Where the first live poll of a ``start = "now"`` source begins once this backfill ran (see memex.live_cursor.start_now).
 
         The source's head before the walk begins (the walk covers everything up to it), recorded only while
         the source has no live cursor. An earlier backfill's record is kept: it is the earlier point, so

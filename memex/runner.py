@@ -14,37 +14,33 @@ One poll of one source:
 6. write one summary line.
 
 An idle poll never opens the object store, so it makes no network request
-and never imports boto3.
+and never imports boto3. Items are stored by :class:`memex.uploader.Uploader`; where a ``start = "now"``
+source begins and which cursor may be saved is :mod:`memex.live_cursor`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from memex.config import Config
 from memex.deadline import Deadline, Interrupted
-from memex.errors import AlreadyRunning, AuthRequired, BadCursor, CursorConflict, LeaseLost, MemexError, StateError, describe_exc
+from memex.errors import AlreadyRunning, AuthRequired, BadCursor, CursorConflict, LeaseLost, MemexError, StateError
+from memex.live_cursor import start_now, trusted_positions
 from memex.observe import heartbeat, metrics
 from memex.observe.logs import config_logger
-from memex.records import canonical_json, encode_id, repair_text
 from memex.registry import open_poller
-from memex.source import Batch, Cursor, Failure, Item, Poller, describe, moved_backward
+from memex.source import Batch, Cursor, Poller, describe, moved_backward
 from memex.state.backend import cursor_store, run_lock
-from memex.state.cursors import utc_now
 from memex.state.files import require_state_dir
-from memex.store.attachments import store_content
-from memex.store.collisions import collision_key, differs
-from memex.store.objects import ObjectStore, open_store
+from memex.uploader import Uploader
 
 DEFAULT_MAX_SECONDS = 50.0
-BACKFILL_KEY = "backfill"  # the backfill's part of a source's cursors section (memex.backfill.SECTION_KEY)
 DEFAULT_BATCH = 500
 # The cursor (and the store's sync before it) is committed after a batch once this many items or seconds have
 # gone by since the last commit, and always when the poll ends: a fast source pays one flush per few batches,
@@ -119,115 +115,6 @@ def internal_error(exc: BaseException) -> str:
         last = frames[-1]
         where = f" at {Path(last.filename).name}:{last.lineno}"
     return f"internal error: {type(exc).__name__}{where}; please report it (run with the same data to reproduce)"
-
-
-def unrenderable(item: Item, exc: Exception) -> Item:
-    """The item as a quarantine entry: a record that could not be turned into bytes, kept as raw bytes.
-
-    The raw bytes are the item's first blob (the mail as received) or else the record rendered with every
-    non-ASCII character escaped, which always encodes; the reason names the exception's type only.
-    """
-    message = item.message
-    assert message is not None
-    raw = next(iter(item.blobs.values()), None)
-    if raw is None:
-        raw = json.dumps(asdict(message), sort_keys=True, ensure_ascii=True, default=repr).encode()
-    reason = f"cannot render the record ({describe_exc(exc)})"
-    return Item(cursor=item.cursor, failure=Failure(native_id=message.native_id, reason=reason, raw=raw, ref=message.native_id))
-
-
-class Uploader:
-    """Stores items for one source: blobs, then the record (create-only), or quarantine."""
-
-    def __init__(self, cfg: Config, source: str, log: Any, *, store: ObjectStore | None = None, deadline: Deadline | None = None) -> None:
-        self.cfg = cfg
-        self.source = source
-        self.log = log
-        self._store: ObjectStore | None = store  # given: shared by backfill's upload threads
-        self.deadline = deadline  # a poll's: every request to the store is bounded by it
-
-    @property
-    def store(self) -> ObjectStore:
-        """The object store, opened on first use (an idle poll never opens it)."""
-        if self._store is None:
-            store = open_store(self.cfg.store)
-            use_deadline = getattr(store, "use_deadline", None)
-            if self.deadline is not None and use_deadline is not None:
-                use_deadline(self.deadline)
-            self._store = store
-        return self._store
-
-    @property
-    def opened(self) -> bool:
-        """Whether anything was sent to the store."""
-        return self._store is not None
-
-    def put(self, item: Item, *, rewrite: bool = False) -> str:
-        """Store one item; return ``new``, ``dup``, ``rewritten`` or ``quarantined``.
-
-        Whatever fails while the record is turned into bytes (key, JSON, encoding) quarantines that record
-        with its raw bytes; only the store's own failures propagate (and stop the cursor before the item).
-        """
-        message = item.message
-        if message is not None:
-            try:  # everything that turns the record into bytes, before anything is stored
-                key = message.key()
-                body = message.to_json()
-                blobs = {key[: -len(".json")] + suffix: blob for suffix, blob in item.blobs.items()}
-            except Exception as exc:
-                item = unrenderable(item, exc)
-            else:
-                for content in item.contents:
-                    store_content(self.store, content, message.attachments[content.index])
-                if item.contents:  # the record names where the bytes went (sha256, size): render it again
-                    body = message.to_json()
-                for blob_key, blob in blobs.items():
-                    if rewrite:
-                        self.store.put(blob_key, blob)
-                    else:
-                        self.store.put_new(blob_key, blob)
-                if rewrite:
-                    existing = self.store.get(key)
-                    if existing == body:
-                        return "dup"
-                    self.store.put(key, body)
-                    return "new" if existing is None else "rewritten"
-                mine = message.extra.get("fingerprint")
-                if isinstance(mine, str) and not self.store.put_new(key, body):
-                    if not differs(self.store.get(key), mine):
-                        return "dup"  # the same record seen again
-                    # Another record with the same ID (a reused Message-ID): kept beside the first (memex.store.collisions).
-                    message.extra["collision_of"] = key
-                    key = collision_key(key, mine)
-                    body = message.to_json()
-                    blobs = {key[: -len(".json")] + suffix: blob for suffix, blob in item.blobs.items()}
-                    for blob_key, blob in blobs.items():
-                        self.store.put_new(blob_key, blob)
-                    return "new" if self.store.put_new(key, body) else "dup"
-                elif isinstance(mine, str):
-                    return "new"
-                return "new" if self.store.put_new(key, body) else "dup"
-        if item.failure is not None:
-            failure = item.failure
-            base = f"quarantine/{encode_id(self.source)}/{encode_id(failure.native_id)}"
-            if failure.raw is not None:
-                self.store.put_new(base + ".raw", failure.raw)
-            meta = {
-                "source": self.source,
-                "native_id": failure.native_id,
-                "reason": failure.reason,
-                "ref": failure.ref,
-                "quarantined_at": utc_now(),
-            }
-            self.store.put_new(base + ".json", canonical_json(meta))
-            self.log.warning("record.quarantined", ref=failure.ref, native_id=repair_text(failure.native_id), reason=failure.reason)
-            return "quarantined"
-        return "skip"
-
-    def sync(self) -> None:
-        """Make everything stored so far durable (before a cursor moves past it)."""
-        if self._store is not None:
-            self._store.sync()
 
 
 def poll(
@@ -331,7 +218,7 @@ def _run(
     elif set_deadline is not None and deadline.at is not None:
         set_deadline(deadline.at)
     if committed is None and cfg.source(name).start == "now":
-        committed = _start_now(cursors.section(name), name, poller, cursors, log)
+        committed = start_now(cursors.section(name), name, poller, cursors, log)
     current: Cursor = committed
     result.positions_before = poller.positions(committed) if committed is not None else {}
     result.cursor_before = describe(result.positions_before)
@@ -410,57 +297,6 @@ def _run(
         result.status = "ok"
     else:
         result.status = "idle"
-
-
-def _start_now(section: dict[str, Any], name: str, poller: Poller, cursors: Any, log: Any) -> Cursor:
-    """Where a ``start = "now"`` source without a live cursor begins; never past a message that was not stored.
-
-    - a source never polled, never reset and never backfilled: at its head (history is left to backfill);
-    - after ``cursor reset`` (or set to nothing): from the beginning, as the reset promised;
-    - with a backfill checkpoint: where the backfill's walk began (``live_start``, the head the backfill
-      recorded before walking), so history and live meet with no gap; from the beginning if the backfill
-      recorded none.
-
-    The cursor it starts from is saved first (logged ``cursor.start_now``, ``cursor.start_after_backfill``
-    or ``cursor.start_after_reset``); None is the beginning.
-    """
-    backfill = section.get(BACKFILL_KEY)
-    if section.get("cursor_set_reason"):
-        log.info("cursor.start_after_reset", reason=section.get("cursor_set_reason"), cursor_after="-")
-        return None
-    if isinstance(backfill, dict):
-        start, event = backfill.get("live_start"), "cursor.start_after_backfill"
-    else:
-        start, event = poller.head(), "cursor.start_now"  # type: ignore[attr-defined]
-    positions = poller.positions(start) if start is not None else {}
-    if start is not None:
-        cursors.advance(name, None, start, positions=positions)
-    log.info(event, positions_after=positions, cursor_after=describe(positions))
-    return start
-
-
-def trusted_positions(poller: Poller, name: str, committed: Cursor, current: Cursor, *, declared_reset: bool) -> dict[str, int]:
-    """The positions of a cursor a poller handed back, or :class:`BadCursor` if memex cannot trust it.
-
-    Every cursor is checked before it is saved: its positions must be computable (a dict of integers), and
-    once the source has a stored cursor they may neither vanish nor go backward (unless the poller declared a
-    reset in this poll). A refused cursor is never saved; the stored one stays.
-    """
-    try:
-        after = poller.positions(current)
-        ok = isinstance(after, dict) and all(isinstance(k, str) and type(v) is int for k, v in after.items())
-    except Exception as exc:  # a malformed cursor makes the poller's own code fail
-        raise BadCursor(name, f"its positions cannot be computed ({exc.__class__.__name__})") from None
-    if not ok:
-        raise BadCursor(name, "its positions are not a map of integers")
-    if committed is not None:
-        before = poller.positions(committed)
-        if before and not after:
-            raise BadCursor(name, f"it has no positions where the stored one has {describe(before)}")
-        back = moved_backward(before, after)
-        if back and not declared_reset:
-            raise BadCursor(name, f"it goes back from {describe(before)} to {describe(after)} without a declared reset")
-    return after
 
 
 def _check_direction(poller: Poller, name: str, current: Cursor, batch: Batch, log: Any, result: PollResult) -> None:

@@ -137,7 +137,7 @@ MUTANTS = [
         id="lone-surrogates-crash-the-poll",
     ),
     pytest.param(
-        "memex/runner.py",
+        "memex/uploader.py",
         [("            except Exception as exc:\n                item = unrenderable(item, exc)\n",
           "            except ZeroDivisionError as exc:\n                item = unrenderable(item, exc)\n")],
         ["tests/test_record_faults.py::test_a_record_that_cannot_be_serialised_is_quarantined_with_its_bytes"],
@@ -240,7 +240,7 @@ MUTANTS = [
         id="teams-reaction-bump-without-a-change-is-a-revision",
     ),
     pytest.param(
-        "memex/runner.py",
+        "memex/uploader.py",
         [("                if item.contents:  # the record names where the bytes went (sha256, size): render it again\n                    body = message.to_json()\n", "")],
         ["tests/test_teams.py::test_system_messages_images_and_files"],
         id="record-written-without-its-attachments-sha256",
@@ -278,13 +278,13 @@ MUTANTS = [
         id="imap-exchange-deaf-to-the-deadline",
     ),
     pytest.param(
-        "memex/runner.py",
+        "memex/live_cursor.py",
         [('    if section.get("cursor_set_reason"):\n', "    if False:\n")],
         ["tests/test_start_now.py::test_reset_then_poll_reads_from_the_beginning[imessage]"],
         id="start-now-after-a-reset-jumps-to-the-head",
     ),
     pytest.param(
-        "memex/runner.py",
+        "memex/live_cursor.py",
         [("    if isinstance(backfill, dict):\n        start, event", "    if False:\n        start, event")],
         ["tests/test_start_now.py::test_first_live_poll_after_a_backfill_starts_where_the_walk_began[imessage]"],
         id="start-now-after-a-backfill-jumps-to-the-head",
@@ -523,7 +523,7 @@ MUTANTS = [
         id="file-store-cursor-saved-before-folder-entries-are-durable",
     ),
     pytest.param(
-        "memex/runner.py",
+        "memex/uploader.py",
         [("                    if not differs(self.store.get(key), mine):\n", "                    if True:\n")],
         ["tests/test_email_collisions.py::test_two_different_mails_with_one_message_id_are_both_stored_and_findable"],
         id="reused-message-id-collapses-two-mails",

@@ -1,0 +1,65 @@
+"""The live cursor's rules: where a ``start = "now"`` source begins, and which cursor a poll may save.
+
+Both are used by the poll (:mod:`memex.runner`): :func:`start_now` once, for a source without a live cursor;
+:func:`trusted_positions` before every cursor write (a refused cursor is never saved; the stored one stays).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memex.errors import BadCursor
+from memex.source import Cursor, Poller, describe, moved_backward
+
+BACKFILL_KEY = "backfill"  # the backfill's part of a source's cursors section (memex.backfill_checkpoint.SECTION_KEY)
+
+
+def start_now(section: dict[str, Any], name: str, poller: Poller, cursors: Any, log: Any) -> Cursor:
+    """Where a ``start = "now"`` source without a live cursor begins; never past a message that was not stored.
+
+    - a source never polled, never reset and never backfilled: at its head (history is left to backfill);
+    - after ``cursor reset`` (or set to nothing): from the beginning, as the reset promised;
+    - with a backfill checkpoint: where the backfill's walk began (``live_start``, the head the backfill
+      recorded before walking), so history and live meet with no gap; from the beginning if the backfill
+      recorded none.
+
+    The cursor it starts from is saved first (logged ``cursor.start_now``, ``cursor.start_after_backfill``
+    or ``cursor.start_after_reset``); None is the beginning.
+    """
+    backfill = section.get(BACKFILL_KEY)
+    if section.get("cursor_set_reason"):
+        log.info("cursor.start_after_reset", reason=section.get("cursor_set_reason"), cursor_after="-")
+        return None
+    if isinstance(backfill, dict):
+        start, event = backfill.get("live_start"), "cursor.start_after_backfill"
+    else:
+        start, event = poller.head(), "cursor.start_now"  # type: ignore[attr-defined]
+    positions = poller.positions(start) if start is not None else {}
+    if start is not None:
+        cursors.advance(name, None, start, positions=positions)
+    log.info(event, positions_after=positions, cursor_after=describe(positions))
+    return start
+
+
+def trusted_positions(poller: Poller, name: str, committed: Cursor, current: Cursor, *, declared_reset: bool) -> dict[str, int]:
+    """The positions of a cursor a poller handed back, or :class:`BadCursor` if memex cannot trust it.
+
+    Every cursor is checked before it is saved: its positions must be computable (a dict of integers), and
+    once the source has a stored cursor they may neither vanish nor go backward (unless the poller declared a
+    reset in this poll). A refused cursor is never saved; the stored one stays.
+    """
+    try:
+        after = poller.positions(current)
+        ok = isinstance(after, dict) and all(isinstance(k, str) and type(v) is int for k, v in after.items())
+    except Exception as exc:  # a malformed cursor makes the poller's own code fail
+        raise BadCursor(name, f"its positions cannot be computed ({exc.__class__.__name__})") from None
+    if not ok:
+        raise BadCursor(name, "its positions are not a map of integers")
+    if committed is not None:
+        before = poller.positions(committed)
+        if before and not after:
+            raise BadCursor(name, f"it has no positions where the stored one has {describe(before)}")
+        back = moved_backward(before, after)
+        if back and not declared_reset:
+            raise BadCursor(name, f"it goes back from {describe(before)} to {describe(after)} without a declared reset")
+    return after
