@@ -11,7 +11,7 @@ from typing import Any
 from memex.errors import BadCursor
 from memex.source import Cursor, Poller, describe, moved_backward
 
-BACKFILL_KEY = "backfill"  # the backfill's part of a source's cursors section (memex.backfill_checkpoint.SECTION_KEY)
+BACKFILL_KEY = "backfill"  # the backfill's part of a source's cursors section (memex.backfill.checkpoint.SECTION_KEY)
 
 
 def start_now(section: dict[str, Any], name: str, poller: Poller, cursors: Any, log: Any) -> Cursor:

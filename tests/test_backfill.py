@@ -16,7 +16,7 @@ from typing import Any
 
 import boto3
 
-from memex.backfill_frontier import Frontier
+from memex.backfill.frontier import Frontier
 from memex.state.locks import RunLock
 from pollers import imessage_samples
 from pollers.imessage import apple_nanoseconds, apple_time

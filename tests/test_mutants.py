@@ -318,7 +318,7 @@ MUTANTS = [
         id="anchors-only-the-newest",
     ),
     pytest.param(
-        "memex/backfill_run.py",
+        "memex/backfill/run.py",
         [("        on_stop = Deadline(None, self.stop)\n", "        on_stop = Deadline()\n")],
         ["tests/test_deadline.py::test_sigterm_ends_a_backfill_stuck_on_a_hung_s3_within_seconds"],
         id="backfill-uploads-deaf-to-sigterm",

@@ -1,8 +1,8 @@
 """One backfill run's moving parts: a reader thread, a pool of upload threads, the checkpoint and the progress.
 
 One reader thread fills a bounded queue from the history iterator; a pool of upload threads shares one object
-store. Completions go to the :class:`~memex.backfill_frontier.Frontier`, which the main thread saves every few
-seconds or thousands of items (:class:`~memex.backfill_checkpoint.Checkpoint`). See :mod:`memex.backfill`.
+store. Completions go to the :class:`~memex.backfill.frontier.Frontier`, which the main thread saves every few
+seconds or thousands of items (:class:`~memex.backfill.checkpoint.Checkpoint`). See :mod:`memex.backfill`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import IO, Any
 
-from memex.backfill_checkpoint import Checkpoint, backfill_args
-from memex.backfill_frontier import Frontier
-from memex.backfill_report import BackfillResult, Counts, Progress
+from memex.backfill.checkpoint import Checkpoint, backfill_args
+from memex.backfill.frontier import Frontier
+from memex.backfill.report import BackfillResult, Counts, Progress
 from memex.config import Config
 from memex.deadline import Deadline, Interrupted
 from memex.errors import MemexError, StoreError

@@ -28,8 +28,8 @@ with ``rewrite``), but:
 - SIGINT or SIGTERM stop reading, let the uploads in flight finish, save
   the checkpoint and exit 130 (interrupted; the same command continues).
 
-The parts: :mod:`memex.backfill_run` (the reader and upload threads), :mod:`memex.backfill_frontier`,
-:mod:`memex.backfill_checkpoint` (resume, refuse, save) and :mod:`memex.backfill_report` (the result, progress).
+The parts: :mod:`memex.backfill.run` (the reader and upload threads), :mod:`memex.backfill.frontier`,
+:mod:`memex.backfill.checkpoint` (resume, refuse, save) and :mod:`memex.backfill.report` (the result, progress).
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
-from memex.backfill_checkpoint import BackfillConflict
-from memex.backfill_report import BackfillResult
-from memex.backfill_run import BackfillRun
+from memex.backfill.checkpoint import BackfillConflict
+from memex.backfill.report import BackfillResult
+from memex.backfill.run import BackfillRun
 from memex.config import Config
 from memex.errors import AlreadyRunning, ConfigError, MemexError
 from memex.observe.logs import source_logger

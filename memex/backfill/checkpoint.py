@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from memex.backfill_frontier import Frontier
-from memex.backfill_report import BackfillResult
+from memex.backfill.frontier import Frontier
+from memex.backfill.report import BackfillResult
 from memex.config import Config
 from memex.errors import MemexError
 from memex.live_cursor import BACKFILL_KEY
