@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pollers import imap
+from pollers import imap, imap_session
 from tests import dovecot as dv
 
 
@@ -115,7 +115,7 @@ def main() -> None:
         user = server.new_user()
         fill(server, user, args.messages)
         batched_raw(server, user, 1000)  # warm-up: Dovecot indexes the new files, page cache is warm
-        settings = imap.Settings("127.0.0.1", server.port, "none", user, None, "BENCH_IMAP_PASSWORD", ("INBOX",), 60.0)
+        settings = imap_session.Settings("127.0.0.1", server.port, "none", user, None, "BENCH_IMAP_PASSWORD", ("INBOX",), 60.0)
         os.environ["BENCH_IMAP_PASSWORD"] = dv.PASSWORD
         poller = imap.ImapPoller("bench", settings)
         count, seconds = memex_loop(poller)

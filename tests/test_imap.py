@@ -20,7 +20,7 @@ from memex.records import message_key
 from memex.registry import make_poller
 from memex.runner import poll
 from memex.state.cursors import CursorStore
-from pollers import imap
+from pollers import imap, imap_session
 from tests.conftest import file_objects, read_log, run_cli, s3_objects, write_config
 from tests.dovecot import PASSWORD, Dovecot, dovecot_server, quote
 
@@ -59,7 +59,7 @@ def env_password(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(autouse=True)
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries without sleeping (the backoff setting is read at call time)."""
-    monkeypatch.setattr(imap, "BACKOFF", ())
+    monkeypatch.setattr(imap_session, "BACKOFF", ())
 
 
 def setup(tmp_path: Path, server: Dovecot, user: str, **more: Any) -> memex_config.Config:
@@ -300,7 +300,7 @@ def test_fetches_in_batches_not_one_round_trip_per_message(dovecot: Dovecot) -> 
         for i in range(600):
             conn.append("INBOX", None, None, mail(i))
     poller = imap.ImapPoller(
-        "mail", imap.Settings("127.0.0.1", dovecot.port, "none", user, f"printf %s {PASSWORD}", None, ("INBOX",), 10.0)
+        "mail", imap_session.Settings("127.0.0.1", dovecot.port, "none", user, f"printf %s {PASSWORD}", None, ("INBOX",), 10.0)
     )
     cursor = None
     got = 0
@@ -426,7 +426,9 @@ def test_head_and_history(dovecot: Dovecot) -> None:
     dovecot.append(user, "INBOX", mail(1))
     dovecot.append(user, "INBOX", mail(2).replace(b"01 Nov 2022", b"05 Nov 2022"))
     dovecot.append(user, "Sent", mail(3))
-    poller = imap.ImapPoller("mail", imap.Settings("127.0.0.1", dovecot.port, "none", user, f"printf %s {PASSWORD}", None, ("*",), 10.0))
+    poller = imap.ImapPoller(
+        "mail", imap_session.Settings("127.0.0.1", dovecot.port, "none", user, f"printf %s {PASSWORD}", None, ("*",), 10.0)
+    )
     try:
         head = poller.head()
         assert poller.positions(head) == {"INBOX": 2, "Sent": 1}
@@ -448,7 +450,9 @@ def test_transient_errors_are_retried_then_reported(dovecot: Dovecot) -> None:
     user = dovecot.new_user()
     dovecot.append(user, "INBOX", mail(1))
     poller = imap.ImapPoller(
-        "mail", imap.Settings("127.0.0.1", dovecot.port, "none", user, f"printf %s {PASSWORD}", None, ("INBOX",), 10.0), backoff=(0.0,)
+        "mail",
+        imap_session.Settings("127.0.0.1", dovecot.port, "none", user, f"printf %s {PASSWORD}", None, ("INBOX",), 10.0),
+        backoff=(0.0,),
     )
     try:
         poller.head()
@@ -470,7 +474,9 @@ def test_retries_stop_at_the_runners_deadline(dovecot: Dovecot) -> None:
     user = dovecot.new_user()
     dovecot.append(user, "INBOX", mail(1))
     poller = imap.ImapPoller(
-        "mail", imap.Settings("127.0.0.1", dovecot.port, "none", user, f"printf %s {PASSWORD}", None, ("INBOX",), 10.0), backoff=(0.0, 0.0)
+        "mail",
+        imap_session.Settings("127.0.0.1", dovecot.port, "none", user, f"printf %s {PASSWORD}", None, ("INBOX",), 10.0),
+        backoff=(0.0, 0.0),
     )
     try:
         poller.head()

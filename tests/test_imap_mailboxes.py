@@ -14,7 +14,7 @@ import pytest
 from memex import config as memex_config
 from memex.runner import poll
 from memex.state.cursors import CursorStore
-from pollers import imap
+from pollers import imap, imap_session
 from pollers import imap_utf7 as utf7
 from tests.conftest import read_log, run_cli, write_config
 from tests.dovecot import PASSWORD, Dovecot, dovecot_server
@@ -131,7 +131,7 @@ def test_a_mailbox_of_200000_messages_is_polled_in_bounded_search_windows(doveco
         with pytest.raises(imaplib.IMAP4.error, match="got more than"):
             conn.uid("SEARCH", "UID 1:*")  # what the poller used to send: the answer cannot even be read
     poller = imap.ImapPoller(
-        "mail", imap.Settings("127.0.0.1", dovecot.port, "none", user, f"printf %s {PASSWORD}", None, ("INBOX",), 60.0)
+        "mail", imap_session.Settings("127.0.0.1", dovecot.port, "none", user, f"printf %s {PASSWORD}", None, ("INBOX",), 60.0)
     )
     try:
         began = time.monotonic()

@@ -271,7 +271,7 @@ MUTANTS = [
         id="s3-boto3-request-deaf-to-the-deadline",
     ),
     pytest.param(
-        "pollers/imap.py",
+        "pollers/imap_session.py",
         [('        return self._deadline.call(call, f"source {self.name!r}: {what} at {self._where()}", abandon=self._abandon)\n',
           "        return call()\n")],
         ["tests/test_deadline.py::test_sigterm_ends_a_poll_waiting_on_a_hung_imap_server_within_seconds"],
@@ -505,7 +505,7 @@ MUTANTS = [
         id="signal-desktop-attachment-stored-encrypted",
     ),
     pytest.param(
-        "pollers/imap.py",
+        "pollers/imap_session.py",
         [("            context = ssl.create_default_context(cafile=s.ca_file)\n", "            context = ssl._create_unverified_context()\n")],
         ["tests/test_imap_tls.py::test_a_certificate_not_trusted_is_refused_with_a_clear_error"],
         id="imap-tls-certificate-not-verified",
@@ -568,7 +568,7 @@ MUTANTS = [
         id="email-malformed-from-taken-as-parsed",
     ),
     pytest.param(
-        "pollers/imap.py",
+        "pollers/imap_session.py",
         [("        if uidnext is None:\n            return sorted(u for u in self._search_range(f\"{first}:*\", criteria) if u >= first)\n",
           "        if True:\n            return sorted(u for u in self._search_range(f\"{first}:*\", criteria) if u >= first)\n")],
         ["tests/test_imap_mailboxes.py::test_a_mailbox_of_200000_messages_is_polled_in_bounded_search_windows"],

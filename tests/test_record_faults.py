@@ -16,7 +16,7 @@ from memex import registry
 from memex.errors import describe_exc
 from memex.records import canonical_json
 from memex.runner import poll
-from pollers import imap, imessage_samples
+from pollers import imap_session, imessage_samples
 from tests.conftest import file_objects, read_log, run_cli, wait_until, write_config
 from tests.dovecot import PASSWORD, Dovecot, dovecot_server
 from tests.test_heartbeat import Pings, pings
@@ -63,7 +63,7 @@ def test_imap_mail_decoding_to_lone_surrogates_does_not_stop_the_mailboxes_after
                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """The utf-7 mail in the first mailbox is stored; the second mailbox is reached and stored in the same poll."""
     monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
-    monkeypatch.setattr(imap, "BACKOFF", ())
+    monkeypatch.setattr(imap_session, "BACKOFF", ())
     user = dovecot.new_user()
     with dovecot.session(user) as conn:
         conn.create("Archive")
