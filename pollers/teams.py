@@ -236,14 +236,12 @@ class TeamsPoller(TeamsSession):
 
     def _message(self, walk: Walk, msg: Any, cursor: Cursor) -> list[Item]:
         chat_id = walk.chat["id"] or ""
-        mid = msg.get("id") if isinstance(msg, dict) else None
-        modified = render.parse_ts(msg.get("lastModifiedDateTime")) if isinstance(msg, dict) else None
-        if not isinstance(mid, str) or modified is None:
-            import json
-
-            raw = json.dumps(msg, sort_keys=True).encode()
-            ref = f"{chat_id}/{mid}" if isinstance(mid, str) else chat_id
-            return [Item(cursor=cursor, failure=_failure(ref, "chatMessage without an id or a valid lastModifiedDateTime", raw))]
+        failure = render.malformed(chat_id, msg, "lastModifiedDateTime")
+        if failure is not None:
+            return [Item(cursor=cursor, failure=failure)]
+        mid: str = msg["id"]
+        modified = render.parse_ts(msg["lastModifiedDateTime"])
+        assert modified is not None  # malformed() checked it
         prev = walk.prev
         if walk.resume and prev is not None:
             low, low_ids = prev["below"]

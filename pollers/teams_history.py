@@ -52,12 +52,13 @@ def history(poller: TeamsSession, since: datetime | None, until: datetime | None
     if checkpoint:
         start = (str(checkpoint["chat"]), int(checkpoint["created"]), str(checkpoint["id"]))
     poller.me()
-    yield from _chats(poller, lo, hi, start)
+    yield from _chats(poller, lo, hi, start, checkpoint)
     if poller.settings.channels:
         yield from _channels(poller, lo, hi, None)
 
 
-def _chats(poller: TeamsSession, lo: int | None, hi: int | None, start: tuple[str, int, str] | None) -> Iterator[Item]:
+def _chats(poller: TeamsSession, lo: int | None, hi: int | None, start: tuple[str, int, str] | None, mark: Cursor) -> Iterator[Item]:
+    """The chats' messages; one without an ``id`` or a valid ``createdDateTime`` is quarantined at the last mark (whatever the window)."""
     for chat in sorted(poller.chats(), key=lambda c: c["id"] or ""):
         chat_id = chat["id"] or ""
         if start is not None and chat_id < start[0]:
@@ -72,10 +73,11 @@ def _chats(poller: TeamsSession, lo: int | None, hi: int | None, start: tuple[st
         done = False
         for page, _next, _delta in poller.graph.pages(url):
             for msg in page:
-                created = render.parse_ts(msg.get("createdDateTime"))
-                mid = msg.get("id")
-                if created is None or not isinstance(mid, str):
+                failure = render.malformed(chat_id, msg, "createdDateTime")
+                if failure is not None:
+                    yield Item(cursor=mark, failure=failure)
                     continue
+                created, mid = render.parse_ts(msg["createdDateTime"]) or 0, str(msg["id"])
                 if lo is not None and created < lo:
                     done = True
                     break
@@ -98,9 +100,11 @@ def _channels(poller: TeamsSession, lo: int | None, hi: int | None, start: str |
             continue
         mark = {"channel": channel_id}
         for msg in teams_channels.history(poller, channel):
-            created = render.parse_ts(msg.get("createdDateTime"))
-            if created is None or not isinstance(msg.get("id"), str):
+            failure = render.malformed(channel_id, msg, "createdDateTime")
+            if failure is not None:
+                yield Item(cursor=mark, failure=failure)
                 continue
+            created = render.parse_ts(msg["createdDateTime"]) or 0
             if (lo is not None and created < lo) or (hi is not None and created >= hi):
                 continue
             message = render.render(poller.name, channel, msg, poller.me())

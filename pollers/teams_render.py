@@ -18,6 +18,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 from memex.records import Attachment, Conversation, Message, Revision, Sender, rfc3339
+from memex.source import Failure
 
 TYPE = "teams"
 _BLOCK = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "table", "ul", "ol"})
@@ -103,6 +104,29 @@ def hosted_content_urls(html: str) -> dict[str, str]:
 def native_id(chat_id: str, message_id: str) -> str:
     """A message's native ID: its chat's ID and its own (message IDs are unique only within a chat)."""
     return f"{chat_id}/{message_id}"
+
+
+def malformed(conv_id: str, msg: Any, time_field: str) -> Failure | None:
+    """A chatMessage without an ``id`` or a valid ``time_field``, as a record to quarantine; None if it has both.
+
+    The reason names what is missing (never the message's text); ``raw`` is the message's JSON. Its
+    native ID is the conversation's and its own, or, without an ``id``, a digest of that JSON (stable
+    across re-reads, and two such messages of one chat stay two quarantine entries).
+    """
+    if not isinstance(msg, dict):
+        problem = "is not a JSON object"
+    elif not isinstance(msg.get("id"), str) or not msg["id"]:
+        problem = "has no id"
+    elif msg.get(time_field) is None:
+        problem = f"has no {time_field}"
+    elif parse_ts(msg[time_field]) is None:
+        problem = f"has a {time_field} that is not a timestamp"
+    else:
+        return None
+    raw = json.dumps(msg, sort_keys=True).encode()
+    mid = msg.get("id") if isinstance(msg, dict) else None
+    ref = native_id(conv_id, mid) if isinstance(mid, str) and mid else f"{conv_id}/no-id-{hashlib.sha256(raw).hexdigest()[:16]}"
+    return Failure(native_id=ref, reason=f"chatMessage {problem}; quarantined, the rest of the conversation is read", raw=raw, ref=ref)
 
 
 def reactions_digest(reactions: Any) -> str:

@@ -488,17 +488,21 @@ class _Handler(BaseHTTPRequestHandler):
                 400, {"error": {"code": "BadRequest", "message": "Only descending order by lastModifiedDateTime or createdDateTime."}}
             )
             return
-        msgs = sorted(chat.messages.values(), key=lambda m: (m[key], m["id"]), reverse=True)
+
+        def order(m: dict[str, Any]) -> tuple[str, str]:  # a malformed message (no id, no timestamp) sorts last, as null does
+            return (m.get(key) or "", m.get("id") or "")
+
+        msgs = sorted(chat.messages.values(), key=order, reverse=True)
         flt = query.get("$filter")
         if flt and flt.startswith(key):  # $filter is ignored unless $orderby names the same property
             for clause in flt.split(" and "):
                 prop, op, value = clause.split(" ", 2)
                 assert prop == key and op in (("gt", "lt") if key == "lastModifiedDateTime" else ("lt",)), clause
                 bound = _parse(value)
-                msgs = [m for m in msgs if (_parse(m[key]) > bound) == (op == "gt") and _parse(m[key]) != bound]
+                msgs = [m for m in msgs if m.get(key) and (_parse(m[key]) > bound) == (op == "gt") and _parse(m[key]) != bound]
         if "$skiptoken" in query:
-            last_value, last_id = json.loads(base64.b64decode(query["$skiptoken"]).decode())
-            msgs = [m for m in msgs if (m[key], m["id"]) < (last_value, last_id)]
+            last = tuple(json.loads(base64.b64decode(query["$skiptoken"]).decode()))
+            msgs = [m for m in msgs if order(m) < last]
         page = msgs[:top]
         body: dict[str, Any] = {"@odata.context": f"https://graph.microsoft.com/v1.0/$metadata#chats('{chat_id}')/messages",
                                 "@odata.count": len(page), "value": [json.loads(json.dumps(m)) for m in page]}  # fmt: skip
@@ -506,7 +510,7 @@ class _Handler(BaseHTTPRequestHandler):
             if m["body"]["contentType"] == "html":
                 m["body"]["content"] = m["body"]["content"].replace("https://graph.microsoft.com/v1.0", s.graph)
         if len(msgs) > top:
-            token = base64.b64encode(json.dumps([page[-1][key], page[-1]["id"]]).encode()).decode()
+            token = base64.b64encode(json.dumps(list(order(page[-1]))).encode()).decode()
             body["@odata.nextLink"] = (
                 f"{s.next_link_base or s.graph}/me/chats/{chat_id}/messages?{urlencode({**query, '$skiptoken': token})}"
             )

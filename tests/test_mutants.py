@@ -240,6 +240,12 @@ MUTANTS = [
         id="teams-reaction-bump-without-a-change-is-a-revision",
     ),
     pytest.param(
+        "pollers/teams_history.py",
+        [("                    yield Item(cursor=mark, failure=failure)\n", "")],
+        ["tests/test_teams.py::test_a_message_without_id_or_created_time_is_quarantined_and_the_walk_goes_on"],
+        id="teams-history-skips-a-message-without-id-silently",
+    ),
+    pytest.param(
         "memex/uploader.py",
         [("                if item.contents:  # the record names where the bytes went (sha256, size): render it again\n                    body = message.to_json()\n", "")],
         ["tests/test_teams.py::test_system_messages_images_and_files"],

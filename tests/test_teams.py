@@ -385,6 +385,36 @@ def test_history_resumes_right_after_its_checkpoint(tmp_path: Path, setup: tuple
         poller.close()
 
 
+def test_a_message_without_id_or_created_time_is_quarantined_and_the_walk_goes_on(
+    tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]
+) -> None:
+    """Backfill: a chatMessage without ``id`` and one without ``createdDateTime``, amid good ones over several pages, are one
+    quarantine entry each (their JSON as raw bytes, the reason naming the missing field, never the text); every good one is
+    stored and the exit code is 0, as for any quarantine. The live poll quarantines the one without ``id`` the same way."""
+    from memex.backfill import backfill
+
+    cfg, graph = setup
+    ids = [graph.post(CHAT_A, f"canary-body-{i}") for i in range(12)]
+    messages = graph.chats[CHAT_A].messages
+    no_id = messages.pop(ids[3])
+    del no_id["id"]
+    messages["no-id"] = no_id  # the stand-in's key only: Graph's page carries the message without an id
+    no_created = messages[ids[8]]
+    del no_created["createdDateTime"]
+    result = backfill(cfg, "teams")
+    assert (result.exit_code, result.new, result.quarantined) == (0, 10, 2), result.error
+    assert {r["native_id"] for r in stored(tmp_path).values()} == {f"{CHAT_A}/{m}" for m in ids if m not in (ids[3], ids[8])}
+    folder = tmp_path / "store" / "quarantine" / "teams"
+    metas = [json.loads(p.read_bytes()) for p in sorted(folder.glob("*.json"))]
+    reasons = {m["native_id"].startswith(f"{CHAT_A}/no-id-"): m["reason"] for m in metas}
+    assert reasons[True].startswith("chatMessage has no id;") and reasons[False].startswith("chatMessage has no createdDateTime;")
+    assert sorted(json.loads(p.read_bytes())["body"]["content"] for p in folder.glob("*.raw")) == ["canary-body-3", "canary-body-8"]
+    live = poll(cfg, "teams")  # the one without id is the same entry again; the one without createdDateTime has what a poll needs
+    assert (live.exit_code, live.quarantined, live.new, live.dup) == (0, 1, 1, 10), live.error
+    assert len(list(folder.glob("*.raw"))) == 2
+    assert "canary-body" not in json.dumps(metas) + logs_text(cfg.state_dir)
+
+
 def test_start_now_stores_only_what_comes_later(tmp_path: Path, graph: GraphServer) -> None:
     """With start = "now" the first poll only positions each chat at its head; the next poll stores only later messages."""
     graph.add_chat(CHAT_A)
