@@ -3,7 +3,8 @@
 * Every request carries ``Authorization: Bearer`` only when its URL is under
   the configured Graph base URL (an ``@odata.nextLink`` or an image URL that
   points elsewhere never receives the token).
-* 429 and 503 wait the server's ``Retry-After`` (seconds), other 5xx,
+* 429 and 503 wait the server's ``Retry-After`` (seconds, or an HTTP-date
+  counted from the answer's ``Date``: a proxy may send one), other 5xx,
   connection errors and timeouts back off (:data:`BACKOFF`); a wait that
   would run past the poll's deadline raises :class:`GraphUnavailable` (that
   chat fails, the others go on).
@@ -21,7 +22,9 @@
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Iterator
+from datetime import UTC
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -154,7 +157,7 @@ class Graph:
             if status == 410:
                 raise Gone(f"{self.source}: {where(url)}: gone (410)")
             if status in (429, 503) or status >= 500:
-                retry_after = _retry_after(resp.headers.get("Retry-After"))
+                retry_after = _retry_after(resp.headers.get("Retry-After"), resp.headers.get("Date"))
                 if retry_after is not None and status in (429, 503):
                     delay = retry_after
                 else:
@@ -183,14 +186,35 @@ class Graph:
             next_url = nxt if isinstance(nxt, str) else None
 
 
-def _retry_after(value: str | None) -> float | None:
-    """Retry-After in seconds (Graph sends an integer), capped at :data:`MAX_RETRY_AFTER`; None if absent or not a number."""
+def _retry_after(value: str | None, date: str | None = None) -> float | None:
+    """Retry-After in seconds, capped at :data:`MAX_RETRY_AFTER`; None if absent or unreadable.
+
+    Both forms of RFC 9110: delay-seconds (what Graph sends) and an HTTP-date, which counts from the
+    answer's ``Date`` (the server's clock; this machine's when it has none). A date already past means now.
+    """
     if value is None:
         return None
+    text = value.strip()
     try:
-        seconds = float(value.strip())
+        seconds = float(text)
     except ValueError:
-        return None
+        at = _http_date(text)
+        if at is None:
+            return None
+        seconds = max(0.0, at - (_http_date(date or "") or time.time()))
     if seconds != seconds or seconds < 0:
         return None
     return min(seconds, MAX_RETRY_AFTER)
+
+
+def _http_date(text: str) -> float | None:
+    """An HTTP-date (``Wed, 21 Oct 2015 07:28:00 GMT``) as epoch seconds, or None."""
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # "-0000": UTC, its source unknown
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()

@@ -198,6 +198,12 @@ MUTANTS = [
     ),
     pytest.param(
         "pollers/teams_graph.py",
+        [("        at = _http_date(text)\n", "        at = None\n")],
+        ["tests/test_teams.py::test_throttling_with_an_http_date_is_waited_out_or_fails_the_chat_in_time"],
+        id="teams-retry-after-date-ignored",
+    ),
+    pytest.param(
+        "pollers/teams_graph.py",
         [("                if refreshed:\n", "                if True:\n")],
         ["tests/test_teams.py::test_expired_access_token_is_refreshed_silently"],
         id="teams-401-without-a-refresh",

@@ -223,6 +223,48 @@ def test_throttling_is_waited_out_within_the_deadline(tmp_path: Path, setup: tup
     assert len(graph.requests(f"/me/chats/{CHAT_A}/messages")) == 3 + 2  # 3 pages, 2 of them asked twice
 
 
+def test_retry_after_is_read_in_seconds_and_as_an_http_date() -> None:
+    """Both forms of RFC 9110's Retry-After: seconds, and an HTTP-date counted from the answer's Date (this machine's clock
+    without one); a date already past is 0 (retry now), anything larger is capped, anything unreadable is None."""
+    from pollers.teams_graph import MAX_RETRY_AFTER, _retry_after
+
+    date = "Wed, 21 Oct 2015 07:28:00 GMT"
+    assert _retry_after(" 120 ") == 120.0 and _retry_after("0") == 0.0 and _retry_after("86400") == MAX_RETRY_AFTER
+    assert _retry_after("Wed, 21 Oct 2015 07:28:30 GMT", date) == 30.0
+    assert _retry_after("Wed, 21 Oct 2015 09:28:00 +0200", date) == 0.0  # the same instant in another zone
+    assert _retry_after("Wed, 21 Oct 2015 07:27:00 GMT", date) == 0.0  # already past: now
+    assert _retry_after("Wed, 21 Oct 2015 07:28:30 GMT", None) == 0.0  # past by this machine's clock
+    assert _retry_after("Fri, 32 Foo 2015 99:00:00 GMT", date) is None
+    assert _retry_after("Tue, 01 Jan 2999 00:00:00 GMT", None) == MAX_RETRY_AFTER
+    for bad in (None, "", "soon", "-5", "nan"):
+        assert _retry_after(bad, date) is None, bad
+
+
+def test_throttling_with_an_http_date_is_waited_out_or_fails_the_chat_in_time(
+    tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]
+) -> None:
+    """A 429 whose Retry-After is an HTTP-date: one the poll's deadline cannot reach fails that chat at once (its cursor kept,
+    exit 1); one a few seconds past the stand-in's Date is waited out (at least that long) and the walk completes."""
+    from datetime import timedelta
+    from email.utils import format_datetime
+
+    cfg, graph = setup
+    for i in range(7):
+        graph.post(CHAT_A, f"d{i}")
+    late = format_datetime(graph.now + timedelta(hours=1), usegmt=True)
+    graph.fault(f"/me/chats/{CHAT_A}/messages", 429, headers={"Retry-After": late}, after=1)
+    result = poll(cfg, "teams", max_seconds=60)
+    assert result.exit_code == 1 and "no time left in this poll to retry" in (result.error or ""), result.error
+    assert CHAT_A not in cursor(cfg)["chats"] or "below" in cursor(cfg)["chats"][CHAT_A]
+    graph.faults.clear()
+    soon = format_datetime(graph.now + timedelta(seconds=3), usegmt=True)
+    throttled = graph.fault(f"/me/chats/{CHAT_A}/messages", 429, headers={"Retry-After": soon})
+    started = time.monotonic()
+    again = poll(cfg, "teams", max_seconds=60)
+    assert (again.exit_code, len(stored(tmp_path))) == (0, 7), again.error
+    assert time.monotonic() - started >= 3.0 and throttled.hits == 1  # the date was honoured (a lower bound, not a speed)
+
+
 def test_a_failing_chat_keeps_its_cursor_while_others_go_on(tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]) -> None:
     """A chat that keeps failing past the deadline is named in one error line (exit 1); other chats are stored and advance."""
     cfg, graph = setup
