@@ -18,9 +18,10 @@ from memex.errors import describe_exc
 from memex.records import canonical_json, encode_id, repair_text
 from memex.source import Failure, Item
 from memex.state.cursors import utc_now
+from memex.store import open_store
 from memex.store.attachments import store_content
 from memex.store.collisions import collision_key, differs
-from memex.store.objects import ObjectStore, open_store
+from memex.store.objects import ObjectStore
 
 
 def unrenderable(item: Item, exc: Exception) -> Item:

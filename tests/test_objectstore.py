@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from memex.config import StoreConfig
+from memex.store import open_store
 from memex.store.files import FileStore
-from memex.store.objects import TMP_DIR, open_store
+from memex.store.objects import TMP_DIR
 
 
 def test_file_store_is_create_only(tmp_path: Path) -> None:
@@ -60,7 +61,7 @@ def test_opening_an_s3_store_imports_no_boto3() -> None:
     code = (
         "import sys\n"
         "from memex.config import StoreConfig\n"
-        "from memex.store.objects import open_store\n"
+        "from memex.store import open_store\n"
         "open_store(StoreConfig(url='s3://b/p', endpoint_url='http://127.0.0.1:9'))\n"
         "print('boto3' in sys.modules, 'botocore' in sys.modules)\n"
     )

@@ -92,8 +92,7 @@ def test_a_large_attachment_goes_up_in_parts_create_only(any_s3: tuple[str, str]
     and the object is byte-identical."""
     s3_endpoint, s3_bucket = any_s3
     from memex.config import StoreConfig
-    from memex.store import s3multipart
-    from memex.store.objects import open_store
+    from memex.store import open_store, s3multipart
 
     big = tmp_path / "video.mov"
     with big.open("wb") as f:

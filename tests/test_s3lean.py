@@ -20,7 +20,7 @@ import pytest
 
 from memex.config import StoreConfig, parse
 from memex.errors import ConfigError, StoreError
-from memex.store.objects import open_store
+from memex.store import open_store
 from memex.store.s3 import S3Store
 from memex.store.s3lean import EMPTY_SHA256, Credentials, Endpoint, LeanS3, Signer, encode_key, endpoint_for
 from tests.conftest import FAKE_AWS, FaultProxy, moto_server, put_fault, s3_objects
@@ -412,7 +412,7 @@ def test_lean_store_imports_boto3_only_on_the_first_request(s3_endpoint: str, s3
     code = (
         "import sys\n"
         "from memex.config import StoreConfig\n"
-        "from memex.store.objects import open_store\n"
+        "from memex.store import open_store\n"
         f"s = open_store(StoreConfig(url='s3://{s3_bucket}/p', endpoint_url='{s3_endpoint}', client='lean'))\n"
         "print('boto3' in sys.modules, 'botocore' in sys.modules)\n"
         "s.get('messages/none.json')\n"

@@ -22,7 +22,7 @@ from memex.deadline import Deadline, Interrupted
 from memex.errors import MemexError, StoreError
 from memex.runner import internal_error
 from memex.source import Item
-from memex.store.objects import open_store
+from memex.store import open_store
 from memex.uploader import Uploader
 
 READ_AHEAD_PER_WORKER = 32

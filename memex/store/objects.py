@@ -4,20 +4,14 @@ Keys are store-relative (``messages/<source>/<id>.json``); a store adds its
 own prefix. :meth:`put_new` writes only if the key is absent and reports
 whether it did, so a replayed upload is a counted duplicate, never an error
 and never an overwrite. Neither store imports boto3 or touches the network
-until the first request, so an idle poll pays for neither.
+until the first request, so an idle poll pays for neither. :func:`memex.store.open_store` builds one from the
+configuration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Protocol
-from urllib.parse import unquote, urlsplit
-
-from memex.errors import ConfigError
-
-if TYPE_CHECKING:
-    from memex.config import StoreConfig
+from typing import IO, Protocol
 
 TMP_DIR = ".memex-tmp"
 CLIENTS = ("lean", "boto3")  # the S3 request paths [store] client may name
@@ -61,25 +55,3 @@ def content_type(key: str) -> str:
     if key.endswith(".eml"):
         return "message/rfc822"
     return "application/octet-stream"
-
-
-def open_store(cfg: StoreConfig, *, max_pool_connections: int = 10) -> ObjectStore:
-    """Build the store a configuration names (no I/O, no boto3 import)."""
-    parts = urlsplit(cfg.url)
-    if parts.scheme == "file":
-        from memex.store.files import FileStore
-
-        return FileStore(Path(unquote(parts.path)))
-    if parts.scheme == "s3":
-        from memex.store.s3 import S3Store
-
-        return S3Store(
-            parts.netloc,
-            parts.path,
-            endpoint_url=cfg.endpoint_url,
-            region=cfg.region,
-            profile=cfg.profile,
-            max_pool_connections=max_pool_connections,
-            client=cfg.client,
-        )
-    raise ConfigError(f"unsupported store URL {cfg.url!r}; use file:///path or s3://bucket/prefix", key="store.url")
