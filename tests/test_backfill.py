@@ -19,7 +19,7 @@ import boto3
 from memex.backfill.frontier import Frontier
 from memex.state.locks import RunLock
 from pollers import imessage_samples
-from pollers.imessage import apple_nanoseconds, apple_time
+from pollers.imessage_rows import apple_nanoseconds, apple_time
 from tests.conftest import CLI_TIMEOUT, ROOT, FaultProxy, file_objects, read_log, run_cli, s3_objects, wait_until, write_config
 
 PREFIX = "idx"

@@ -15,7 +15,8 @@ import pytest
 
 from memex.config import SourceConfig
 from pollers import imessage_samples
-from pollers.imessage import IMessagePoller, apple_time, make
+from pollers.imessage import IMessagePoller, make
+from pollers.imessage_rows import apple_time
 from pollers.typedstream_text import _decode_slow, decode_attributed_body, encode_attributed_body
 from tests.conftest import file_objects, read_log, run_cli, write_config
 

@@ -156,8 +156,8 @@ MUTANTS = [
         id="follower-starts-from-the-live-file",
     ),
     pytest.param(
-        "pollers/imessage.py",
-        [("read failed ({describe_exc(exc)}); if Messages.app", "read failed ({exc}); if Messages.app"),
+        "pollers/imessage_rows.py",
+        [("pollers/imessage.py", "read failed ({describe_exc(exc)}); if Messages.app", "read failed ({exc}); if Messages.app"),
          ("    except sqlite3.OperationalError:\n        conn.text_factory = tolerant_text\n",
           "    except ZeroDivisionError:\n        conn.text_factory = tolerant_text\n")],
         ["tests/test_record_faults.py::test_a_database_error_quoting_message_text_reaches_no_output"],
@@ -316,7 +316,7 @@ MUTANTS = [
         id="teams-requests-deaf-to-the-deadline",
     ),
     pytest.param(
-        "pollers/imessage.py",
+        "pollers/imessage_rows.py",
         [("    except sqlite3.OperationalError:\n        conn.text_factory = tolerant_text\n",
           "    except ZeroDivisionError:\n        conn.text_factory = tolerant_text\n")],
         ["tests/test_imessage_faults.py::test_invalid_utf8_in_one_row_affects_that_row_only_and_is_kept"],
@@ -467,8 +467,8 @@ MUTANTS = [
         id="attachment-copied-whole-in-memory",
     ),
     pytest.param(
-        "pollers/imessage.py",
-        [("                text = salvage_text(bytes(body))\n", "                text = None\n")],
+        "pollers/imessage_rows.py",
+        [("            text = salvage_text(bytes(body))\n", "            text = None\n")],
         ["tests/test_imessage_faults.py::test_a_truncated_attributed_body_keeps_its_blob_and_the_readable_start"],
         id="truncated-typedstream-text-thrown-away",
     ),
@@ -741,17 +741,17 @@ MUTANTS = [
 
 
 @pytest.mark.parametrize(("path", "changes", "tests"), MUTANTS)
-def test_safety_test_catches_the_naive_version(tmp_path: Path, path: str, changes: list[tuple[str, str]], tests: list[str]) -> None:
+def test_safety_test_catches_the_naive_version(tmp_path: Path, path: str, changes: list[tuple[str, ...]], tests: list[str]) -> None:
     """With the mechanism undone, the guarding test fails (and the mutation still applies to today's code)."""
     for package in ("memex", "pollers", "tests"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    target = tmp_path / path
-    source = target.read_text()
-    for old, new in changes:
-        assert source.count(old) == 1, f"mutation anchor not found exactly once in {path}; update MUTANTS"
-        source = source.replace(old, new)
-    target.write_text(source)
+    for change in changes:  # (old, new) in ``path``, or (another file, old, new) for a mechanism spread over two
+        where, old, new = change if len(change) == 3 else (path, *change)
+        target = tmp_path / where
+        source = target.read_text()
+        assert source.count(old) == 1, f"mutation anchor not found exactly once in {where}; update MUTANTS"
+        target.write_text(source.replace(old, new))
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
     for test in tests:
         out = subprocess.run(
