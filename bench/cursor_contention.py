@@ -5,9 +5,10 @@ Each writer process does ``--updates`` read-modify-write updates of its own sect
 call. Printed: p50, p99 and max per update, for memex's lock (a blocking ``flock`` with the deadline kept by a
 helper thread) and, measured in the same run as the baseline, the former ``flock(LOCK_NB)`` polling with a
 backoff capped at 50 ms.
-The paced rows run the 5 writers at one update each per ``--pace-ms`` (a real poll saves its cursor at most
-about once a second): the latency a poll sees, where the back-to-back rows measure a saturated queue.
-Run: .venv/bin/python bench/cursor_contention.py [--updates 1000] [--pace-ms 10]
+The paced rows run the 5 writers at one update each per ``--pace-ms`` (default 100 ms, ten times the rate of a real
+poll, which saves its cursor at most about once a second), each at a random moment of its slot: the latency a poll
+sees, where the back-to-back rows measure a saturated queue (each update waits for the other writers' fsyncs).
+Run: .venv/bin/python bench/cursor_contention.py [--updates 1000] [--pace-ms 100] [--paced-updates 300]
 """
 
 from __future__ import annotations
@@ -101,19 +102,20 @@ def main() -> None:
     """Measure 1 and 5 writers with each lock and print the table."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--updates", type=int, default=1000)
-    parser.add_argument("--pace-ms", type=float, default=10.0, help="the paced rows: one update per writer per this many ms")
+    parser.add_argument("--pace-ms", type=float, default=100.0, help="the paced rows: one update per writer per this many ms")
+    parser.add_argument("--paced-updates", type=int, default=300, help="updates per writer in the paced rows")
     args = parser.parse_args()
     print(f"cursor updates, {args.updates:,} per writer process; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{'':46}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}")
+    print(f"{'':50}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}")
     for writers in (1, 5):
         for mode, label in (("polling", "polling LOCK_NB (former, base)"), ("blocking", "blocking flock (memex)")):
             t = measure(writers, args.updates, mode)
-            print(f"{f'{writers} writer(s), {label}':46}{pct(t, 0.5):>9.2f}{pct(t, 0.99):>9.2f}{max(t) * 1000:>9.2f}", flush=True)
-    # What pollers do: a poll saves its cursor at most once a second (a group commit); 10 ms is a hundred times that.
+            print(f"{f'{writers} writer(s), {label}':50}{pct(t, 0.5):>9.2f}{pct(t, 0.99):>9.2f}{max(t) * 1000:>9.2f}", flush=True)
+    # What pollers do: a poll saves its cursor at most about once a second (a group commit); 100 ms is ten times that.
     for mode, label in (("polling", "polling (base)"), ("blocking", "blocking (memex)")):
-        t = measure(5, args.updates, mode, pace=args.pace_ms / 1000)
+        t = measure(5, args.paced_updates, mode, pace=args.pace_ms / 1000)
         row = f"5 writer(s), 1 per {args.pace_ms:g} ms each, {label}"
-        print(f"{row:46}{pct(t, 0.5):>9.2f}{pct(t, 0.99):>9.2f}{max(t) * 1000:>9.2f}", flush=True)
+        print(f"{row:50}{pct(t, 0.5):>9.2f}{pct(t, 0.99):>9.2f}{max(t) * 1000:>9.2f}", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
