@@ -47,6 +47,16 @@ def kill_9_after(proc: subprocess.Popen[Any], seconds: float) -> bool:
     return killed
 
 
+def need_strace() -> None:
+    """Skip without strace locally; on CI its absence is a failure (a skipped durability test proves nothing)."""
+    import shutil
+
+    if shutil.which("strace") is None:
+        if os.environ.get("CI"):
+            raise AssertionError("strace is missing on CI")
+        pytest.skip("strace is not installed")
+
+
 def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
     """Call ``predicate`` until it returns a truthy value or ``timeout`` passes (then fail naming ``what``)."""
     deadline = time.monotonic() + timeout

@@ -13,17 +13,7 @@ import pytest
 
 from memex.errors import ConfigError
 from memex.store.files import FileStore
-from tests.conftest import ROOT, write_config
-
-
-def _need_strace() -> None:
-    """Skip without strace locally; on CI its absence is a failure (a skipped durability test proves nothing)."""
-    import shutil
-
-    if shutil.which("strace") is None:
-        if os.environ.get("CI"):
-            raise AssertionError("strace is missing on CI")
-        pytest.skip("strace is not installed")
+from tests.conftest import ROOT, need_strace, write_config
 
 
 def _modes(root: Path) -> dict[str, int]:
@@ -63,7 +53,7 @@ def test_an_object_found_already_there_is_made_durable_before_it_is_counted_past
     Checked with strace: the sync after the duplicate opens and fsyncs the existing object.
     """
 
-    _need_strace()
+    need_strace()
     root = tmp_path / "store"
     first = FileStore(root)
     first.put_new("messages/s/a.json", b"{}")
@@ -122,7 +112,7 @@ def test_a_cursor_never_passes_an_object_that_is_not_durable(tmp_path: Path) -> 
 
     from pollers import imessage_samples
 
-    _need_strace()
+    need_strace()
     db = tmp_path / "chat.db"
     imessage_samples.build(db, 1200, seed=5)
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}}, store={"url": (tmp_path / "store").as_uri()})
@@ -147,7 +137,7 @@ def test_a_poll_killed_inside_a_group_commit_loses_nothing(tmp_path: Path, sysca
 
     from pollers import imessage_samples
 
-    _need_strace()
+    need_strace()
     db = tmp_path / "chat.db"
     total = 6000  # more than one group commit (COMMIT_ITEMS = 5000), however fast the machine
     imessage_samples.build(db, total, seed=7)

@@ -476,7 +476,7 @@ MUTANTS = [
         "pollers/signal_cli.py",
         [("                self._records = deque(self._entry.records())\n",
           "                self._records = deque(self._entry.records())\n                self._entry.path.unlink()\n")],
-        ["tests/test_signal.py::test_kill_9_at_random_moments_loses_no_acknowledged_message"],
+        ["tests/test_signal.py::test_a_poll_killed_before_its_store_sync_keeps_every_spooled_message"],
         id="signal-spool-entry-removed-before-it-is-stored",
     ),
     pytest.param(

@@ -14,7 +14,7 @@ from typing import Any
 
 from memex.records import encode_id, message_key, revision_key
 from tests import signal_standin as sc
-from tests.conftest import file_objects, read_log, run_cli, wait_until, write_config
+from tests.conftest import ROOT, file_objects, need_strace, read_log, run_cli, wait_until, write_config
 
 T0 = 1744235749734
 
@@ -193,6 +193,29 @@ def test_kill_9_at_random_moments_loses_no_acknowledged_message(tmp_path: Path) 
     assert len(acked) == sent and sorted(names) == sorted(encode_id(f"{sc.ALICE}:{ts}") + ".json" for ts in acked)
     assert last_poll(tmp_path)["spool_count"] == 0
     assert not os.listdir(spool / "new") and not os.listdir(spool / "cur")
+
+
+def test_a_poll_killed_before_its_store_sync_keeps_every_spooled_message(tmp_path: Path) -> None:
+    """SIGKILL at the poll's first store sync (strace injects it at ``syncfs``): the messages read from the spool are
+    not durable yet, so their spool entry must still be there; a clean poll then stores every acknowledged message
+    exactly once. Deterministic, where the random kills above only sometimes land in this window."""
+    need_strace()
+    cfg, folder = setup(tmp_path)
+    sc.queue(folder, *(sc.message(sc.ALICE, T0 + i, f"m{i}") for i in range(40)))
+    poll = [sys.executable, "-m", "memex", "--config", str(cfg), "poll", "sig"]
+    killed = subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "inject=syncfs:signal=KILL:when=1", *poll],
+                            capture_output=True, text=True, cwd=ROOT, timeout=120)  # fmt: skip
+    assert killed.returncode != 0, "the injected SIGKILL never fired"
+    assert len(sc.acked(folder)) == 40  # signal-cli acknowledged them: memex alone holds them now
+    assert not stored(tmp_path)  # killed before any name was linked
+    spool = tmp_path / "state" / "spool" / "sig"
+
+    def settled() -> bool:  # the killed poll's signal-cli may still be writing its file: it is delivered once it ends
+        return run_cli("poll", "sig", config=cfg).returncode == 0 and not os.listdir(spool / "tmp")
+
+    wait_until(settled, 60, "the spool delivered after the kill")
+    expected = sorted(message_key("sig", f"{sc.ALICE}:{T0 + i}") for i in range(40))
+    assert sorted(stored(tmp_path)) == expected
 
 
 def test_a_second_edit_targeting_the_first_edit_revises_the_original(tmp_path: Path) -> None:
