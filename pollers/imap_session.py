@@ -48,10 +48,6 @@ class Settings:
     ca_file: str | None = None  # PEM file of the CA to trust instead of the system's (a private or self-signed server)
 
 
-class _Transient(Exception):
-    """A network failure after login that a fresh connection may cure."""
-
-
 class MailboxError(SourceError):
     """One mailbox cannot be read (refused EXAMINE, no UIDVALIDITY); the others are polled all the same."""
 
@@ -209,7 +205,7 @@ class ImapSession:
         while True:
             try:
                 return operation()
-            except (_Transient, imaplib.IMAP4.abort, OSError) as exc:
+            except (imaplib.IMAP4.abort, OSError) as exc:  # a network failure a fresh connection may cure
                 self._drop()
                 label = f"source {self.name!r}: {what} at {self._where()}"
                 self._deadline.check(label)  # cut short by the poll's end, not a network fault: no retry
