@@ -58,7 +58,7 @@ class _Mail(email.message.Message):
         boundary = super().get_boundary(None)
         if boundary is None and self.get_content_maintype() == "multipart":
             found = _LOOSE_BOUNDARY.search(str(self.get("content-type", "")))
-            boundary = next((g for g in found.groups()[1:] if g is not None), None) if found else None
+            boundary = (found.group(2) if found.group(2) is not None else found.group(3)) if found else None
         if boundary is None:
             return failobj
         return re.sub(r"\r?\n(?=[ \t])", "", boundary) if isinstance(boundary, str) else boundary

@@ -49,7 +49,7 @@ from memex.config import SourceConfig
 from memex.deadline import Deadline
 from memex.errors import AuthRequired, ConfigError, SourceError
 from memex.records import Conversation
-from memex.source import Batch, Cursor, Item
+from memex.source import Batch, Cursor, Failure, Item
 from pollers import teams_channels, teams_history
 from pollers import teams_render as render
 from pollers.teams_auth import CHANNEL_SCOPES, CHAT_SCOPES, DEFAULT_AUTHORITY, DEFAULT_CLIENT_ID, DEFAULT_TENANT, AuthSettings, Login
@@ -264,9 +264,9 @@ class TeamsPoller(TeamsSession):
         except Exception as exc:  # one odd message never blocks the chat
             import json
 
-            return [
-                Item(cursor=cursor, failure=_failure(f"{chat_id}/{mid}", f"cannot render ({type(exc).__name__})", json.dumps(msg).encode()))
-            ]
+            ref = render.native_id(chat_id, mid)
+            reason = f"cannot render ({type(exc).__name__})"
+            return [Item(cursor=cursor, failure=Failure(native_id=ref, reason=reason, raw=json.dumps(msg).encode(), ref=ref))]
         known_ids = {s.rpartition("@")[0] for s in prev.get("seen", ())} if prev is not None else set()
         created = render.parse_ts(msg.get("createdDateTime"))
         since = int(prev.get("t", 0)) - self.settings.overlap_us if prev is not None else None
@@ -296,9 +296,3 @@ def _well_formed(cursor: Any) -> bool:
             ):
                 return False
     return True
-
-
-def _failure(ref: str, reason: str, raw: bytes) -> Any:
-    from memex.source import Failure
-
-    return Failure(native_id=ref, reason=reason, raw=raw, ref=ref)
