@@ -15,6 +15,7 @@ from typing import Any
 from memex.config import Config
 from memex.deadline import Deadline
 from memex.errors import describe_exc
+from memex.hold import hold_from_env
 from memex.records import canonical_json, encode_id, repair_text
 from memex.source import Failure, Item
 from memex.state.cursors import utc_now
@@ -48,6 +49,7 @@ class Uploader:
         self.log = log
         self._store: ObjectStore | None = store  # given: shared by backfill's upload threads
         self.deadline = deadline  # a poll's: every request to the store is bounded by it
+        self._hold = hold_from_env()  # None unless a test asked to hold an item (memex.hold)
 
     @property
     def store(self) -> ObjectStore:
@@ -71,6 +73,8 @@ class Uploader:
         Whatever fails while the record is turned into bytes (key, JSON, encoding) quarantines that record
         with its raw bytes; only the store's own failures propagate (and stop the cursor before the item).
         """
+        if self._hold is not None:
+            self._hold.reached(self.deadline)
         message = item.message
         if message is not None:
             try:  # everything that turns the record into bytes, before anything is stored

@@ -103,7 +103,12 @@ class Graph:
             session.close()
 
     def _wait(self, seconds: float, url: str, why: str, attempt: int) -> None:
-        """Back off before a retry: a wait that cannot end before the deadline fails this request (its chat) instead."""
+        """Back off before a retry: a wait that cannot end before the deadline fails this request (its chat) instead.
+
+        Once the poll must end (its time is up, or it was asked to stop: a request cut short by the deadline lands
+        here), that is the poll's end, not this chat's failure: :class:`~memex.deadline.Interrupted`.
+        """
+        self.deadline.check(f"{self.source}: {where(url)}: {why}")
         if self.deadline.at is not None and seconds >= self.deadline.remaining():
             raise GraphUnavailable(f"{self.source}: {where(url)}: {why}; no time left in this poll to retry (the next poll goes on)")
         if self.deadline.at is None and attempt > len(BACKOFF):  # no time limit (backfill): a bounded number of retries

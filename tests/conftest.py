@@ -6,7 +6,6 @@ import http.client
 import http.server
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -37,16 +36,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def kill_9_after(proc: subprocess.Popen[Any], seconds: float) -> bool:
-    """Let ``proc`` run ``seconds``, then SIGKILL it if it still runs (and reap it); True if it was killed."""
-    time.sleep(seconds)
-    killed = proc.poll() is None
-    if killed:
-        proc.send_signal(signal.SIGKILL)
-    proc.wait(30)
-    return killed
-
-
 def need_strace() -> None:
     """Skip without strace locally; on CI its absence is a failure (a skipped durability test proves nothing)."""
     import shutil
@@ -67,6 +56,43 @@ def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.05
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+class Gate:
+    """A hold on the ``at``-th item a memex process stores (:mod:`memex.hold`): the process waits there for :meth:`open`.
+
+    Give a process :meth:`env`, wait with :meth:`wait_held` until it is provably mid-poll (or mid-backfill),
+    signal or kill it, then :meth:`open` the gate (a held poll also lets go when it is asked to stop or runs
+    out of time). One gate per process: a second process given the same gate would not hold.
+    """
+
+    def __init__(self, folder: Path, at: int, name: str = "gate") -> None:
+        self.path = folder / name
+        self.held_path = folder / f"{name}.held"
+        self.at = at
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """``base`` (default: this environment without MEMEX_CONFIG) with the hold added."""
+        env = dict(base) if base is not None else {k: v for k, v in os.environ.items() if k != "MEMEX_CONFIG"}
+        env["MEMEX_TEST_HOLD"] = f"{self.at}:{self.path}"
+        return env
+
+    def wait_held(self, proc: subprocess.Popen[Any] | None = None, timeout: float = 120.0) -> int:
+        """Wait until the process holds its item (failing at once if ``proc`` ended first); the holder's pid."""
+
+        def held() -> bool:
+            if self.held_path.exists():
+                return True
+            if proc is not None and proc.poll() is not None:
+                raise AssertionError(f"the process ended (exit {proc.returncode}) before it reached item {self.at}")
+            return False
+
+        wait_until(held, timeout, f"a memex process to hold item {self.at}", interval=0.01)
+        return int(self.held_path.read_text())
+
+    def open(self) -> None:
+        """Let the held process go on."""
+        self.path.touch()
 
 
 @contextmanager

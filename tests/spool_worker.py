@@ -2,7 +2,8 @@
 
 ``python tests/spool_worker.py SPOOL OUT`` recovers the spool, then claims entries one by one; each
 record (a line naming its id) becomes the file ``OUT/<id>`` (create-only, fsynced: a replay is a
-duplicate), and only then is the entry removed. It prints ``done`` when the spool is empty.
+duplicate), and only then is the entry removed. It prints ``done`` when the spool is empty. Like memex's own
+uploader it honours a test hold (``MEMEX_TEST_HOLD``, :mod:`memex.hold`) before each record it stores.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from memex.hold import hold_from_env
 from memex.state.files import fsync_dir, full_fsync
 from memex.state.spool import Spool
 
@@ -32,8 +34,11 @@ def main() -> None:
     spool, out = Spool(Path(sys.argv[1]), chunk=5), Path(sys.argv[2])
     spool.recover()
     claim = spool.claim()
+    hold = hold_from_env()
     while (entry := claim.next()) is not None:
         for record in entry.records():
+            if hold is not None:
+                hold.reached(None)
             store(out, record)
         claim.remove([entry])
     claim.release()

@@ -20,7 +20,7 @@ from memex.backfill.frontier import Frontier
 from memex.state.locks import RunLock
 from pollers import imessage_samples
 from pollers.imessage_rows import apple_nanoseconds, apple_time
-from tests.conftest import CLI_TIMEOUT, ROOT, FaultProxy, file_objects, read_log, run_cli, s3_objects, wait_until, write_config
+from tests.conftest import CLI_TIMEOUT, ROOT, FaultProxy, Gate, file_objects, read_log, run_cli, s3_objects, wait_until, write_config
 
 PREFIX = "idx"
 
@@ -72,9 +72,9 @@ def section(state: Path) -> dict[str, Any]:
     return result
 
 
-def popen_cli(config: Path, *args: str) -> subprocess.Popen[str]:
-    """Start ``python -m memex --config CONFIG ARGS`` without waiting."""
-    env = {k: v for k, v in os.environ.items() if k != "MEMEX_CONFIG"}
+def popen_cli(config: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start ``python -m memex --config CONFIG ARGS`` without waiting (``env``: its environment)."""
+    env = env or {k: v for k, v in os.environ.items() if k != "MEMEX_CONFIG"}
     return subprocess.Popen([sys.executable, "-m", "memex", "--config", str(config), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)  # fmt: skip
 
@@ -198,14 +198,18 @@ def test_start_now_first_poll_takes_nothing_old_and_backfill_takes_the_history(t
 def test_sigint_mid_run_then_rerun_stores_everything_exactly_once_from_the_checkpoint(
     tmp_path: Path, s3_endpoint: str, s3_bucket: str, proxy: FaultProxy
 ) -> None:
-    """SIGINT stops a running backfill (exit 130, checkpoint saved); the same command continues from it, exactly once."""
+    """SIGINT stops a running backfill (exit 130, checkpoint saved); the same command continues from it, exactly once.
+
+    The backfill is held at its 100th message (a test hold) when the signal is sent, so it is in progress whatever
+    the machine's speed.
+    """
     total = 800
     db = build_db(tmp_path / "chat.db", total)
-    proxy.delay = 0.01  # ~200 PUT/s with 2 workers: the run lasts seconds, long enough to interrupt
     config = s3_config(tmp_path, db, s3_bucket, proxy.url)
     state = tmp_path / "state"
-    proc = popen_cli(config, "backfill", "im", "--workers", "2", "--json")
-    out, err = interrupt_when(proc, lambda: object_count(s3_endpoint, s3_bucket) >= 100, "the backfill to store 100 objects")
+    gate = Gate(tmp_path, 100)
+    proc = popen_cli(config, "backfill", "im", "--workers", "2", "--json", env=gate.env())
+    out, err = interrupt_when(proc, lambda: gate.wait_held(proc), "the backfill to hold its 100th message")
     assert proc.returncode == 130, err
     first = json.loads(out)
     assert first["status"] == "stopped" and 0 < first["new"] < total
@@ -241,17 +245,24 @@ def test_sigint_mid_run_then_rerun_stores_everything_exactly_once_from_the_check
 def test_backfill_beside_repeated_cron_polls_loses_nothing_and_keeps_the_live_cursor(
     tmp_path: Path, s3_endpoint: str, s3_bucket: str, proxy: FaultProxy
 ) -> None:
-    """Polls of the same source run (real processes) during a backfill while messages arrive: all stored once, cursor monotonic."""
+    """Polls of the same source run (real processes) during a backfill while messages arrive: all stored once, cursor monotonic.
+
+    The backfill is held at its 200th message (a test hold) until two polls have run beside it, so they provably
+    overlap it whatever the machine's speed; more polls follow while it finishes.
+    """
     db = build_db(tmp_path / "chat.db", 600)
-    proxy.delay = 0.01
     config = s3_config(tmp_path, db, s3_bucket, proxy.url, start="now")  # cron takes what is new, backfill the history
     state = tmp_path / "state"
-    proc = popen_cli(config, "backfill", "im", "--workers", "3", "--json")
+    gate = Gate(tmp_path, 200)
+    proc = popen_cli(config, "backfill", "im", "--workers", "3", "--json", env=gate.env())
     cursors: list[int] = []
     polls = overlapped = 0
     try:
+        gate.wait_held(proc)
         seed = 100
-        while proc.poll() is None or polls < 2:
+        while proc.poll() is None or polls < 4:
+            if polls == 2:
+                gate.open()
             imessage_samples.append(db, 10, seed=seed)
             seed += 1
             poll = run_cli("poll", "im", "--max-seconds", "5", config=config)
@@ -267,7 +278,7 @@ def test_backfill_beside_repeated_cron_polls_loses_nothing_and_keeps_the_live_cu
     assert proc.returncode == 0, err
     assert run_cli("poll", "im", config=config).returncode == 0  # catch up with the last appended messages
     cursors.append(section(state)["positions"]["rowid"])
-    assert overlapped >= 1  # at least one whole poll ran while the backfill did
+    assert overlapped >= 2  # at least the two polls during the hold ran whole while the backfill did
     assert cursors == sorted(cursors)  # the live cursor only ever moved forward
     guids = db_guids(db)
     assert cursors[-1] == max(guids)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import sqlite3
@@ -16,7 +15,7 @@ import pytest
 from memex import config as config_mod
 from memex import registry, runner
 from pollers import imessage_samples
-from tests.conftest import FaultProxy, file_objects, put_fault, read_log, run_cli, s3_objects, wait_until, write_config
+from tests.conftest import FaultProxy, Gate, file_objects, put_fault, read_log, run_cli, s3_objects, write_config
 
 
 def imessage_setup(tmp_path: Path, count: int, store: dict[str, str] | None = None, seed: int = 1) -> tuple[Path, Path]:
@@ -165,53 +164,70 @@ def test_corrupt_cursors_file_stops_the_poll_and_is_untouched(tmp_path: Path, co
 
 
 def test_kill_9_at_random_moments_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
-    """Polls killed with SIGKILL at random points, then a clean rerun: every message stored once, cursors.json always valid."""
-    total = 20000  # several group commits (5,000 items or 1 s each) per poll, so kills land mid-poll on a fast machine too
+    """Polls killed with SIGKILL at random points, then a clean rerun: every message stored once, cursors.json always valid.
+
+    Six polls are held (a test hold) at a random message of what is left, so each is provably mid-poll when it is killed,
+    whatever the machine's speed; two more are let go and killed a random moment later (inside a batch, a group commit,
+    or not at all if they finished), so kills land at other points too.
+    """
+    total = 5000
     cfg, db = imessage_setup(tmp_path, total)
     state = tmp_path / "state"
     rng = random.Random(1234)
     kills = 0
-    store = state / "store" / "messages" / "imessage"
 
-    def stored() -> int:
-        return len(os.listdir(store)) if store.exists() else 0
+    def saved() -> int:
+        if not (state / "cursors.json").exists():
+            return 0
+        doc = json.loads((state / "cursors.json").read_text())  # always whole and valid
+        assert doc["format"] == 1
+        return int(doc["sources"].get("imessage", {}).get("cursor", {}).get("rowid", 0))
 
-    for _ in range(12):
-        proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage"], stderr=subprocess.DEVNULL)
-        before = stored()
-        # wait until this run has started storing, then kill it a random moment later
-        wait_until(lambda p=proc, b=before: p.poll() is not None or stored() > b, 60, "the poll to store something")  # type: ignore[misc]
-        if proc.poll() is None:
+    for round_ in range(8):
+        left = total - saved()  # rows after the cursor; a few are not messages, so hold within the first half of them
+        if left < 4:
+            break
+        gate = Gate(tmp_path, rng.randint(1, left // 2), name=f"gate{round_}")
+        proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage"], stderr=subprocess.DEVNULL,
+                                env=gate.env())  # fmt: skip
+        gate.wait_held(proc)
+        if round_ >= 6:
+            gate.open()
             try:
-                proc.wait(timeout=rng.uniform(0.0, 0.4))
+                proc.wait(timeout=rng.uniform(0.0, 0.3))
             except subprocess.TimeoutExpired:
-                proc.send_signal(signal.SIGKILL)
-                kills += 1
+                pass
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
         proc.wait(30)
-        if (state / "cursors.json").exists():
-            doc = json.loads((state / "cursors.json").read_text())  # always whole and valid
-            assert doc["format"] == 1
-    assert kills >= 3
+        saved()
+    assert kills >= 6
     out = run_cli("poll", "imessage", config=cfg)
     assert out.returncode == 0, out.stderr
     objects = file_objects(state / "store")
     ids = [json.loads(b)["native_id"] for b in objects.values()]
     assert len(ids) == len(set(ids)) and set(ids) == guids(db)
-    assert json.loads((state / "cursors.json").read_text())["sources"]["imessage"]["cursor"]["rowid"] == total
+    assert saved() == total
 
 
 def test_sigterm_stops_after_the_current_message_with_progress_saved(tmp_path: Path) -> None:
-    """SIGTERM mid-poll: exit 0, the summary says stopped by signal, the saved cursor covers only stored messages."""
-    cfg, db = imessage_setup(tmp_path, 20000)
+    """SIGTERM mid-poll: exit 0, the summary says stopped by signal, the saved cursor covers only stored messages.
+
+    The poll is held at its 150th message (a test hold) when the signal is sent, so it is in progress whatever the
+    machine's speed; the message in hand is stored, then the poll stops.
+    """
+    cfg, db = imessage_setup(tmp_path, 1000)
     state = tmp_path / "state"
-    store = state / "store" / "messages" / "imessage"
-    proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage"], stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: store.exists() and len(os.listdir(store)) > 100, 60, "the poll to store 100 messages")
+    gate = Gate(tmp_path, 150)
+    proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage"], stderr=subprocess.PIPE, text=True,
+                            env=gate.env())  # fmt: skip
+    gate.wait_held(proc)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     last = read_log(state, "imessage")[-1]
-    assert last["stopped"] == "signal" and 0 < last["new"] < 20000
+    assert last["stopped"] == "signal" and last["new"] == 150
     cursor = json.loads((state / "cursors.json").read_text())["sources"]["imessage"]["cursor"]["rowid"]
     assert cursor == last["positions_after"]["rowid"] == last["new"]
     assert run_cli("poll", "imessage", config=cfg).returncode == 0
@@ -219,15 +235,20 @@ def test_sigterm_stops_after_the_current_message_with_progress_saved(tmp_path: P
 
 
 def test_max_seconds_bounds_a_run_and_the_next_run_continues(tmp_path: Path) -> None:
-    """--max-seconds stops taking new messages; the cursor matches what was stored and the next poll carries on."""
-    cfg, _ = imessage_setup(tmp_path, 20000)
-    out = run_cli("poll", "imessage", "--max-seconds", "0.3", config=cfg)
+    """--max-seconds stops taking new messages; the cursor matches what was stored and the next poll carries on.
+
+    The first poll is held at its 100th message (a test hold) until its time limit passes, so it is cut short
+    whatever the machine's speed.
+    """
+    cfg, _ = imessage_setup(tmp_path, 1000)
+    gate = Gate(tmp_path, 100)
+    out = run_cli("poll", "imessage", "--max-seconds", "0.3", config=cfg, env=gate.env())
     assert out.returncode == 0
     first = read_log(tmp_path / "state", "imessage")[-1]
-    assert first["stopped"] == "deadline" and first["new"] < 20000
+    assert first["stopped"] == "deadline" and first["new"] == 100
     assert run_cli("poll", "imessage", config=cfg).returncode == 0
     second = read_log(tmp_path / "state", "imessage")[-1]
-    assert first["new"] + second["new"] == 20000 and second["dup"] == 0
+    assert first["new"] + second["new"] == 1000 and second["dup"] == 0
 
 
 def test_cursor_set_and_reset_are_explicit_and_logged(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import pytest
 from memex import config as config_mod
 from memex import registry
 from memex.runner import poll
-from tests.conftest import ROOT, FaultProxy, put_fault, read_log, run_cli, s3_objects, wait_until, write_config
+from tests.conftest import ROOT, FaultProxy, Gate, put_fault, read_log, run_cli, s3_objects, write_config
 from tests.test_maildir import deliver, mail, make_maildir
 
 MAILS = 30
@@ -42,34 +41,36 @@ def _finish_and_check(tmp_path: Path, cfg: Path, endpoint: str, bucket: str) -> 
 
 
 def test_maildir_poll_stopped_by_its_deadline_mid_batch_resumes_exactly(tmp_path: Path, s3_endpoint: str, s3_bucket: str) -> None:
-    """--max-seconds ends a Maildir poll inside its batch: the saved cursor is a batch-shaped cursor and the next poll goes on."""
-    with FaultProxy(s3_endpoint) as slow:
-        slow.delay = 0.1
-        cfg = _maildir_setup(tmp_path, s3_bucket, slow.url)
-        out = run_cli("poll", "md", "--max-seconds", "1", config=cfg)
-        assert out.returncode == 0, out.stderr
-        first = read_log(tmp_path / "state", "md")[-1]
-        assert first["stopped"] == "deadline" and 0 < first["new"] < MAILS
-        slow.delay = 0.0
-        _finish_and_check(tmp_path, cfg, s3_endpoint, s3_bucket)
+    """--max-seconds ends a Maildir poll inside its batch: the saved cursor is a batch-shaped cursor and the next poll goes on.
+
+    The poll is held at its 3rd mail (a test hold) until its time limit passes, so the limit lands inside the batch
+    whatever the machine's speed.
+    """
+    cfg = _maildir_setup(tmp_path, s3_bucket, s3_endpoint)
+    gate = Gate(tmp_path, 3)
+    out = run_cli("poll", "md", "--max-seconds", "5", config=cfg, env=gate.env())
+    assert out.returncode == 0, out.stderr
+    first = read_log(tmp_path / "state", "md")[-1]
+    assert first["stopped"] == "deadline" and first["new"] == 2  # the held mail's upload never starts after the limit
+    _finish_and_check(tmp_path, cfg, s3_endpoint, s3_bucket)
 
 
 def test_maildir_poll_stopped_by_sigterm_mid_batch_resumes_exactly(tmp_path: Path, s3_endpoint: str, s3_bucket: str) -> None:
-    """SIGTERM inside a Maildir batch: progress is saved in the right shape and the next poll stores the rest, once each."""
-    with FaultProxy(s3_endpoint) as slow:
-        slow.delay = 0.1
-        cfg = _maildir_setup(tmp_path, s3_bucket, slow.url)
-        env = {k: v for k, v in os.environ.items() if k != "MEMEX_CONFIG"}
-        proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "md"], cwd=ROOT, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-        wait_until(lambda: len(s3_objects(s3_endpoint, s3_bucket, "p/messages/")) >= 6, 60, "a few mails to be stored")
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-        assert proc.returncode == 0, err
-        first = read_log(tmp_path / "state", "md")[-1]
-        assert first["stopped"] == "signal" and 0 < first["new"] < MAILS
-        slow.delay = 0.0
-        _finish_and_check(tmp_path, cfg, s3_endpoint, s3_bucket)
+    """SIGTERM inside a Maildir batch: progress is saved in the right shape and the next poll stores the rest, once each.
+
+    The poll is held at its 6th mail (a test hold) when the signal is sent, so it lands inside the batch.
+    """
+    cfg = _maildir_setup(tmp_path, s3_bucket, s3_endpoint)
+    gate = Gate(tmp_path, 6)
+    proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "md"], cwd=ROOT, env=gate.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    gate.wait_held(proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    first = read_log(tmp_path / "state", "md")[-1]
+    assert first["stopped"] == "signal" and first["new"] == 5  # the held mail's upload never starts after the stop
+    _finish_and_check(tmp_path, cfg, s3_endpoint, s3_bucket)
 
 
 def test_maildir_poll_stopped_by_one_failed_upload_resumes_exactly(tmp_path: Path, s3_endpoint: str, s3_bucket: str) -> None:

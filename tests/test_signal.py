@@ -14,7 +14,7 @@ from typing import Any
 
 from memex.records import encode_id, message_key, revision_key
 from tests import signal_standin as sc
-from tests.conftest import ROOT, file_objects, need_strace, read_log, run_cli, wait_until, write_config
+from tests.conftest import ROOT, Gate, file_objects, need_strace, read_log, run_cli, wait_until, write_config
 
 T0 = 1744235749734
 
@@ -168,18 +168,25 @@ def test_kill_9_at_random_moments_loses_no_acknowledged_message(tmp_path: Path) 
     rng = random.Random(11)
     kills = 0
     sent = 0
-    rounds = 0
-    while rounds < 10 or (kills < 3 and rounds < 40):  # a fast machine may finish a poll before its kill: go on until 3 kills
-        rounds += 1
+    for round_ in range(8):  # each poll is held (a test hold) at a random message of its round, so it is provably mid-poll;
+        # every other round it is let go and killed a random moment later instead, so kills land at other points too
         sc.queue(folder, *(sc.message(sc.ALICE, T0 + sent + i, f"m{sent + i}") for i in range(150)))
         sent += 150
-        proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "sig"], stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.05, 0.9) if rounds <= 10 else rng.uniform(0.05, 0.3))
+        gate = Gate(tmp_path, rng.randint(1, 150), name=f"gate{round_}")
+        proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "sig"], stderr=subprocess.DEVNULL,
+                                env=gate.env())  # fmt: skip
+        gate.wait_held(proc)
+        if round_ % 2:
+            gate.open()
+            try:
+                proc.wait(timeout=rng.uniform(0.0, 0.3))
+            except subprocess.TimeoutExpired:
+                pass
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
         proc.wait(30)
-    assert kills >= 3
+    assert kills >= 4
     spool = tmp_path / "state" / "spool" / "sig"
 
     def settled() -> bool:  # a killed poll's signal-cli may still be writing its file: it is delivered once it ends

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 
 from memex.records import encode_id, message_key, revision_key
 from tests import signal_standin as sc
-from tests.conftest import file_objects, run_cli, write_config
+from tests.conftest import Gate, file_objects, run_cli, write_config
 from tests.signal_desktop_db import Desktop, key_cmd_script, wrap_key
 from tests.test_backfill import interrupt_when, popen_cli
 
@@ -159,18 +158,13 @@ def test_sigint_mid_backfill_then_the_same_command_finishes_exactly_once(tmp_pat
     """SIGINT stops the Desktop walk (exit 130, checkpoint saved); the rerun resumes there and stores every record once."""
     d = Desktop(tmp_path / "Signal", me=sc.ME)
     alice = d.conversation("private", service_id=sc.ALICE, profile="Alice")
-    total = 6000
+    total = 1000
     for i in range(total):
         d.message(alice, "incoming", T0 + i, f"message {i}", author=sc.ALICE)
     cfg = config(tmp_path, d.write())
-    store = tmp_path / "state" / "store"
-    proc = popen_cli(cfg, "backfill", "sig", "--workers", "2", "--json")
-
-    def walking() -> bool:  # 300 records written and waiting for their group commit (named only at the checkpoint's sync)
-        pending = store / ".memex-tmp"
-        return len(file_objects(store, "messages/")) >= 300 or (pending.is_dir() and len(os.listdir(pending)) >= 300)
-
-    out, err = interrupt_when(proc, walking, "the backfill to write 300 records")
+    gate = Gate(tmp_path, 300)  # a test hold: the walk is provably in progress when the signal lands
+    proc = popen_cli(cfg, "backfill", "sig", "--workers", "2", "--json", env=gate.env())
+    out, err = interrupt_when(proc, lambda: gate.wait_held(proc), "the backfill to hold its 300th record")
     assert proc.returncode == 130, err
     first = json.loads(out)
     assert first["status"] == "stopped" and 0 < first["new"] < total

@@ -7,11 +7,10 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from memex.state.spool import Spool, iter_entries
-from tests.conftest import wait_until
+from tests.conftest import Gate, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "tests" / "spool_worker.py"
@@ -148,26 +147,35 @@ def test_a_dead_claimants_entries_are_taken_back(tmp_path: Path) -> None:
 
 def test_kill_9_at_random_moments_loses_no_record(tmp_path: Path) -> None:
     """A drainer killed with SIGKILL at random moments while records keep arriving: after a clean run every record
-    is stored, the spool is empty, and the store's create-only writes absorbed every replay."""
+    is stored, the spool is empty, and the store's create-only writes absorbed every replay.
+
+    Eight drainers are held (a test hold) at a random record of their round's 300 and killed there, so each kill
+    provably lands mid-drain; four more are let go and killed a random moment later, so kills land elsewhere too."""
     spool = Spool(tmp_path / "spool", chunk=5)
     out = tmp_path / "out"
     out.mkdir()
     rng = random.Random(7)
     sent = 0
     kills = 0
-    for _ in range(15):
+    for round_ in range(12):
         w = spool.writer()
         w.write(b"".join(b"%d\n" % i for i in range(sent, sent + 300)))
         spool.deliver(w)
         sent += 300
-        proc = subprocess.Popen([sys.executable, str(WORKER), str(spool.root), str(out)], stdout=subprocess.PIPE, env=env())
-        wait_until(lambda p=proc, s=sent: p.poll() is not None or len(os.listdir(out)) > s - 300, 60, "the drainer to store")  # type: ignore[misc]
-        time.sleep(rng.uniform(0.0, 0.05))
+        gate = Gate(tmp_path, rng.randint(1, 300), name=f"gate{round_}")
+        proc = subprocess.Popen([sys.executable, str(WORKER), str(spool.root), str(out)], stdout=subprocess.PIPE, env=gate.env(env()))
+        gate.wait_held(proc)
+        if round_ >= 8:
+            gate.open()
+            try:
+                proc.wait(timeout=rng.uniform(0.0, 0.05))
+            except subprocess.TimeoutExpired:
+                pass
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
         proc.wait(30)
-    assert kills >= 5
+    assert kills >= 8
     clean = subprocess.run([sys.executable, str(WORKER), str(spool.root), str(out)], capture_output=True, env=env(), timeout=120)
     assert clean.stdout.strip() == b"done", clean.stderr
     assert sorted(os.listdir(out), key=int) == [str(i) for i in range(sent)]

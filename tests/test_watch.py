@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pollers import imessage_samples
-from tests.conftest import ROOT, file_objects, read_log, run_cli, wait_until, write_config
+from tests.conftest import ROOT, Gate, file_objects, read_log, run_cli, wait_until, write_config
 from tests.test_maildir import deliver, mail, make_maildir
 from tests.test_poll import HOLD_LOCK
 
@@ -26,9 +26,9 @@ STORED_WITHIN = 60.0  # seconds a delivered message may take to be stored (the m
 
 
 @contextmanager
-def watching(config: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    """``memex watch ARGS`` as a subprocess; killed (after the test's own checks) if still running."""
-    env = {k: v for k, v in os.environ.items() if k != "MEMEX_CONFIG"}
+def watching(config: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """``memex watch ARGS`` as a subprocess (``env``: its environment); killed (after the test's own checks) if still running."""
+    env = env or {k: v for k, v in os.environ.items() if k != "MEMEX_CONFIG"}
     err = (config.parent / "watch.stderr").open("wb")
     proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(config), "watch", *args], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
@@ -160,14 +160,17 @@ def test_rows_a_separate_process_writes_to_chat_db_are_stored(tmp_path: Path) ->
 def test_a_cron_poll_beside_the_watcher_never_polls_the_source_at_the_same_time(tmp_path: Path) -> None:
     """cron-style ``memex poll`` runs beside the watcher while mail keeps arriving: the run lock keeps polls apart.
 
-    Every mail is stored once and counted new once, and no poll overlaps another in time: a cron poll started while
-    the watcher's first (long) poll runs is skipped with the lock's line, or runs after it.
+    The watcher's first poll is held at its 100th mail (a test hold), so a cron poll started then provably meets it and
+    is skipped with the holder's pid; later ones run between the watcher's polls. Every mail is stored once and counted
+    new once, and no poll overlaps another in time.
     """
-    backlog = 1500
+    backlog = 300
     config, root, state = with_backlog(tmp_path, backlog)
-    with watching(config, "md", "--settle", "0.2") as proc:
-        wait_until(lambda: stored_ids(state), STORED_WITHIN, "the watcher's first poll to store something")
-        cron = [run_cli("poll", "md", config=config)]  # while the first poll is (most likely) still running
+    gate = Gate(tmp_path, 100)
+    with watching(config, "md", "--settle", "0.2", env=gate.env()) as proc:
+        assert gate.wait_held(proc) == proc.pid
+        cron = [run_cli("poll", "md", config=config)]  # while the first poll is held
+        gate.open()
         more = 60
         for i in range(backlog, backlog + more):
             deliver(root, f"{i}.host", mail(i))
@@ -189,9 +192,9 @@ def test_a_cron_poll_beside_the_watcher_never_polls_the_source_at_the_same_time(
     # polls one after the other may seem to overlap by that much (milliseconds), polls side by side by seconds.
     overlaps = [(a, b) for a, b in itertools.pairwise(spans) if b[0] < a[1] - 0.5]
     assert not overlaps, f"{len(overlaps)} polls ran at the same time as another"
-    # The first cron poll most often lands inside the watcher's first poll and is skipped; if the machine was quick
-    # enough that it did not, the check above shows it ran after it.
-    assert all(e["holder_pid"] for e in lines if e["status"] == "skipped")
+    skipped = [e for e in lines if e["status"] == "skipped"]
+    assert skipped and skipped[0]["holder_pid"] == proc.pid  # the cron poll that met the held first poll
+    assert all(e["holder_pid"] for e in skipped)
 
 
 def test_a_poll_skipped_because_cron_holds_the_lock_is_retried(tmp_path: Path) -> None:
@@ -236,15 +239,20 @@ def test_a_burst_of_200_mails_is_taken_in_a_few_polls(tmp_path: Path) -> None:
 
 
 def test_sigterm_during_a_poll_stops_it_with_progress_saved_and_exits_0(tmp_path: Path) -> None:
-    """SIGTERM while the first poll is storing a large backlog: exit 0 within seconds, the cursor saved where it stopped,
-    and the next poll stores the rest (every mail exactly once)."""
-    backlog = 2500
+    """SIGTERM while the first poll is storing a backlog: exit 0 within seconds, the cursor saved where it stopped,
+    and the next poll stores the rest (every mail exactly once).
+
+    The poll is held at its 100th mail (a test hold) when the signal is sent, so it is in progress whatever the
+    machine's speed; the hold lets go on the stop request, as the poll itself must.
+    """
+    backlog = 300
     config, _root, state = with_backlog(tmp_path, backlog)
-    with watching(config, "md") as proc:
-        wait_until(lambda: stored_ids(state), STORED_WITHIN, "the first poll to store something")
+    gate = Gate(tmp_path, 100)
+    with watching(config, "md", env=gate.env()) as proc:
+        gate.wait_held(proc)
         stop(proc)
     first = polls(state, "md")
-    assert len(first) == 1 and first[0]["stopped"] == "signal" and 0 < first[0]["new"] < backlog
+    assert len(first) == 1 and first[0]["stopped"] == "signal" and first[0]["new"] == 100
     assert first[0]["positions_after"]
     assert run_cli("poll", "md", config=config).returncode == 0
     ids = stored_ids(state)
@@ -254,15 +262,20 @@ def test_sigterm_during_a_poll_stops_it_with_progress_saved_and_exits_0(tmp_path
 
 def test_a_poll_stopped_by_its_time_limit_is_followed_by_the_next_at_once(tmp_path: Path) -> None:
     """With --max-seconds-per-poll shorter than the backlog needs, polls follow each other (``trigger=more``) until it is
-    all stored, without waiting for a change or the interval (an hour)."""
-    backlog = 6000  # more than one poll of 1 s can store, however fast the machine (a mail costs well over 0.2 ms)
+    all stored, without waiting for a change or the interval (an hour).
+
+    The first poll is held at its 50th mail (a test hold) until its time limit passes, so it is cut short whatever the
+    machine's speed.
+    """
+    backlog = 300
     config, _root, state = with_backlog(tmp_path, backlog)
-    with watching(config, "md", "--max-seconds-per-poll", "1") as proc:
+    gate = Gate(tmp_path, 50)
+    with watching(config, "md", "--max-seconds-per-poll", "1", env=gate.env()) as proc:
         wait_until(lambda: len(stored_ids(state)) >= backlog, STORED_WITHIN * 2, "the backlog to be stored")
         stop(proc)
     lines = polls(state, "md")
-    assert lines[0]["trigger"] == "start" and lines[0]["stopped"] == "deadline"
-    assert {e["trigger"] for e in lines[1:]} == {"more"} and sum(e["new"] for e in lines) == backlog
+    assert lines[0]["trigger"] == "start" and lines[0]["stopped"] == "deadline" and lines[0]["new"] == 50
+    assert len(lines) > 1 and {e["trigger"] for e in lines[1:]} == {"more"} and sum(e["new"] for e in lines) == backlog
 
 
 def test_a_source_with_nothing_to_watch_is_polled_on_its_interval(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ class BackfillRun:
             if use_deadline is not None:
                 use_deadline(on_stop)
         getattr(store, "client", None)  # S3: create the one shared boto3 client here, before the threads
-        uploader = Uploader(self.cfg, self.source, self.log, store=store)
+        uploader = Uploader(self.cfg, self.source, self.log, store=store, deadline=on_stop)  # the deadline only ends a test's hold
         frontier = Frontier(self.checkpoint.start)
         items: queue.Queue[tuple[int, Item] | None] = queue.Queue(maxsize=self.workers * READ_AHEAD_PER_WORKER)
         halt = _Either(self.stop, self.abort)

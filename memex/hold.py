@@ -1,0 +1,61 @@
+"""A test hook: hold a poll or a backfill at a known item, so a test can signal or kill it there.
+
+A test that races SIGTERM, SIGKILL or a time limit against work in progress must know the work is in
+progress when the signal lands, whatever the machine's speed. With ``MEMEX_TEST_HOLD=N:GATE`` in the
+environment, the N-th item this process hands to the store (counted from 1 across every poll and backfill
+thread of the process) is held before it is stored: the process writes ``GATE.held`` (holding its pid) and
+waits until the file ``GATE`` exists, the poll is asked to stop or runs out of time, or :data:`HOLD_LIMIT`
+seconds pass, whichever comes first; then it goes on as if nothing happened.
+
+Only tests set the variable. Unset (always, in real use), :func:`hold_from_env` returns None and the uploader
+pays one ``is None`` check per item. A malformed value is ignored, never a failure of the poll.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memex.deadline import Deadline
+
+HOLD_ENV = "MEMEX_TEST_HOLD"
+HOLD_LIMIT = 300.0  # a test that never opens the gate still ends: the hold lets go after this many seconds
+HOLD_SLICE = 0.01  # how often a hold looks for the gate
+
+
+@dataclass
+class Hold:
+    """Hold the ``at``-th item until ``gate`` exists (or the poll must end)."""
+
+    at: int
+    gate: str
+    _count: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def reached(self, deadline: Deadline | None) -> None:
+        """Count one item; at the ``at``-th, announce ``GATE.held`` and wait for the gate, the deadline or the limit."""
+        if next(self._count) != self.at:
+            return
+        held = self.gate + ".held"
+        with open(held + ".tmp", "w") as fh:  # renamed into place, so a test never reads it half written
+            fh.write(str(os.getpid()))
+        os.replace(held + ".tmp", held)
+        give_up = time.monotonic() + HOLD_LIMIT
+        while not os.path.exists(self.gate) and time.monotonic() < give_up:
+            if deadline is None:
+                time.sleep(HOLD_SLICE)
+            elif deadline.reason is not None or deadline.stop.wait(HOLD_SLICE):
+                return
+
+
+@functools.cache
+def hold_from_env() -> Hold | None:
+    """The hold ``MEMEX_TEST_HOLD`` asks for in this process, or None (the variable unset or malformed)."""
+    at, sep, gate = os.environ.get(HOLD_ENV, "").partition(":")
+    if not sep or not gate or not at.isdigit() or int(at) < 1:
+        return None
+    return Hold(int(at), gate)
