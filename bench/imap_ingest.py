@@ -22,8 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pollers import imap, imap_session
-from tests import dovecot as dv
+from pollers.email import imap
+from pollers.email import session as imap_session
+from tests.servers import dovecot as dv
 
 
 def sample(i: int) -> bytes:

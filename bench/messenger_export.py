@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import run
-from tests.messenger_fixtures import ME, T0, _mangle, msg
+from tests.messenger.messenger_fixtures import ME, T0, _mangle, msg
 
 PER_FILE = 500
 
@@ -50,7 +50,7 @@ def build(path: Path, n: int, threads: int) -> None:
 def child_memex(zip_path: str) -> None:
     """Read every item of the export through the poller (media hashed), print the count."""
     from memex.store.attachments import digest
-    from pollers.messenger import MessengerPoller
+    from pollers.messenger.poller import MessengerPoller
 
     poller = MessengerPoller("bench", Path(zip_path).parent, settle_seconds=0)
     cursor, count = None, 0

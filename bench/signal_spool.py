@@ -15,8 +15,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import median, run
-from pollers import imessage_samples
-from tests import signal_standin as sc
+from pollers.imessage import samples as imessage_samples
+from tests.signal import signal_standin as sc
 
 T0 = 1744235749734
 

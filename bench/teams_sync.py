@@ -1,6 +1,6 @@
 """Teams: a first sync of 20,000 messages in 50 chats (pages of 50) from the local Graph stand-in, then an incremental poll.
 
-Three readers over the same HTTPS server (tests/graph_server.py), in one run:
+Three readers over the same HTTPS server (tests/servers/graph.py), in one run:
 
 * memex poll: ``memex.runner.poll`` end to end (list chats, walk each chat
   with ``$orderby``/``$filter``, render, store into a file store, cursor);
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memex import config as config_mod
 from memex.registry import make_poller
 from memex.runner import poll
-from tests.graph_server import ME, TENANT, GraphServer
+from tests.servers.graph import ME, TENANT, GraphServer
 
 
 def write_config(root: Path, server: GraphServer) -> config_mod.Config:

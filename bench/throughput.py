@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import FAKE_AWS, Run, moto_server, run
-from pollers import imessage_samples
+from pollers.imessage import samples as imessage_samples
 
 NAIVE_FILE = """
 import json, sqlite3, sys, pathlib

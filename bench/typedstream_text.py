@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pollers import imessage_samples
-from pollers.typedstream_text import _decode_fast, _decode_slow, decode_attributed_body
+from pollers.imessage import samples as imessage_samples
+from pollers.imessage.typedstream import _decode_fast, _decode_slow, decode_attributed_body
 
 SAMPLE_ROWS = 3000
 RUNS = 5

@@ -56,7 +56,7 @@ class StoreConfig:
     endpoint_url: str | None = None
     region: str | None = None
     profile: str | None = None
-    client: str = "lean"  # S3 request path: "lean" (memex.store.s3lean) or "boto3"
+    client: str = "lean"  # S3 request path: "lean" (memex.s3.lean) or "boto3"
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ for scanning every installed distribution's metadata.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from memex.config import SourceConfig
 from memex.errors import ConfigError
@@ -19,12 +20,15 @@ ENTRY_POINT_GROUP = "memex.pollers"
 
 BUILTIN: dict[str, str] = {
     "imessage": "pollers.imessage:make",
-    "imap": "pollers.imap:make",
-    "maildir": "pollers.maildir:make",
+    "imap": "pollers.email:make",
+    "maildir": "pollers.email:make",
     "messenger": "pollers.messenger:make",
     "teams": "pollers.teams:make",
-    "signal": "pollers.signal_cli:make",
+    "signal": "pollers.signal:make",
 }
+
+# Source types that can generate sample data for ``memex demo``: ``sample(path, count) -> str`` (a line saying what it did).
+SAMPLES: dict[str, str] = {"imessage": "pollers.imessage:sample"}
 
 
 def _load(target: str) -> PollerFactory:
@@ -44,6 +48,16 @@ def factory_for(type_name: str) -> PollerFactory | None:
             factory: PollerFactory = ep.load()
             return factory
     return None
+
+
+def sample_for(type_name: str) -> Callable[[Path, int], str] | None:
+    """The sample-data hook of a source type (creates or extends a sample source at a path), or None."""
+    target = SAMPLES.get(type_name)
+    if target is None:
+        return None
+    module, _, attr = target.partition(":")
+    hook: Callable[[Path, int], str] = getattr(importlib.import_module(module), attr)
+    return hook
 
 
 def known_types() -> list[str]:

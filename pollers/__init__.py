@@ -1,1 +1,1 @@
-"""Pollers: one module per source type, each exposing ``make(source) -> Poller``."""
+"""Pollers: one package per source, each exposing ``make(source) -> Poller`` (the ``memex.pollers`` entry points)."""

@@ -330,7 +330,7 @@ def proxy(s3_endpoint: str) -> Iterator[FaultProxy]:
 @pytest.fixture(scope="session")
 def seaweed_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real SeaweedFS S3 gateway shared by the session; yields its URL."""
-    from tests.seaweed import seaweed_server
+    from tests.servers.seaweed import seaweed_server
 
     with seaweed_server(tmp_path_factory.mktemp("seaweed")) as url:
         yield url
@@ -346,7 +346,7 @@ def any_s3(request: pytest.FixtureRequest) -> tuple[str, str]:
 
         boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=name)
     else:
-        from tests.seaweed import create_bucket
+        from tests.servers.seaweed import create_bucket
 
         endpoint = request.getfixturevalue("seaweed_endpoint")
         create_bucket(endpoint, name)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 DEMO_CONFIG = """\
@@ -23,21 +22,16 @@ def run_demo(directory: Path, messages: int) -> int:
     """Create or extend the demo folder, poll it, print the status table; return the exit code."""
     from memex import config
     from memex.observe.status import collect, render_table
+    from memex.registry import sample_for
     from memex.runner import poll
-    from pollers import imessage_samples
 
     directory.mkdir(parents=True, exist_ok=True)
     cfg_path = directory / "config.toml"
     if not cfg_path.exists():
         cfg_path.write_text(DEMO_CONFIG)
-    db = directory / "chat.db"
-    if not db.exists():
-        start = datetime.now(UTC) - timedelta(seconds=97 * messages)
-        imessage_samples.build(db, messages, seed=1, start=start)
-        print(f"demo: created {db} with {messages} sample messages", file=sys.stderr)
-    else:
-        added = imessage_samples.append(db, 5, seed=int(datetime.now(UTC).timestamp()))
-        print(f"demo: {added} new messages arrived in {db}", file=sys.stderr)
+    sample = sample_for("imessage")
+    assert sample is not None  # a built-in
+    print(f"demo: {sample(directory / 'chat.db', messages)}", file=sys.stderr)
     cfg = config.load(cfg_path)
     result = poll(cfg, "imessage", console=sys.stderr)
     print(render_table(collect(cfg)))

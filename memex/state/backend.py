@@ -17,8 +17,8 @@ from memex.state.locks import RunLock
 
 if TYPE_CHECKING:
     from memex.deadline import Deadline
+    from memex.s3.bucket import S3Bucket
     from memex.state.s3state import LeaseInfo, S3CursorStore, S3Lease
-    from memex.store.s3 import S3Store
 
 
 def cursor_store(cfg: Config, *, epoch: int | None = None, deadline: Deadline | None = None) -> CursorStore | S3CursorStore:
@@ -46,7 +46,7 @@ def run_lock(cfg: Config, lease: str, local_path: Path, *, fenced_source: str | 
     return S3Lease(_bounded(open_state(cfg), deadline), lease, ttl=float(cfg.lease_seconds), fenced_source=fenced_source)
 
 
-def _bounded(state: S3Store, deadline: Deadline | None) -> S3Store:
+def _bounded(state: S3Bucket, deadline: Deadline | None) -> S3Bucket:
     """The state's S3 client with its requests bounded by ``deadline`` (a poll's :meth:`Deadline.for_saving`)."""
     if deadline is not None:
         state.use_deadline(deadline)

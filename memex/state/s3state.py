@@ -10,7 +10,7 @@ spools; what must be shared lives under the prefix:
   which only ``status``, ``cursor show`` and the dashboard do.
 - ``leases/<source>.json`` (``<source>.backfill.json`` for backfills): the run lock, as a lease.
 
-Every change is a compare-and-swap (:mod:`memex.store.s3cas`): read the object and its ETag, change only this
+Every change is a compare-and-swap (:mod:`memex.s3.cas`): read the object and its ETag, change only this
 source's section, write back with ``If-Match`` (create with ``If-None-Match: *``), and on 412/409 re-read and
 try again with jittered backoff. Each write carries a random ``write_id``; a retry whose first response was
 lost (the write landed, the retry met 412) recognises its own write on the re-read instead of failing or
@@ -49,9 +49,9 @@ import structlog
 
 from memex.config import Config
 from memex.errors import AlreadyRunning, ConfigError, LeaseLost, StateError
+from memex.s3.bucket import S3Bucket
+from memex.s3.cas import Versioned, get_versioned, put_if
 from memex.state.cursors import FORMAT, CursorEdits, Section, utc_now
-from memex.store.s3 import S3Store
-from memex.store.s3cas import Versioned, get_versioned, put_if
 
 CAS_ATTEMPTS = 12
 GRANULARITY_S = 1.0  # Last-Modified and Date have whole seconds
@@ -69,14 +69,14 @@ def owner() -> dict[str, Any]:
     return {"host": host_name(), "pid": os.getpid()}
 
 
-def open_state(cfg: Config) -> S3Store:
+def open_state(cfg: Config) -> S3Bucket:
     """The S3 client for ``cfg.state_url`` (connection settings from ``[store]``); no I/O yet."""
     url = cfg.state_url or ""
     parts = urlsplit(url)
     if parts.scheme != "s3" or not parts.netloc:
         raise ConfigError("state_url must be s3://bucket/prefix", path=cfg.path, key="state_url")
     s = cfg.store
-    return S3Store(parts.netloc, parts.path, endpoint_url=s.endpoint_url, region=s.region, profile=s.profile, client=s.client,
+    return S3Bucket(parts.netloc, parts.path, endpoint_url=s.endpoint_url, region=s.region, profile=s.profile, client=s.client,
                    max_pool_connections=2)  # fmt: skip
 
 
@@ -91,7 +91,7 @@ class S3CursorStore(CursorEdits):
     that holds no lease; it keeps the stored epoch).
     """
 
-    def __init__(self, state: S3Store, *, sources: Iterable[str] = (), epoch: int | None = None, retry_delay: float = 0.05) -> None:
+    def __init__(self, state: S3Bucket, *, sources: Iterable[str] = (), epoch: int | None = None, retry_delay: float = 0.05) -> None:
         self.state = state
         self.sources = list(sources)
         self.epoch = epoch
@@ -207,7 +207,7 @@ class LeaseInfo:
         return not self.released and self.age < self.ttl + GRANULARITY_S
 
 
-def read_lease(state: S3Store, key: str) -> tuple[LeaseInfo, Versioned] | None:
+def read_lease(state: S3Bucket, key: str) -> tuple[LeaseInfo, Versioned] | None:
     """The lease at ``key`` (None if there is none); a corrupt lease raises StateError."""
     got = get_versioned(state, key)
     if got is None:
@@ -230,7 +230,7 @@ def read_lease(state: S3Store, key: str) -> tuple[LeaseInfo, Versioned] | None:
 class S3Lease:
     """A run lease on S3 with the interface of :class:`memex.state.locks.RunLock`, plus the fencing ``epoch``."""
 
-    def __init__(self, state: S3Store, name: str, *, ttl: float, fenced_source: str | None = None) -> None:
+    def __init__(self, state: S3Bucket, name: str, *, ttl: float, fenced_source: str | None = None) -> None:
         self.state = state
         self.key = f"leases/{name}.json"
         self.path = f"{state.url}/{self.key}"

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import IO, Protocol
 
 TMP_DIR = ".memex-tmp"
-CLIENTS = ("lean", "boto3")  # the S3 request paths [store] client may name
 STALE_TMP_SECONDS = 3600.0
 
 
@@ -46,12 +45,3 @@ class ObjectStore(Protocol):
     def put_new_stream(self, key: str, open_body: Callable[[], IO[bytes]], size: int) -> bool:
         """Create ``key`` from a stream of ``size`` bytes unless it exists; True if created (content-addressed attachments)."""
         ...
-
-
-def content_type(key: str) -> str:
-    """The MIME type an object gets from its key's suffix."""
-    if key.endswith(".json"):
-        return "application/json"
-    if key.endswith(".eml"):
-        return "message/rfc822"
-    return "application/octet-stream"

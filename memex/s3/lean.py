@@ -1,0 +1,410 @@
+"""A lean S3 client for the hot path: create-only PUT, overwrite PUT and GET.
+
+botocore spends about 1.2-1.8 ms of CPU per request in its pipeline (parameter
+validation, endpoint rules, event hooks, urllib3). Three operations on small
+objects need none of that, so this module signs requests itself (AWS
+Signature Version 4 with :mod:`hashlib`/:mod:`hmac`) and sends them over one
+persistent connection per thread, each request
+sent in one write and its answer parsed by :mod:`memex.s3.connection`. boto3 is still
+used for what it does well: finding the credentials (environment, shared
+files, profiles, SSO, instance roles) and the region; it is imported when the
+first request is made, never when a store is opened.
+
+What it does: ``x-amz-content-sha256`` is the real SHA-256 of the body (S3
+rejects a body that does not match it), ``If-None-Match: *`` for create-only
+writes, the session token when the credentials carry one, path-style URLs for
+a custom endpoint and virtual-hosted URLs for AWS (path style for bucket names
+with dots), retries with exponential backoff and full jitter for 5xx, 429,
+timeouts and connection errors. What it does not do: multipart uploads (one
+PUT takes up to 5 GB; our objects are JSON records and mail of at most tens
+of MB), ``Expect: 100-continue``, presigning, listing, or anything else.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import http.client
+import random
+import re
+import socket
+import ssl
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import quote, urlsplit
+
+from memex.deadline import NEVER, Deadline
+from memex.errors import StoreError
+from memex.s3.connection import Connection
+
+SERVICE = "s3"
+ALGORITHM = "AWS4-HMAC-SHA256"
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+MAX_ATTEMPTS = 5
+CONFLICT_RETRIES = 5
+MAX_BACKOFF = 20.0
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 60.0
+ERROR_BODY_LIMIT = 64 * 1024
+
+_DNS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+_CODE = re.compile(rb"<Code>([^<]{1,128})</Code>")
+_REGION = re.compile(rb"<Region>([a-z0-9-]{1,64})</Region>")
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_CONN_ERRORS = (OSError, http.client.HTTPException)
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """One set of AWS credentials, frozen for the request being signed."""
+
+    access_key: str
+    secret_key: str
+    token: str | None = None
+
+    def __repr__(self) -> str:  # never print a secret by accident
+        return f"Credentials(access_key={self.access_key[:4]}..., token={'yes' if self.token else 'no'})"
+
+
+CredentialSource = Callable[[], Credentials]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a bucket's objects are addressed: scheme, host (with a non-default port) and a path prefix."""
+
+    scheme: str
+    host: str
+    port: int
+    host_header: str
+    base_path: str  # "" or "/<bucket>" (path style), never a trailing "/"
+
+
+def encode_key(key: str) -> str:
+    """URI-encode an object key for the request path and the canonical URI (SigV4 rules, '/' kept).
+
+    Everything but ``A-Z a-z 0-9 - . _ ~`` and ``/`` is percent-encoded as UTF-8 bytes with upper-case
+    hex, so the ``%`` of our own key escapes becomes ``%25``. S3 signs the path encoded once, exactly
+    as it is sent.
+    """
+    return quote(key, safe="/~")
+
+
+def endpoint_for(bucket: str, region: str, endpoint_url: str | None) -> Endpoint:
+    """The endpoint a bucket is reached at: path style for a custom endpoint, virtual-hosted on AWS."""
+    if endpoint_url:
+        parts = urlsplit(endpoint_url)
+        scheme = parts.scheme or "https"
+        if scheme not in ("http", "https") or not parts.hostname:
+            raise StoreError(f"{endpoint_url}: endpoint_url must be http://host[:port] or https://host[:port]")
+        default = 443 if scheme == "https" else 80
+        port = parts.port or default
+        host = parts.hostname
+        shown = f"[{host}]" if ":" in host else host
+        header = shown if port == default else f"{shown}:{port}"
+        base = parts.path.rstrip("/")
+        return Endpoint(scheme, host, port, header, f"{base}/{encode_key(bucket)}")
+    if _DNS_BUCKET.match(bucket):
+        host = f"{bucket}.s3.{region}.amazonaws.com"
+        return Endpoint("https", host, 443, host, "")
+    host = f"s3.{region}.amazonaws.com"  # a bucket name with dots breaks the TLS wildcard: path style
+    return Endpoint("https", host, 443, host, f"/{encode_key(bucket)}")
+
+
+class Signer:
+    """AWS Signature Version 4 for S3, with the signing key cached per (secret, date, region)."""
+
+    def __init__(self, region: str, service: str = SERVICE) -> None:
+        self.region = region
+        self.service = service
+        self._cached: tuple[str, str, bytes] | None = None  # (secret, yyyymmdd, key); replaced atomically
+
+    def signing_key(self, secret: str, date: str) -> bytes:
+        """kSigning = HMAC chain over date, region, service and ``aws4_request`` (cached for the day)."""
+        cached = self._cached
+        if cached is not None and cached[0] == secret and cached[1] == date:
+            return cached[2]
+        k = hmac.digest(("AWS4" + secret).encode(), date.encode(), "sha256")
+        k = hmac.digest(k, self.region.encode(), "sha256")
+        k = hmac.digest(k, self.service.encode(), "sha256")
+        k = hmac.digest(k, b"aws4_request", "sha256")
+        self._cached = (secret, date, k)
+        return k
+
+    def authorization(self, method: str, path: str, headers: Mapping[str, str], creds: Credentials, amz_date: str,
+                      payload_hash: str, query: str = "") -> str:  # fmt: skip
+        """The ``Authorization`` header value for a request whose every header in ``headers`` is signed.
+
+        ``path`` is the URI-encoded path exactly as sent; ``headers`` must include ``host`` and ``x-amz-date``.
+        """
+        canon = sorted((k.lower(), " ".join(str(v).split())) for k, v in headers.items())
+        signed = ";".join(k for k, _ in canon)
+        canonical_request = "\n".join([method, path, query, "".join(f"{k}:{v}\n" for k, v in canon), signed, payload_hash])
+        scope = f"{amz_date[:8]}/{self.region}/{self.service}/aws4_request"
+        to_sign = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(canonical_request.encode()).hexdigest()])
+        signature = hmac.new(self.signing_key(creds.secret_key, amz_date[:8]), to_sign.encode(), hashlib.sha256).hexdigest()
+        return f"{ALGORITHM} Credential={creds.access_key}/{scope}, SignedHeaders={signed}, Signature={signature}"
+
+    def sign(self, method: str, endpoint: Endpoint, path: str, headers: dict[str, str], body: bytes, creds: Credentials,
+             now: datetime | None = None) -> dict[str, str]:  # fmt: skip
+        """Add ``host``, ``x-amz-date``, ``x-amz-content-sha256``, the token and ``Authorization`` to ``headers``."""
+        amz_date = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+        payload_hash = hashlib.sha256(body).hexdigest() if body else EMPTY_SHA256
+        headers["host"] = endpoint.host_header
+        headers["x-amz-date"] = amz_date
+        headers["x-amz-content-sha256"] = payload_hash
+        if creds.token:
+            headers["x-amz-security-token"] = creds.token
+        headers["Authorization"] = self.authorization(method, path, headers, creds, amz_date, payload_hash)
+        return headers
+
+
+@dataclass
+class Response:
+    """A complete response: status, the headers we use, and the body."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def code(self) -> str:
+        """S3's error ``<Code>`` (empty if the body has none)."""
+        m = _CODE.search(self.body[:ERROR_BODY_LIMIT])
+        return m.group(1).decode("ascii", "replace") if m else ""
+
+    def region_hint(self) -> str | None:
+        """The region S3 says the bucket is in (redirect header or ``<Region>`` of the error body)."""
+        hint = self.headers.get("x-amz-bucket-region")
+        if hint:
+            return hint
+        m = _REGION.search(self.body[:ERROR_BODY_LIMIT])
+        return m.group(1).decode("ascii") if m else None
+
+
+class _Retryable(Exception):
+    """One attempt failed in a way worth another try (after a backoff)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class LeanS3:
+    """PUT (create-only or overwrite) and GET of one bucket's objects, safe to share between threads."""
+
+    def __init__(self, bucket: str, *, credentials: CredentialSource, region: str, endpoint_url: str | None = None,
+                 max_attempts: int = MAX_ATTEMPTS, retry_base_delay: float = 1.0, connect_timeout: float = CONNECT_TIMEOUT,
+                 read_timeout: float = READ_TIMEOUT, ssl_context: ssl.SSLContext | None = None) -> None:  # fmt: skip
+        self.bucket = bucket
+        self.region = region
+        self.endpoint = endpoint_for(bucket, region, endpoint_url)
+        self.credentials = credentials
+        self.signer = Signer(region)
+        self.max_attempts = max(1, max_attempts)
+        self.retry_base_delay = retry_base_delay
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self._ssl = ssl_context
+        self._local = threading.local()
+        self.deadline: Deadline = NEVER  # a poll's time limit and stop request (memex.deadline); none by default
+
+    def use_deadline(self, deadline: Deadline) -> None:
+        """Bound every request, timeout and retry by ``deadline``; a stop request cuts a request in flight short."""
+        self.deadline = deadline
+
+    # -- the operations --------------------------------------------------------------------------------------------
+    def put(self, key: str, body: bytes, content_type: str, *, create_only: bool) -> bool:
+        """PUT ``key``; with ``create_only``, ``If-None-Match: *`` and False on 412 (it exists). True when stored."""
+        where = f"s3://{self.bucket}/{key}"
+        headers = {"content-type": content_type}
+        if create_only:
+            headers["if-none-match"] = "*"
+        for conflict in range(CONFLICT_RETRIES + 1):
+            resp = self._request("PUT", key, body, headers, where, "upload")
+            if resp.status == 200:
+                return True
+            if resp.status == 412 and create_only:
+                return False
+            if resp.status == 409 and conflict < CONFLICT_RETRIES:  # a concurrent conditional write: try again
+                self._sleep(0.05 * 2**conflict, f"{where}: upload")
+                continue
+            raise self._refused(resp, where, "upload")
+        raise AssertionError("unreachable")
+
+    def get(self, key: str) -> bytes | None:
+        """GET ``key``'s bytes; None if S3 says there is no such key."""
+        where = f"s3://{self.bucket}/{key}"
+        resp = self._request("GET", key, b"", {}, where, "read")
+        if resp.status == 200:
+            return resp.body
+        if resp.status == 404 and resp.code() in ("NoSuchKey", ""):
+            return None
+        raise self._refused(resp, where, "read")
+
+    def head(self, key: str) -> bool:
+        """HEAD ``key``: True if it exists, False on 404."""
+        where = f"s3://{self.bucket}/{key}"
+        resp = self._request("HEAD", key, b"", {}, where, "check")
+        if resp.status == 200:
+            return True
+        if resp.status == 404:
+            return False
+        raise self._refused(resp, where, "check")
+
+    def get_response(self, key: str) -> Response | None:
+        """GET ``key`` with its headers (``etag``, ``last-modified``, the server's ``date``); None on 404."""
+        where = f"s3://{self.bucket}/{key}"
+        resp = self._request("GET", key, b"", {}, where, "read")
+        if resp.status == 200:
+            return resp
+        if resp.status == 404 and resp.code() in ("NoSuchKey", ""):
+            return None
+        raise self._refused(resp, where, "read")
+
+    def put_if(self, key: str, body: bytes, content_type: str, *, etag: str | None) -> str | None:
+        """Compare-and-swap PUT: ``If-Match: etag`` (or ``If-None-Match: *`` when ``etag`` is None).
+
+        Returns the new ETag, or None when the condition failed (412) or a concurrent conditional write
+        won (409): the caller re-reads and decides. A retried attempt whose first response was lost meets
+        412 too, so callers must recognise their own write on the re-read.
+        """
+        where = f"s3://{self.bucket}/{key}"
+        condition = {"if-none-match": "*"} if etag is None else {"if-match": etag}
+        resp = self._request("PUT", key, body, {"content-type": content_type, **condition}, where, "conditional write")
+        if resp.status == 200:
+            return resp.headers.get("etag", "")
+        if resp.status in (409, 412):
+            return None
+        raise self._refused(resp, where, "conditional write")
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their threads end)."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            conn.close()
+
+    # -- one request, retried ----------------------------------------------------------------------------------------
+    def _request(self, method: str, key: str, body: bytes, extra: dict[str, str], where: str, what: str) -> Response:
+        path = f"{self.endpoint.base_path}/{encode_key(key)}"
+        label = f"{where}: {what}"
+        reason = ""
+        for attempt in range(self.max_attempts):
+            if attempt:
+                self._sleep(min(random.random() * 2 ** (attempt - 1), MAX_BACKOFF), label)
+            headers = dict(extra)
+            if body or method == "PUT":
+                headers["content-length"] = str(len(body))
+            try:
+                creds = self.credentials()
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise StoreError(
+                    f"{where}: cannot get AWS credentials ({exc.__class__.__name__}); check the profile and the AWS configuration"
+                ) from None
+            self.signer.sign(method, self.endpoint, path, headers, body, creds)
+            try:
+                resp = self._send(method, path, body, headers, label)
+            except _Retryable as exc:
+                self.deadline.check(label)  # cut short by the poll's end, not a network fault: no retry
+                reason = exc.reason
+                continue
+            if resp.status in _RETRY_STATUS and attempt + 1 < self.max_attempts:
+                continue
+            return resp  # a final answer, or the last of the retried ones (the caller turns it into an error)
+        raise StoreError(f"{where}: {what} failed ({reason}); check the endpoint and network")
+
+    def _send(self, method: str, path: str, body: bytes, headers: dict[str, str], label: str) -> Response:
+        """One attempt on this thread's connection; a stale keep-alive connection is reopened once, at once.
+
+        The socket's timeout is capped to the poll's time left, and a stop request (or the deadline
+        passing) shuts the socket down mid-request (:meth:`memex.deadline.Deadline.guard`).
+        """
+        for fresh in (False, True):
+            conn, reused = self._connection(force_new=fresh, label=label)
+            try:
+                conn.sock.settimeout(self.deadline.timeout(self.read_timeout, label))
+                with self.deadline.guard(functools.partial(conn.sock.shutdown, socket.SHUT_RDWR)):
+                    answer = conn.exchange(method, path, headers, body)
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                self.close()
+                self.deadline.check(label)
+                if reused and not fresh:
+                    continue  # the server closed an idle connection: the request never reached it, or is safe to repeat
+                raise _Retryable(exc.__class__.__name__) from None
+            except _CONN_ERRORS as exc:
+                self.close()
+                raise _Retryable(exc.__class__.__name__) from None
+            if answer.will_close:
+                self.close()
+            else:
+                self._local.used = True
+            return Response(answer.status, answer.headers, answer.body)
+        raise AssertionError("unreachable")
+
+    def _connection(self, *, force_new: bool, label: str) -> tuple[Connection, bool]:
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is not None and not force_new:
+            return conn, bool(getattr(self._local, "used", False))
+        if conn is not None:
+            conn.close()
+        ep = self.endpoint
+        try:
+            conn = Connection.open(ep.scheme, ep.host, ep.port, self.deadline.timeout(self.connect_timeout, label), self._ssl)
+        except _CONN_ERRORS as exc:
+            raise _Retryable(exc.__class__.__name__) from None
+        self._local.conn = conn
+        self._local.used = False
+        return conn, False
+
+    def _refused(self, resp: Response, where: str, what: str) -> StoreError:
+        """The one-line error for a final answer that is neither success nor an expected miss."""
+        code = resp.code()
+        if resp.status in (301, 307) or code in ("AuthorizationHeaderMalformed", "PermanentRedirect", "IncorrectEndpoint"):
+            hint = resp.region_hint()
+            if hint and hint != self.region:
+                return StoreError(f"{where}: {what} refused ({code or resp.status}): wrong region {self.region!r}, S3 says the "
+                                  f"bucket is in {hint!r}; set region = {hint!r} in [store]")  # fmt: skip
+            return StoreError(f"{where}: {what} refused ({code or resp.status}): the bucket is not at this endpoint/region "
+                              f"({self.region!r}); check [store] region and endpoint_url")  # fmt: skip
+        if resp.status == 403:
+            return StoreError(f"{where}: {what} refused ({code or 403}); check the credentials and their permissions on the bucket")
+        return StoreError(f"{where}: {what} refused ({code or resp.status}); check the bucket, credentials and endpoint")
+
+    def _sleep(self, seconds: float, label: str) -> None:
+        """A retry's backoff, within the poll's time left (raises :class:`~memex.deadline.Interrupted` rather than overrun)."""
+        if self.retry_base_delay > 0:
+            self.deadline.sleep(seconds * self.retry_base_delay, label)
+        else:
+            self.deadline.check(label)
+
+
+def boto_credentials(profile: str | None, region: str | None) -> tuple[CredentialSource, str]:
+    """Resolve credentials and region the way boto3 does; returns a per-request source of frozen credentials.
+
+    Refreshable credentials (SSO, assumed roles, instance roles) stay refreshable: each call asks botocore for
+    the current frozen set, which it refreshes shortly before expiry. boto3 is imported here, not before.
+    """
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        session = boto3.session.Session(profile_name=profile, region_name=region)
+        found = session.get_credentials()
+    except BotoCoreError as exc:
+        raise StoreError(
+            f"cannot resolve AWS credentials ({exc.__class__.__name__}); check [store] profile and the AWS configuration"
+        ) from None
+    if found is None:
+        raise StoreError("no AWS credentials found (environment, ~/.aws/credentials, profile or instance role); configure them")
+    source = found
+
+    def current() -> Credentials:
+        frozen = source.get_frozen_credentials()
+        return Credentials(frozen.access_key, frozen.secret_key, frozen.token or None)
+
+    return current, session.region_name or "us-east-1"

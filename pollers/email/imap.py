@@ -1,0 +1,278 @@
+"""IMAP mailboxes (``type = "imap"``), through the standard library's imaplib.
+
+Keys: ``host``, ``port`` (default 993 with ``security = "ssl"``, else 143),
+``security`` (``"ssl"``, the default, ``"starttls"``, or ``"none"`` for a
+loopback host only), ``user``, exactly one of ``password_cmd`` (a shell
+command line whose stdout is the password) or ``password_env`` (the name of
+an environment variable), ``mailboxes`` (names or globs, default
+``["INBOX"]``) and ``timeout`` (seconds per network operation, default 30) and ``ca_file``
+(a PEM CA certificate to trust instead of the system's, for a private or
+self-signed server; TLS certificates are always verified).
+The password is read when the poll connects and is never stored or logged.
+
+Cursor: ``{"mailboxes": {NAME: {"uidvalidity": V, "last_uid": U}}}``;
+positions are ``{NAME: U}``. Each fetch EXAMINEs (read-only SELECT) the
+mailboxes in sorted order and takes new UIDs from the first one that has
+any, with ``UID SEARCH UID U+1:*`` (whose answer includes the highest UID
+even when it is not above U, so UIDs <= U are dropped) and ``UID FETCH`` of
+``BODY.PEEK[]`` (never sets \\Seen) for up to :data:`FETCH_CHUNK` UIDs per
+command. A mailbox whose UIDVALIDITY changed is declared a reset: its cursor
+restarts at UID 0 under the new UIDVALIDITY and the rescan is absorbed by
+create-only, Message-ID keyed uploads.
+
+Transient network failures after login (connection reset, timeout, a
+server BYE) are retried with a fresh connection and backoff (see
+:data:`pollers.email.session.BACKOFF`, read at call time) within
+:data:`pollers.email.session.RETRY_BUDGET` seconds; failures to connect or
+log in are reported at once (cron retries next minute). The connection and
+the commands are :mod:`pollers.email.session`'s, the reply parsing
+:mod:`pollers.email.wire`'s.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from memex.config import SourceConfig
+from memex.errors import SourceError
+from memex.source import Batch, Cursor, Item
+from pollers.email import utf7
+from pollers.email.render import sent_or, to_item
+from pollers.email.session import ImapSession, MailboxError, Settings
+from pollers.email.wire import imap_day
+
+FETCH_CHUNK = 250  # UIDs per UID FETCH command
+SECURITY = ("ssl", "starttls", "none")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback name or address (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def make(source: SourceConfig) -> ImapPoller:
+    """Validate ``[sources.NAME]`` of type imap and build its poller (no network yet)."""
+    keys = source.keys()
+    host = keys.text("host")
+    if not host:
+        raise keys.error("host", "must not be empty")
+    security = keys.text("security", default="ssl")
+    if security not in SECURITY:
+        raise keys.error("security", f'must be "ssl", "starttls" or "none", not {security!r}')
+    if security == "none" and not is_loopback(host):
+        raise keys.error("security", f'"none" sends the password in clear text; it is allowed only for a loopback host, not {host!r}')
+    port = keys.number("port", default=993 if security == "ssl" else 143, minimum=1, maximum=65535)
+    user = keys.text("user")
+    password_cmd = keys.text("password_cmd", default=None)
+    password_env = keys.text("password_env", default=None)
+    if (password_cmd is None) == (password_env is None):
+        raise keys.error("password_cmd", "set exactly one of password_cmd (a command printing the password) or password_env")
+    mailboxes = keys.strings("mailboxes", default=["INBOX"])
+    if not mailboxes or not all(mailboxes):
+        raise keys.error("mailboxes", "must list at least one non-empty mailbox name or glob")
+    timeout = keys.number("timeout", default=30, minimum=1, maximum=600)
+    ca_file = keys.path("ca_file", default=None)
+    if ca_file is not None and security == "none":
+        raise keys.error("ca_file", 'is for TLS; it has no effect with security = "none"')
+    if ca_file is not None and not Path(ca_file).is_file():
+        raise keys.error("ca_file", f"{ca_file}: no such file (the PEM certificate of the CA to trust)")
+    keys.finish()
+    ca = str(ca_file) if ca_file is not None else None
+    settings = Settings(host, port, security, user, password_cmd, password_env, tuple(mailboxes), float(timeout), ca)
+    return ImapPoller(source.name, settings)
+
+
+class ImapPoller(ImapSession):
+    """Reads new UIDs of the configured mailboxes, one mailbox per fetch."""
+
+    def __init__(self, name: str, settings: Settings, *, backoff: tuple[float, ...] | None = None) -> None:
+        super().__init__(name, settings, backoff=backoff)
+        self.fetch_chunk = FETCH_CHUNK
+        self._caught_up: set[str] = set()
+        self._failed: dict[str, str] = {}  # mailbox -> why it could not be read in this poll
+        self._warnings: list[str] = []  # for the next batch returned
+        me = user.lower() if "@" in (user := settings.user) else None
+        self.me = frozenset([me] if me else [])
+
+    # -- the Poller interface ----------------------------------------------
+    def validate_cursor(self, cursor: Any) -> str | None:
+        """What is wrong with a cursor given by hand, or None: ``{"mailboxes": {NAME: {"uidvalidity": V, "last_uid": U}}}``."""
+        boxes = cursor.get("mailboxes") if isinstance(cursor, dict) and set(cursor) == {"mailboxes"} else None
+        if not isinstance(boxes, dict) or not boxes:
+            return 'an IMAP cursor is {"mailboxes": {"INBOX": {"uidvalidity": V, "last_uid": U}}}'
+        for name, st in boxes.items():
+            if not isinstance(st, dict) or set(st) != {"uidvalidity", "last_uid"}:
+                return f'mailbox {name!r} must be {{"uidvalidity": V, "last_uid": U}}'
+            if any(type(v) is not int or v < 0 for v in st.values()):
+                return f"mailbox {name!r}: uidvalidity and last_uid must be whole numbers, not negative"
+        return None
+
+    def positions(self, cursor: Cursor) -> dict[str, int]:
+        """``{mailbox: last UID}``."""
+        if not cursor:
+            return {}
+        return {name: int(st.get("last_uid", 0)) for name, st in (cursor.get("mailboxes") or {}).items()}
+
+    def fetch(self, cursor: Cursor, limit: int) -> Batch:
+        """New messages of the first mailbox (in sorted order) that has any, up to ``limit``."""
+        batch = self._retrying("fetch", lambda: self._fetch_once(cursor, limit))
+        batch.warnings[:0], self._warnings = self._warnings, []
+        return batch
+
+    def _fetch_once(self, cursor: Cursor, limit: int) -> Batch:
+        state: dict[str, Any] = {"mailboxes": dict((cursor or {}).get("mailboxes") or {})}
+        for mailbox in self._mailbox_names():
+            if mailbox in self._caught_up:
+                continue
+            try:
+                validity, uidnext = self._examine(mailbox)
+            except MailboxError as exc:
+                # One mailbox that cannot be opened never blocks the others: skip it now, fail the poll at the end.
+                self._failed[mailbox] = str(exc)
+                self._caught_up.add(mailbox)
+                self._warnings.append(str(exc))
+                continue
+            known = state["mailboxes"].get(mailbox)
+            if known is not None and int(known["uidvalidity"]) != validity:
+                old = known["uidvalidity"]
+                state["mailboxes"][mailbox] = {"uidvalidity": validity, "last_uid": 0}
+                return Batch(items=[], cursor=state, reset=f"{mailbox}: UIDVALIDITY changed from {old} to {validity}; rescanning")
+            last = int(known["last_uid"]) if known else 0
+            if known is None:
+                state["mailboxes"][mailbox] = {"uidvalidity": validity, "last_uid": 0}
+            if uidnext is not None and uidnext <= last + 1:
+                uids: list[int] = []
+            else:
+                uids = self._search(last + 1, uidnext, want=limit)[:limit]
+            if not uids:
+                self._caught_up.add(mailbox)
+                if known is None:
+                    return Batch(items=[], cursor=state)
+                continue
+            items: list[Item] = []
+            took = 0.0
+            for start in range(0, len(uids), self.fetch_chunk):
+                if items and self._deadline.remaining() < 2 * took + 1:
+                    # Another chunk would likely run past the poll's end, and nothing fetched after it is
+                    # stored: hand over what arrived (the rest next poll), so a slow server still moves on.
+                    return Batch(items=items, cursor=state)
+                began = time.monotonic()
+                chunk = uids[start : start + self.fetch_chunk]
+                fetched = self._fetch_raw(chunk)
+                took = time.monotonic() - began
+                gap = self._first_gap(chunk, {uid for uid, _, _ in fetched})
+                if gap is not None:
+                    # The server answered OK without this UID, yet a fresh search still lists it: stop right
+                    # before it (the cursor never passes a message not stored); the next poll asks again.
+                    fetched = [f for f in fetched if f[0] < gap]
+                for uid, raw, internal in fetched:
+                    boxes = dict(state["mailboxes"])
+                    boxes[mailbox] = {"uidvalidity": validity, "last_uid": uid}
+                    state = {"mailboxes": boxes}
+                    extra: dict[str, Any] = {**_mailbox_extra(mailbox), "uid": uid, "uidvalidity": validity}
+                    if internal is not None:
+                        extra["received_at"] = internal.strftime("%Y-%m-%dT%H:%M:%SZ")
+                    items.append(to_item(raw, self.name, state, ref=f"{mailbox} UID {uid}", me=self.me, extra=extra))
+                if gap is not None:
+                    warning = f"{mailbox}: UID {gap} exists but the server sent no data for it; stopped before it, retried next poll"
+                    return Batch(items=items, cursor=state, warnings=[warning])
+            # UIDs left out of FETCH answers were confirmed expunged by a fresh search; move past them.
+            boxes = dict(state["mailboxes"])
+            boxes[mailbox] = {"uidvalidity": validity, "last_uid": uids[-1]}
+            return Batch(items=items, cursor={"mailboxes": boxes})
+        self._caught_up.clear()
+        if self._failed:
+            failed, self._failed = self._failed, {}
+            if len(failed) == 1:
+                raise SourceError(next(iter(failed.values())) + "; the other mailboxes were polled")
+            names = ", ".join(repr(n) for n in sorted(failed))
+            raise SourceError(
+                f"source {self.name!r}: {len(failed)} mailboxes could not be read ({names}); the other mailboxes were "
+                "polled; the source.warning lines of its log give each reason"
+            )
+        return Batch(items=[], cursor=state)
+
+    def head(self) -> Cursor:
+        """A cursor at each mailbox's newest UID now (UIDNEXT - 1)."""
+
+        def once() -> Cursor:
+            boxes: dict[str, Any] = {}
+            for mailbox in self._mailbox_names():
+                validity, uidnext = self._examine(mailbox)
+                if uidnext is None:
+                    found = self._search(1)
+                    last = found[-1] if found else 0
+                else:
+                    last = max(0, uidnext - 1)
+                boxes[mailbox] = {"uidvalidity": validity, "last_uid": last}
+            return {"mailboxes": boxes}
+
+        return self._retrying("head", once)
+
+    def history(self, since: datetime | None, until: datetime | None, checkpoint: Cursor) -> Iterator[Item]:
+        """Messages sent in ``[since, until)``, mailbox by mailbox (sorted), in UID order.
+
+        The server narrows by day (SENTSINCE / SENTBEFORE, with a day's
+        slack for time zones); the exact bound is applied to the parsed Date
+        header, or to INTERNALDATE when the header is unusable. Checkpoint:
+        ``{"mailbox", "uidvalidity", "uid"}`` of the last item yielded; a
+        mailbox whose UIDVALIDITY changed since is walked again from its
+        start (dedup absorbs it).
+        """
+        names = self._mailbox_names()
+        start_index, after_uid, old_validity = 0, 0, None
+        if checkpoint:
+            if checkpoint.get("mailbox") in names:
+                start_index = names.index(checkpoint["mailbox"])
+                after_uid = int(checkpoint.get("uid", 0))
+                old_validity = checkpoint.get("uidvalidity")
+            else:
+                start_index = sum(1 for n in names if n < str(checkpoint.get("mailbox", "")))
+        criteria = []
+        if since is not None:
+            criteria.append(f"SENTSINCE {imap_day(since - timedelta(days=1))}")
+        if until is not None:
+            criteria.append(f"SENTBEFORE {imap_day(until + timedelta(days=2))}")
+        search = " ".join(criteria)
+        for index in range(start_index, len(names)):
+            mailbox = names[index]
+            validity, uidnext = self._retrying("EXAMINE", lambda m=mailbox: self._examine(m))  # type: ignore[misc]
+            floor = after_uid if index == start_index and old_validity == validity else 0
+
+            def search_box(m: str = mailbox, n: int | None = uidnext, f: int = floor) -> list[int]:
+                return self._in(m, lambda: self._search(f + 1, n, criteria=search))
+
+            found = self._retrying("UID SEARCH", search_box)
+            uids = [u for u in found if u > floor]
+            for start in range(0, len(uids), self.fetch_chunk):
+                chunk = uids[start : start + self.fetch_chunk]
+
+                def get(m: str = mailbox, c: list[int] = chunk) -> list[tuple[int, bytes, datetime | None]]:
+                    return self._in(m, lambda: self._fetch_raw(c))
+
+                for uid, raw, internal in self._retrying("UID FETCH", get):
+                    point = {"mailbox": mailbox, "uidvalidity": validity, "uid": uid}
+                    extra: dict[str, Any] = {**_mailbox_extra(mailbox), "uid": uid, "uidvalidity": validity}
+                    if internal is not None:
+                        extra["received_at"] = internal.strftime("%Y-%m-%dT%H:%M:%SZ")
+                    item = to_item(raw, self.name, point, ref=f"{mailbox} UID {uid}", me=self.me, extra=extra)
+                    when = sent_or(item.message, internal)
+                    if when is not None and ((since is not None and when < since) or (until is not None and when >= until)):
+                        continue
+                    yield item
+
+
+def _mailbox_extra(mailbox: str) -> dict[str, str]:
+    """``extra.mailbox`` for display (modified UTF-7 decoded) and, when that differs, ``mailbox_imap`` as the server names it."""
+    shown = utf7.decode(mailbox)
+    return {"mailbox": shown} if shown == mailbox else {"mailbox": shown, "mailbox_imap": mailbox}

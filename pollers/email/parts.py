@@ -1,0 +1,223 @@
+"""The parts of a mail: which become its text, which are listed as attachments; none silently dropped.
+
+Every leaf part is accounted for: it is the text, appended to the text
+(inline text parts after the first, behind a visible separator), an
+unchosen alternative of a ``multipart/alternative`` (the HTML twin of the
+plain text), or an attachment. An attached message (``message/rfc822``,
+``message/delivery-status`` of a bounce, ...) is one attachment carrying
+its own subject, sender and date; its insides never become the outer text.
+"""
+
+from __future__ import annotations
+
+import email.message
+import re
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+
+from memex.records import Attachment
+from pollers.email.headers import addresses, clean, decode_bytes, decode_words, header_text, message_ids, parse_date, raw
+
+SEPARATOR = "\n\n-------------- next part --------------\n"
+_BLOCK_TAGS = frozenset(
+    ["p", "div", "br", "li", "ul", "ol", "tr", "table", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "hr", "section", "article", "header", "footer", "title"]
+)  # fmt: skip
+
+
+class _HTMLText(HTMLParser):
+    """Collects the visible text of an HTML document, a line per block."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        """Open a block (new line) or a skipped element (script, style, head)."""
+        if tag in ("script", "style", "head"):
+            self._skip += 1
+        elif tag in _BLOCK_TAGS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        """Close a skipped element or a block."""
+        if tag in ("script", "style", "head"):
+            self._skip = max(0, self._skip - 1)
+        elif tag in _BLOCK_TAGS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        """Keep visible text."""
+        if not self._skip:
+            self.parts.append(data)
+
+
+def html_to_text(html: str) -> str:
+    """The visible text of an HTML body: tags dropped, entities decoded, whitespace collapsed per line."""
+    parser = _HTMLText()
+    try:
+        parser.feed(html)
+        parser.close()
+    except Exception:  # html.parser is lenient; this is a last resort
+        return re.sub(r"<[^>]*>", " ", html)
+    lines = (re.sub(r"[ \t\r\f\v\xa0]+", " ", line).strip() for line in "".join(parser.parts).split("\n"))
+    text = "\n".join(lines)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+@dataclass
+class Parts:
+    """What a walk over a mail found: text segments ``(content type, text)``, attachments, and skipped alternatives."""
+
+    segments: list[tuple[str, str]] = field(default_factory=list)
+    attachments: list[Attachment] = field(default_factory=list)
+    alternatives: int = 0  # leaf parts not used because a sibling alternative was chosen
+    leaves: int = 0  # every leaf part seen (an attached message counts as one)
+
+
+def _shadow(part: email.message.Message) -> email.message.Message:
+    """A copy of the part's MIME headers as clean ``str`` values, so parameter parsing never meets a Header object."""
+    shadow = email.message.Message()
+    for name in ("Content-Type", "Content-Disposition"):
+        value = raw(part, name)
+        if value is not None:
+            shadow[name] = clean(value)
+    return shadow
+
+
+def _disposition(part: email.message.Message) -> str:
+    value = raw(part, "Content-Disposition")
+    return clean(value).split(";")[0].strip().lower() if value else ""
+
+
+def _filename(part: email.message.Message, problems: list[str], label: str) -> str | None:
+    try:
+        name = _shadow(part).get_filename()
+    except Exception:
+        problems.append(f"{label}: unparseable filename")
+        return None
+    return decode_words(clean(name), problems, f"{label} filename") if name else None
+
+
+def decode_text(part: email.message.Message, problems: list[str], label: str) -> str:
+    """A text part's payload as text: its charset, a superset, UTF-8, else with replacement characters."""
+    payload = part.get_payload(decode=True)
+    if not isinstance(payload, bytes):
+        payload = str(part.get_payload()).encode("utf-8", "surrogateescape")
+    charset = _shadow(part).get_content_charset()
+    text, problem = decode_bytes(payload, charset, last="replace")
+    if problem:
+        problems.append(f"{label}: {problem}")
+    return text
+
+
+def _attached_message(part: email.message.Message, index: int, problems: list[str]) -> Attachment:
+    """An attached message (forward, digest entry, bounce report) as one attachment with its own headers."""
+    label = f"part {index}"
+    blocks = [p for p in part.get_payload() if isinstance(p, email.message.Message)] if part.is_multipart() else []
+    info: dict[str, str | None] = {}
+    size: int | None = None
+    try:
+        size = sum(len(block.as_bytes()) for block in blocks)
+    except Exception:
+        problems.append(f"{label}: attached message not measurable")
+    inner = blocks[0] if blocks else None
+    if inner is not None and part.get_content_type() in ("message/rfc822", "message/global"):
+        senders = addresses(inner, "From", problems)
+        info = {
+            "subject": header_text(inner, "Subject", problems),
+            "from": senders[0][1] if senders else None,
+            "date": parse_date(raw(inner, "Date"), problems),
+        }
+        mid = message_ids(raw(inner, "Message-ID"))
+        if mid:
+            info["message_id"] = mid[0]
+    attachment = Attachment(id=f"part{index}", filename=_filename(part, problems, label), mime_type=part.get_content_type(), size=size)
+    if info:
+        attachment["message"] = info
+    return attachment
+
+
+def _attachment(part: email.message.Message, index: int, problems: list[str]) -> Attachment:
+    payload = part.get_payload(decode=True)
+    cid = raw(part, "Content-ID")
+    ids = message_ids(clean(cid)) if cid else []
+    return Attachment(
+        id=ids[0] if ids else f"part{index}",
+        filename=_filename(part, problems, f"part {index}"),
+        mime_type=part.get_content_type(),
+        size=len(payload) if isinstance(payload, bytes) else None,
+    )
+
+
+def _count_leaves(part: email.message.Message) -> int:
+    if part.get_content_maintype() == "message" or not part.is_multipart():
+        return 1
+    payload = part.get_payload()
+    return sum(_count_leaves(p) for p in payload if isinstance(p, email.message.Message)) if isinstance(payload, list) else 1
+
+
+class _Walker:
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        self.index = 0
+        self.found = Parts()
+
+    def walk(self, part: email.message.Message) -> list[tuple[str, str]]:
+        """Walk ``part`` (numbered in :meth:`email.message.Message.walk` order); return its text segments."""
+        index = self.index
+        self.index += 1
+        ctype = part.get_content_type()
+        if part.get_content_maintype() == "message" and part.is_multipart():
+            self.found.leaves += 1
+            self.found.attachments.append(_attached_message(part, index, self.problems))
+            self.index += _walk_size(part) - 1
+            return []
+        if part.is_multipart():
+            children = [p for p in part.get_payload() if isinstance(p, email.message.Message)]
+            results = [self.walk(child) for child in children]
+            if ctype == "multipart/alternative" and len(children) > 1:
+                chosen = _choose(results)
+                for i, child in enumerate(children):
+                    if i != chosen:
+                        self.found.alternatives += _count_leaves(child)
+                return results[chosen] if chosen is not None else []
+            return [segment for result in results for segment in result]
+        self.found.leaves += 1
+        label = f"part {index}"
+        inline = _disposition(part) != "attachment"
+        if inline and (ctype == "text/plain" or (ctype == "text/html" and _filename(part, [], label) is None)):
+            return [(ctype, decode_text(part, self.problems, label))]
+        self.found.attachments.append(_attachment(part, index, self.problems))
+        return []
+
+
+def _walk_size(part: email.message.Message) -> int:
+    return sum(1 for _ in part.walk())
+
+
+def _choose(results: list[list[tuple[str, str]]]) -> int | None:
+    """The alternative to show: the first with plain text, else the first with any text."""
+    for i, segments in enumerate(results):
+        if any(ctype == "text/plain" for ctype, _ in segments):
+            return i
+    for i, segments in enumerate(results):
+        if segments:
+            return i
+    return None
+
+
+def walk_parts(msg: email.message.Message, problems: list[str]) -> Parts:
+    """Every part of ``msg`` accounted for: text segments in order, attachments, unchosen alternatives."""
+    walker = _Walker(problems)
+    walker.found.segments = walker.walk(msg)
+    return walker.found
+
+
+def body_and_attachments(msg: email.message.Message, problems: list[str]) -> tuple[str | None, list[Attachment], str | None]:
+    """The text (inline text parts joined by :data:`SEPARATOR`, HTML as text), the attachments, and the first part's type."""
+    found = walk_parts(msg, problems)
+    texts = [html_to_text(text) if ctype == "text/html" else text for ctype, text in found.segments]
+    if not texts:
+        return None, found.attachments, None
+    return SEPARATOR.join(texts), found.attachments, found.segments[0][0]

@@ -1,0 +1,339 @@
+"""An IMAP account's session: the connection, logging in, retrying, and the commands the poller sends.
+
+:class:`ImapSession` holds one connection (opened on first use, with the password read
+then) and runs every exchange under the poll's deadline (:meth:`ImapSession._io`).
+Transient network failures after login (connection reset, timeout, a server BYE) are
+retried with a fresh connection and backoff (:data:`BACKOFF`, read at call time) within
+:data:`RETRY_BUDGET` seconds. The poller (:mod:`pollers.email.imap`) builds on it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import imaplib
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from memex.deadline import NEVER, Deadline, Interrupted
+from memex.errors import SourceError
+from pollers.email import utf7
+from pollers.email.wire import ints, parse_fetch, parse_list, quote, reply_text, server_text, uid_set, untagged_int
+
+SEARCH_WINDOW = 20_000  # UIDs per UID SEARCH (its answer is one line; imaplib refuses lines over 1,000,000 bytes)
+SEARCH_WINDOW_MAX = 80_000  # a window doubled over empty stretches stops here (80,000 10-digit UIDs < 1 MB)
+BACKOFF: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)  # seconds between retries of a transient failure
+RETRY_BUDGET = 40.0  # seconds a poll may spend retrying (the runner's default time budget is 50)
+PASSWORD_CMD_TIMEOUT = 30.0
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A validated ``[sources.NAME]`` of type imap."""
+
+    host: str
+    port: int
+    security: str
+    user: str
+    password_cmd: str | None
+    password_env: str | None
+    mailboxes: tuple[str, ...]
+    timeout: float
+    ca_file: str | None = None  # PEM file of the CA to trust instead of the system's (a private or self-signed server)
+
+
+class MailboxError(SourceError):
+    """One mailbox cannot be read (refused EXAMINE, no UIDVALIDITY); the others are polled all the same."""
+
+
+class ImapSession:
+    """One IMAP account: a connection opened on first use, its exchanges bounded by the poll's deadline and retried."""
+
+    def __init__(self, name: str, settings: Settings, *, backoff: tuple[float, ...] | None = None) -> None:
+        self.name = name
+        self.settings = settings
+        self.backoff = backoff
+        self.commands = 0  # IMAP commands sent (round trips), for the benchmark
+        self._conn: imaplib.IMAP4 | None = None
+        self._selected: str | None = None
+        self._names: list[str] | None = None
+        self._retry_deadline: float | None = None
+        self._deadline: Deadline = NEVER
+
+    # -- connection --------------------------------------------------------
+    def _where(self) -> str:
+        return f"{self.settings.host}:{self.settings.port}"
+
+    def _password(self) -> str:
+        s = self.settings
+        if s.password_env is not None:
+            value = os.environ.get(s.password_env)
+            if not value:
+                raise SourceError(f"source {self.name!r}: environment variable {s.password_env} (password_env) is not set or empty")
+            return value
+        assert s.password_cmd is not None
+        try:
+            done = subprocess.run(s.password_cmd, shell=True, capture_output=True, timeout=PASSWORD_CMD_TIMEOUT, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise SourceError(f"source {self.name!r}: password_cmd did not finish within {PASSWORD_CMD_TIMEOUT:g}s") from None
+        if done.returncode != 0:
+            raise SourceError(
+                f"source {self.name!r}: password_cmd failed with exit status {done.returncode}; "
+                "run it by hand to see why (its output is not shown here)"
+            )
+        password = done.stdout.decode("utf-8", "replace").strip()
+        if not password:
+            raise SourceError(f"source {self.name!r}: password_cmd printed nothing; it must print the password on stdout")
+        return password
+
+    def _io(self, what: str, call: Callable[[], T]) -> T:
+        """One exchange with the server, waited for no longer than the poll's deadline or stop request allow.
+
+        When the poll must end first, the connection is shut down (so the exchange ends) and
+        :class:`~memex.deadline.Interrupted` is raised; the exchange's own errors propagate unchanged.
+        """
+        return self._deadline.call(call, f"source {self.name!r}: {what} at {self._where()}", abandon=self._abandon)
+
+    def _abandon(self) -> None:
+        """Forget the connection an exchange is stuck on and shut its socket, which ends that exchange.
+
+        Only the socket: closing imaplib's file object would wait for the stuck reader's buffer lock.
+        """
+        conn, self._conn = self._conn, None
+        self._selected = None
+        if conn is not None:
+            cut(conn)
+
+    def _open(self, timeout: float) -> imaplib.IMAP4:
+        s = self.settings
+        if s.security == "ssl":
+            import ssl
+
+            context = ssl.create_default_context(cafile=s.ca_file)
+            return imaplib.IMAP4_SSL(s.host, s.port, ssl_context=context, timeout=timeout)
+        conn = imaplib.IMAP4(s.host, s.port, timeout=timeout)
+        if s.security == "starttls":
+            import ssl
+
+            conn.starttls(ssl.create_default_context(cafile=s.ca_file))
+        return conn
+
+    def _connect(self) -> imaplib.IMAP4:
+        if self._conn is not None:
+            return self._conn
+        s = self.settings
+        password = self._password()
+        try:
+            timeout = self._deadline.timeout(s.timeout, f"source {self.name!r}: connecting to {self._where()}")
+            conn = self._io("connecting", lambda: self._open(timeout))
+        except TimeoutError:
+            self._deadline.check(f"source {self.name!r}: connecting to {self._where()}")  # the poll's time ran out first
+            raise SourceError(f"source {self.name!r}: connecting to {self._where()} timed out after {s.timeout:g}s") from None
+        except ConnectionRefusedError:
+            raise SourceError(
+                f"source {self.name!r}: connection to {self._where()} refused; is the server up and the port right?"
+            ) from None
+        except OSError as exc:
+            if type(exc).__name__ == "SSLCertVerificationError":
+                why = getattr(exc, "verify_message", None) or "not trusted"
+                raise SourceError(
+                    f"source {self.name!r}: the TLS certificate of {self._where()} was refused ({why}); if the server uses "
+                    "a private or self-signed CA, set ca_file to its certificate (PEM)"
+                ) from None
+            reason = exc.strerror or type(exc).__name__
+            raise SourceError(f"source {self.name!r}: cannot connect to {self._where()} ({reason})") from None
+        except imaplib.IMAP4.error as exc:
+            raise SourceError(f"source {self.name!r}: {self._where()} refused the session ({server_text(exc)})") from None
+        try:
+            self.commands += 1
+            self._io("login", lambda: conn.login(s.user, password))
+        except Interrupted:
+            cut(conn)
+            raise
+        except imaplib.IMAP4.error as exc:
+            shutdown(conn)
+            raise SourceError(
+                f"source {self.name!r}: login as {s.user!r} at {self._where()} failed ({server_text(exc)}); check the user and the password"
+            ) from None
+        except OSError as exc:
+            shutdown(conn)
+            raise SourceError(f"source {self.name!r}: connection to {self._where()} lost during login ({type(exc).__name__})") from None
+        self._conn = conn
+        self._selected = None
+        return conn
+
+    def close(self) -> None:
+        """Log out and close the connection."""
+        conn, self._conn = self._conn, None
+        self._selected = None
+        if conn is not None:
+            try:
+                if self._deadline.reason is not None:
+                    raise Interrupted(self._deadline.reason, "logout")  # no time left to wait for a goodbye
+                self._deadline.call(conn.logout, "logout", abandon=lambda: cut(conn))
+            except Exception:
+                shutdown(conn)
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        self._selected = None
+        if conn is not None:
+            shutdown(conn)
+
+    def set_deadline(self, deadline: float) -> None:
+        """Cap the retry budget at the runner's deadline (``--max-seconds``): see memex.source.DeadlineAware."""
+        self._retry_deadline = min(time.monotonic() + RETRY_BUDGET, deadline)
+
+    def use_deadline(self, deadline: Deadline) -> None:
+        """Bound every exchange, retry and backoff by the poll's deadline and stop request (memex.source.Interruptible)."""
+        self._deadline = deadline
+        if deadline.at is not None:
+            self.set_deadline(deadline.at)
+
+    def _retrying(self, what: str, operation: Callable[[], T]) -> T:
+        """Run ``operation``; on a transient failure reconnect and retry with backoff within the poll's budget."""
+        delays = BACKOFF if self.backoff is None else self.backoff
+        if self._retry_deadline is None:
+            self._retry_deadline = time.monotonic() + RETRY_BUDGET
+        attempt = 0
+        while True:
+            try:
+                return operation()
+            except (imaplib.IMAP4.abort, OSError) as exc:  # a network failure a fresh connection may cure
+                self._drop()
+                label = f"source {self.name!r}: {what} at {self._where()}"
+                self._deadline.check(label)  # cut short by the poll's end, not a network fault: no retry
+                if attempt >= len(delays) or time.monotonic() + delays[attempt] > self._retry_deadline:
+                    kind = "timed out" if isinstance(exc, TimeoutError) else f"failed ({type(exc).__name__})"
+                    raise SourceError(
+                        f"source {self.name!r}: {what} at {self._where()} {kind} after {attempt + 1} attempt(s); the next poll resumes"
+                    ) from None
+                self._deadline.sleep(delays[attempt], label)
+                attempt += 1
+
+    def _cmd(self, conn: imaplib.IMAP4, what: str, typ_data: tuple[str, list[Any]]) -> list[Any]:
+        typ, data = typ_data
+        if typ != "OK":
+            raise SourceError(f"source {self.name!r}: {what} refused by {self._where()} ({reply_text(data)})")
+        return data
+
+    # -- mailboxes ---------------------------------------------------------
+    def _mailbox_names(self) -> list[str]:
+        """The configured mailboxes (globs expanded with LIST), sorted and unique."""
+        if self._names is not None:
+            return self._names
+        patterns = self.settings.mailboxes
+        if not any(ch in p for p in patterns for ch in "*?["):
+            self._names = sorted({p if utf7.decode(p) != p else utf7.encode(p) for p in patterns})
+            return self._names
+
+        def listing() -> list[str]:
+            conn = self._connect()
+            self.commands += 1
+            data = self._cmd(conn, "LIST", self._io("LIST", lambda: conn.list('""', "*")))
+            return [n for n in (parse_list(d) for d in data) if n is not None]
+
+        available = self._retrying("LIST", listing)
+        chosen = {n for n in available for p in patterns if fnmatch.fnmatchcase(n, p) or fnmatch.fnmatchcase(utf7.decode(n), p)}
+        self._names = sorted(chosen)
+        return self._names
+
+    def _examine(self, mailbox: str) -> tuple[int, int | None]:
+        """EXAMINE (read-only SELECT) ``mailbox``; return its UIDVALIDITY and UIDNEXT (if sent)."""
+        conn = self._connect()
+        self.commands += 1
+        typ, data = self._io("EXAMINE", lambda: conn.select(quote(mailbox), readonly=True))
+        if typ != "OK":
+            self._selected = None
+            raise MailboxError(
+                f"source {self.name!r}: mailbox {utf7.decode(mailbox)!r} cannot be opened at {self._where()} ({reply_text(data)}); "
+                "check `mailboxes` in the source's config section"
+            )
+        self._selected = mailbox
+        validity = untagged_int(conn, "UIDVALIDITY")
+        if validity is None:
+            raise MailboxError(f"source {self.name!r}: {self._where()} sent no UIDVALIDITY for {mailbox!r}; cannot keep a cursor")
+        return validity, untagged_int(conn, "UIDNEXT")
+
+    def _search(self, first: int, uidnext: int | None = None, want: int | None = None, criteria: str = "") -> list[int]:
+        """UIDs >= ``first`` in the selected mailbox matching ``criteria``, searched in bounded UID windows.
+
+        One ``UID SEARCH`` over a whole big mailbox answers in one line, and imaplib
+        refuses lines over 1,000,000 bytes (about 145,000 UIDs): so the range up to
+        UIDNEXT is searched window by window (:data:`SEARCH_WINDOW` UIDs, doubled
+        over empty stretches up to :data:`SEARCH_WINDOW_MAX`, whose answer stays
+        well under the limit), stopping once ``want`` UIDs are found. Without a
+        UIDNEXT the server is asked for ``first:*`` (and the highest UID it
+        returns below ``first`` is dropped).
+        """
+        if uidnext is None:
+            return sorted(u for u in self._search_range(f"{first}:*", criteria) if u >= first)
+        found: list[int] = []
+        window = SEARCH_WINDOW
+        start = first
+        while start < uidnext and (want is None or len(found) < want):
+            end = min(uidnext - 1, start + window - 1)
+            got = sorted(u for u in self._search_range(f"{start}:{end}", criteria) if start <= u <= end)
+            found.extend(got)
+            window = SEARCH_WINDOW if got else min(SEARCH_WINDOW_MAX, window * 2)
+            start = end + 1
+        return found
+
+    def _search_range(self, uid_range: str, criteria: str) -> list[int]:
+        conn = self._connect()
+        self.commands += 1
+        query = f"UID {uid_range}" + (f" {criteria}" if criteria else "")
+        data = self._cmd(conn, "UID SEARCH", self._io("UID SEARCH", lambda: conn.uid("SEARCH", query)))
+        return ints(data)
+
+    def _fetch_raw(self, uids: list[int]) -> list[tuple[int, bytes, datetime | None]]:
+        """``(uid, raw bytes, INTERNALDATE)`` of ``uids`` in the selected mailbox, in one UID FETCH."""
+        conn = self._connect()
+        self.commands += 1
+        data = self._cmd(
+            conn, "UID FETCH", self._io("UID FETCH", lambda: conn.uid("FETCH", uid_set(uids), "(UID INTERNALDATE BODY.PEEK[])"))
+        )
+        return parse_fetch(data, uids)
+
+    def _first_gap(self, asked: list[int], got: set[int]) -> int | None:
+        """The lowest UID of ``asked`` missing from ``got`` that a fresh ``UID SEARCH`` says still exists, or None.
+
+        Servers (Gmail among them) can answer a UID FETCH with OK and no data for
+        a message that is there; only UIDs the server confirms gone may be passed.
+        """
+        missing = [u for u in asked if u not in got]
+        if not missing:
+            return None
+        conn = self._connect()
+        self.commands += 1
+        data = self._cmd(conn, "UID SEARCH", self._io("UID SEARCH", lambda: conn.uid("SEARCH", f"UID {uid_set(missing)}")))
+        still = sorted(set(ints(data)) & set(missing))
+        return still[0] if still else None
+
+    def _in(self, mailbox: str, operation: Callable[[], T]) -> T:
+        """Run ``operation`` with ``mailbox`` selected (again, after a reconnect)."""
+        if self._conn is None or self._selected != mailbox:
+            self._examine(mailbox)
+        return operation()
+
+
+def cut(conn: imaplib.IMAP4) -> None:
+    """Shut a connection's socket down (from any thread): a read blocked on it returns at once."""
+    try:
+        conn.sock.shutdown(socket.SHUT_RDWR)
+    except Exception:
+        pass
+
+
+def shutdown(conn: imaplib.IMAP4) -> None:
+    """Close a connection without a goodbye to the server, ignoring any error."""
+    try:
+        conn.shutdown()
+    except Exception:
+        pass

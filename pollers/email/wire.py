@@ -1,0 +1,132 @@
+"""IMAP on the wire: quoting names, UID sets and dates for commands, and reading the server's replies.
+
+Pure functions of what imaplib hands back (no connection is opened here), shared by the
+IMAP session (:mod:`pollers.email.session`) and the poller (:mod:`pollers.email.imap`).
+"""
+
+from __future__ import annotations
+
+import imaplib
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+_UID_RE = re.compile(rb"UID (\d+)")
+_DATE_RE = re.compile(rb'INTERNALDATE "([^"]+)"')
+_LIST_RE = re.compile(rb'^\((?P<flags>[^)]*)\) (?P<delim>"(?:[^"\\]|\\.)*"|NIL) (?P<name>.*)$')
+
+
+def quote(name: str) -> str:
+    """A mailbox name as an IMAP quoted string."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def reply_text(data: Any) -> str:
+    """A server reply as one short line."""
+    if isinstance(data, list | tuple):
+        data = b" ".join(d if isinstance(d, bytes) else str(d).encode() for d in data if d is not None)
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", "replace")
+    return " ".join(str(data).split())[:200]
+
+
+def server_text(exc: BaseException) -> str:
+    """What the server said in an imaplib error, as one short line."""
+    return reply_text(exc.args[0] if exc.args else type(exc).__name__)
+
+
+def untagged_int(conn: imaplib.IMAP4, name: str) -> int | None:
+    """The number of the last command's untagged ``name`` response (UIDVALIDITY, UIDNEXT), or None if none was sent."""
+    _, values = conn.response(name)
+    for value in values or []:
+        if value is None:
+            continue
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        try:
+            return int(text.strip().split()[0])
+        except (ValueError, IndexError):
+            continue
+    return None
+
+
+def ints(data: list[Any]) -> list[int]:
+    """The numbers of a SEARCH reply."""
+    out: list[int] = []
+    for line in data:
+        if isinstance(line, bytes):
+            out.extend(int(x) for x in line.split() if x.isdigit())
+    return out
+
+
+def uid_set(uids: list[int]) -> str:
+    """A compact UID set: ``1:5,7,9:12``."""
+    parts: list[str] = []
+    run_start = prev = uids[0]
+    for u in uids[1:]:
+        if u == prev + 1:
+            prev = u
+            continue
+        parts.append(f"{run_start}:{prev}" if prev != run_start else str(run_start))
+        run_start = prev = u
+    parts.append(f"{run_start}:{prev}" if prev != run_start else str(run_start))
+    return ",".join(parts)
+
+
+def parse_fetch(data: list[Any], uids: list[int]) -> list[tuple[int, bytes, datetime | None]]:
+    """``(uid, raw bytes, INTERNALDATE)`` of each of ``uids`` that a ``UID FETCH (UID INTERNALDATE BODY.PEEK[])`` reply holds, by UID."""
+    wanted = set(uids)
+    out: dict[int, tuple[bytes, datetime | None]] = {}
+    pending: tuple[bytes, bytes] | None = None
+    for element in data:
+        if isinstance(element, tuple):
+            pending = (element[0], element[1])
+            head = element[0]
+        elif isinstance(element, bytes) and pending is not None:
+            head = pending[0] + element  # UID or INTERNALDATE may come after the literal
+        else:
+            continue
+        if pending is None:
+            continue
+        m = _UID_RE.search(head)
+        if m is None:
+            continue
+        uid = int(m.group(1))
+        if uid in wanted and uid not in out:
+            d = _DATE_RE.search(head)
+            out[uid] = (pending[1], internaldate(d.group(1)) if d else None)
+            pending = None
+    return [(u, *out[u]) for u in sorted(out)]
+
+
+def internaldate(value: bytes) -> datetime | None:
+    """An INTERNALDATE (``17-Jul-1996 02:44:25 -0700``) in UTC, or None if it cannot be read."""
+    try:
+        return datetime.strptime(value.decode(), "%d-%b-%Y %H:%M:%S %z").astimezone(UTC)
+    except ValueError:
+        return None
+
+
+def imap_day(dt: datetime) -> str:
+    """A day as SEARCH's date criteria take it: ``1-Feb-2024``."""
+    months = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+    return f"{dt.day}-{months[dt.month - 1]}-{dt.year}"
+
+
+def parse_list(line: Any) -> str | None:
+    """The mailbox name of one LIST reply line, or None for \\Noselect or unparseable lines."""
+    if isinstance(line, tuple):  # name sent as a literal
+        head, name_bytes = line[0], line[1]
+        if b"\\noselect" in head.lower():
+            return None
+        return str(name_bytes.decode("utf-8", "replace"))
+    if not isinstance(line, bytes):
+        return None
+    m = _LIST_RE.match(line)
+    if m is None:
+        return None
+    if b"\\noselect" in m.group("flags").lower() or b"\\nonexistent" in m.group("flags").lower():
+        return None
+    name = m.group("name")
+    if name.startswith(b'"') and name.endswith(b'"'):
+        name = re.sub(rb"\\(.)", rb"\1", name[1:-1])
+    return name.decode("utf-8", "replace")

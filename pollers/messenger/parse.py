@@ -1,0 +1,254 @@
+"""Messenger threads as records: mojibake repaired, a derived native ID, revisions for what changes between exports.
+
+**Mojibake.** The JSON export writes each UTF-8 byte as its own ``\\u00XX`` escape. :func:`repair` undoes it
+with a latin-1 round trip and keeps the string as it is where that fails (text that was never mangled, as
+in the encrypted-chat export): nothing is ever dropped.
+
+**Thread key.** What the standard and the encrypted-chat export share is the participant names (the
+folder name and thread id exist only in the standard export and the folder name changes with a
+participant's name). The key is the sorted, case-folded set of participant names; when those do not tell
+threads apart (a deactivated "Facebook user", fewer than two names) the folder or file name is added.
+
+**Native ID.** ``<timestamp ms>-<hash>`` where the hash covers the thread key, the timestamp and the
+sender. Reactions, the unsent flag, the thread title and its folder are left out, so a message is the
+same object in every export and a message unsent later (its content is then gone from the export)
+keeps its ID. Only when the same sender has several messages in the same millisecond of a thread does
+the hash also cover the repaired text and the media file names, plus an ordinal among identical ones.
+
+**Records.** A message with content is an original record (create-only: the first export that has it
+fills it). Reactions are a ``reactions`` revision whose ID is a hash of the reaction set (the same set
+seen again is a duplicate; a changed set is a new revision). An unsent message is a ``delete``
+revision (``id = "unsent"``), never an original, so an older export read later still stores the text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mimetypes
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from memex.records import Attachment, Conversation, Message, Revision, Sender, rfc3339
+from memex.source import Failure, Item
+from memex.store.attachments import Content
+from pollers.messenger.exports import Reader, Unit
+
+MEDIA_KINDS = ("photos", "videos", "audio_files", "files", "gifs")
+ANONYMOUS = ("facebook user", "utilisateur de facebook", "facebook-nutzer")
+
+
+def repair(text: str) -> str:
+    """Undo the export's mojibake losslessly: a latin-1 round trip, or ``text`` unchanged where that fails."""
+    try:
+        return text.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return text
+
+
+def _fold(name: str) -> str:
+    return unicodedata.normalize("NFC", name).casefold().strip()
+
+
+def _h(*parts: object) -> str:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass
+class Thread:
+    """What a unit says about its thread."""
+
+    participants: list[str]
+    title: str | None
+    key: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Parsed:
+    """One message of a thread, normalised from either format."""
+
+    ts: int
+    sender: str
+    text: str | None
+    media: list[tuple[str, str]]  # (kind, uri as written in the export)
+    reactions: list[tuple[str, str]]  # (actor, reaction), sorted
+    unsent: bool
+    extra: dict[str, Any]
+    raw: dict[str, Any]
+
+
+def thread_of(doc: dict[str, Any], unit: Unit) -> Thread:
+    """The thread a unit's JSON document describes (participants, title, key)."""
+    raw_people = doc.get("participants") or []
+    people = sorted({repair(p["name"] if isinstance(p, dict) else str(p)) for p in raw_people if p})
+    title = doc.get("title") if unit.kind == "standard" else doc.get("threadName")
+    key = "\x1e".join(_fold(p) for p in people)
+    if len(people) < 2 or any(_fold(p) in ANONYMOUS for p in people):
+        key += "\x1d" + (unit.folder or unit.key.rsplit("/", 1)[-1].removesuffix(".json"))
+    extra: dict[str, Any] = {"section": unit.section} if unit.section else {}
+    if unit.folder:
+        extra["thread_folder"] = unit.folder
+    return Thread(people, repair(title) if isinstance(title, str) else None, key, extra)
+
+
+def parse_message(m: dict[str, Any], kind: str) -> Parsed:
+    """One message object of either format (KeyError/TypeError/ValueError when it is not one)."""
+    if kind == "standard":
+        ts, sender, text = int(m["timestamp_ms"]), m.get("sender_name"), m.get("content")
+        media = [(k, str(a["uri"])) for k in MEDIA_KINDS for a in (m.get(k) or []) if isinstance(a, dict) and a.get("uri")]
+        if isinstance(m.get("sticker"), dict) and m["sticker"].get("uri"):
+            media.append(("sticker", str(m["sticker"]["uri"])))
+        unsent = bool(m.get("is_unsent"))
+        extra: dict[str, Any] = {k: m[k] for k in ("type", "call_duration") if m.get(k) is not None}
+        share = m.get("share")
+        if isinstance(share, dict):
+            extra["share"] = {k: repair(v) if isinstance(v, str) else v for k, v in share.items()}
+    else:
+        ts, sender, text = int(m["timestamp"]), m.get("senderName"), m.get("text")
+        media = [("media", str(a["uri"])) for a in (m.get("media") or []) if isinstance(a, dict) and a.get("uri")]
+        unsent = bool(m.get("isUnsent"))
+        extra = {"type": m["type"]} if m.get("type") else {}
+    if ts < 0 or not isinstance(sender, str) or (text is not None and not isinstance(text, str)):
+        raise ValueError("not a message")
+    reactions = sorted((repair(str(r.get("actor", ""))), repair(str(r.get("reaction", "")))) for r in (m.get("reactions") or []))
+    return Parsed(ts, repair(sender), repair(text) if text else None, media, reactions, unsent, extra, m)
+
+
+def unit_messages(reader: Reader, unit: Unit, export_hash: str) -> Iterator[Thread | Parsed | Failure]:
+    """A unit's thread (first) and its messages newest first; a file or message that cannot be read is a Failure."""
+    thread: Thread | None = None
+    for name in unit.files:
+        raw = reader.read(name)
+        where = f"{reader.label}:{name}"
+        try:
+            doc = json.loads(raw)
+            if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+                raise ValueError("no messages list")
+        except ValueError as exc:
+            what = "not valid JSON" if isinstance(exc, json.JSONDecodeError) else "not a Messenger thread file"
+            reason = f"{name} in export {reader.label} is {what}; the rest of the export is read"
+            yield Failure(f"file:{export_hash[:16]}:{name}", reason, raw=raw, ref=where)
+            continue
+        if thread is None:
+            thread = thread_of(doc, unit)
+            yield thread
+        parsed: list[Parsed] = []
+        for i, m in enumerate(doc["messages"]):
+            try:
+                parsed.append(parse_message(m, unit.kind))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                body = json.dumps(m, sort_keys=True).encode()
+                reason = f"message {i} of {name} in export {reader.label} is malformed ({type(exc).__name__})"
+                yield Failure("record:" + hashlib.sha256(body).hexdigest()[:32], reason, raw=body, ref=where)
+        parsed.sort(key=lambda p: -p.ts)  # stable: the export's order among equal timestamps
+        yield from parsed
+
+
+def native_ids(group: list[Parsed], key: str) -> list[str]:
+    """IDs of the messages of one millisecond (in stream order), see the module docstring."""
+    by_sender: dict[str, int] = {}
+    for p in group:
+        by_sender[_fold(p.sender)] = by_sender.get(_fold(p.sender), 0) + 1
+    seen: dict[str, int] = {}
+    ids = []
+    for p in group:
+        who = _fold(p.sender)
+        if by_sender[who] == 1:
+            ids.append(f"{p.ts}-{_h('fbm', key, p.ts, who)[:32]}")
+            continue
+        names = sorted(uri.rsplit("/", 1)[-1] for _, uri in p.media)
+        content = _h(p.text or "", *names)
+        ordinal = seen.get(content, 0)
+        seen[content] = ordinal + 1
+        ids.append(f"{p.ts}-{_h('fbm', key, p.ts, who, content, ordinal)[:32]}")
+    return ids
+
+
+class Renderer:
+    """Turns a unit's stream into items (no cursors yet): originals, reactions and delete revisions."""
+
+    def __init__(self, source: str, reader: Reader, unit: Unit, me: str | None, floor_ms: int = 0) -> None:
+        self.source, self.reader, self.unit = source, reader, unit
+        self.me = _fold(me) if me else None
+        self.floor_ms = floor_ms
+
+    def items(self, export_hash: str, attachments: bool) -> Iterator[Item]:
+        """Every item of the unit, in a fixed order (a resumed read skips a count of them)."""
+        thread: Thread | None = None
+        group: list[Parsed] = []
+        for x in unit_messages(self.reader, self.unit, export_hash):
+            if isinstance(x, Thread):
+                thread = x
+            elif isinstance(x, Failure):
+                yield Item(cursor=None, failure=x)
+            else:
+                if group and group[0].ts != x.ts and thread is not None:
+                    yield from self._group(thread, group, attachments)
+                    group = []
+                group.append(x)
+        if group and thread is not None:
+            yield from self._group(thread, group, attachments)
+
+    def _group(self, thread: Thread, group: list[Parsed], attachments: bool) -> Iterator[Item]:
+        for p, nid in zip(group, native_ids(group, thread.key), strict=True):
+            if p.ts >= self.floor_ms:
+                yield from self._items(thread, p, nid, attachments)
+
+    def _items(self, thread: Thread, p: Parsed, nid: str, attachments: bool) -> Iterator[Item]:
+        at = rfc3339(datetime.fromtimestamp(p.ts / 1000, UTC))
+        conversation = Conversation(id="thread-" + _h(thread.key)[:24], name=thread.title, participants=thread.participants)
+        sender = Sender(id=None, name=p.sender, is_me=self.me is not None and _fold(p.sender) == self.me)
+        extra = {**thread.extra, **p.extra, "export": self.reader.label}
+
+        def record(**kw: Any) -> Message:
+            return Message(source=self.source, type="messenger", native_id=nid, sent_at=at, conversation=conversation, sender=sender, **kw)
+
+        if p.unsent:
+            yield Item(
+                None, message=record(deleted=True, extra=extra, revision=Revision(id="unsent", kind="delete", at=None)), expected_dup=True
+            )
+        else:
+            atts, contents, media = self._media(p, attachments)
+            if media:
+                extra["media"] = media
+            if p.reactions:
+                extra["reactions"] = [{"actor": a, "reaction": r} for a, r in p.reactions]
+            yield Item(None, message=record(text=p.text, attachments=atts, extra=extra), contents=contents, expected_dup=True)
+        if p.reactions:
+            rid = "reactions-" + _h(*(f"{a}\x1f{r}" for a, r in p.reactions))[:24]
+            how = {"reactions": [{"actor": a, "reaction": r} for a, r in p.reactions]}
+            yield Item(None, message=record(extra=how, revision=Revision(id=rid, kind="reactions", at=None)), expected_dup=True)
+
+    def _media(self, p: Parsed, store: bool) -> tuple[list[Attachment], list[Content], list[dict[str, str]]]:
+        atts: list[Attachment] = []
+        contents: list[Content] = []
+        kinds: list[dict[str, str]] = []
+        for kind, uri in p.media:
+            path = self._resolve(uri)
+            name = uri.rsplit("/", 1)[-1]
+            att = Attachment(id=uri, filename=name, mime_type=mimetypes.guess_type(name)[0], size=None)
+            kinds.append({"kind": kind, "path": path or uri})
+            if path is None:
+                att["missing"] = True
+            else:
+                att["size"] = self.reader.size(path)
+                if store:
+                    contents.append(Content(index=len(atts), open=self.reader.opener(path)))
+            atts.append(att)
+        return atts, contents, kinds
+
+    def _resolve(self, uri: str) -> str | None:
+        """Where a media URI is inside the export (it is relative to the export root, or to the thread file)."""
+        clean = uri.removeprefix("./")
+        if "://" in uri or ".." in clean.split("/") or clean.startswith("/"):
+            return None
+        base = self.unit.key.rsplit("/", 1)[0] + "/" if "/" in self.unit.key else ""
+        roots = {self.unit.key.split(marker, 1)[0] for marker in ("your_facebook_activity/", "messages/") if marker in self.unit.key}
+        for candidate in (clean, *(r + clean for r in sorted(roots)), base + clean, repair(clean)):
+            if self.reader.size(candidate) is not None:
+                return candidate
+        return None

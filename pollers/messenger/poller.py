@@ -1,0 +1,252 @@
+"""Facebook Messenger (``type = "messenger"``): "Download Your Information" and encrypted-chat exports dropped in a folder.
+
+Keys: ``inbox`` (the folder exports are dropped in: ``.zip`` files or unpacked folders; required),
+``settle_seconds`` (default 10: an export is read once nothing in it changed for that long),
+``attachments`` (default true: store media content-addressed) and ``me`` (your display name, to set
+``sender.is_me``). What an export is and when it is complete: :mod:`pollers.messenger.exports`; how
+threads become records (native ID, revisions, mojibake): :mod:`pollers.messenger.parse`.
+
+Cursor: ``{"done": [[content hash, signature], ...], "exports": N, "items": N, "at": {"export": hash,
+"unit": key, "n": count}}``. ``done`` lists the exports read to the end (the newest :data:`MAX_DONE`);
+``at`` is where the poll stands inside the export it is reading: the thread unit (units are read in
+sorted order) and how many items of it are stored. Each item's cursor points just past it, so a poll
+stopped anywhere (deadline, SIGTERM, kill -9) resumes inside a large export, re-reading only the
+current thread; an export joins ``done`` only with the cursor of the batch that stored its last item.
+Positions ``{"exports", "items"}`` only grow. ``floor_ms`` (set by ``start = "now"``) skips messages
+sent before it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memex.config import SourceConfig
+from memex.errors import SourceError
+from memex.source import Batch, Cursor, Item
+from pollers.messenger.exports import Candidate, Layout, LayoutError, Reader, layout, scan
+from pollers.messenger.parse import Renderer
+
+DEFAULT_SETTLE = 10
+MAX_DONE = 1000  # finished exports remembered (oldest forgotten: dropped again, one is read again as duplicates)
+
+
+def make(source: SourceConfig) -> MessengerPoller:
+    """Validate ``[sources.NAME]`` of type messenger and build its poller (no I/O)."""
+    keys = source.keys()
+    inbox = keys.path("inbox")
+    settle = keys.number("settle_seconds", default=DEFAULT_SETTLE, minimum=0, maximum=86400)
+    attachments = keys.flag("attachments", default=True)
+    me = keys.text("me", default=None)
+    if me is not None and not me.strip():
+        raise keys.error("me", "must be your display name as Messenger shows it, or left out")
+    keys.finish()
+    return MessengerPoller(source.name, Path(inbox).expanduser(), settle, attachments, me)
+
+
+@dataclass
+class Opened:
+    """An export opened for reading: its reader, layout and content hash."""
+
+    candidate: Candidate
+    reader: Reader
+    layout: Layout
+    hash: str
+
+
+class MessengerPoller:
+    """Reads every complete export in the inbox once, remembering each by content hash."""
+
+    def __init__(
+        self, name: str, inbox: Path, settle_seconds: float = DEFAULT_SETTLE, attachments: bool = True, me: str | None = None
+    ) -> None:
+        self.name = name
+        self.inbox = inbox
+        self.settle_seconds = settle_seconds
+        self.attachments = attachments
+        self.me = me
+        self._opened: dict[str, Opened] = {}  # by signature
+        self._rejects: dict[str, str] = {}  # signature -> the error line
+        self._pos: Any = None  # the "at" the live stream stands at
+        self._stream: Iterator[tuple[str, int, Item]] | None = None
+
+    def watch_paths(self) -> list[Path]:
+        """What ``memex watch`` watches: the inbox folder."""
+        return [self.inbox]
+
+    def close(self) -> None:
+        """Close every export opened."""
+        for opened in self._opened.values():
+            opened.reader.close()
+        self._opened.clear()
+
+    # -- cursor ----------------------------------------------------------------------------------------
+    def positions(self, cursor: Cursor) -> dict[str, int]:
+        """Exports read to the end and items handed over, both only growing."""
+        cur = cursor or {}
+        return {"exports": int(cur.get("exports", 0)), "items": int(cur.get("items", 0))}
+
+    def validate_cursor(self, cursor: Any) -> str | None:
+        """What is wrong with a cursor given by hand, or None."""
+        shape = 'a Messenger cursor is {"done": [[HASH, SIGNATURE], ...], "exports": N, "items": N}'
+        if not isinstance(cursor, dict) or not set(cursor) <= {"done", "exports", "items", "at", "floor_ms"}:
+            return shape
+        done = cursor.get("done", [])
+        if not isinstance(done, list) or not all(isinstance(d, list) and len(d) == 2 and all(isinstance(x, str) for x in d) for d in done):
+            return "done must be a list of [content hash, signature] pairs"
+        for key in ("exports", "items", "floor_ms"):
+            if key in cursor and (type(cursor[key]) is not int or cursor[key] < 0):
+                return f"{key} must be a whole number, not negative"
+        at = cursor.get("at")
+        if at is not None and not (
+            isinstance(at, dict) and isinstance(at.get("export"), str) and isinstance(at.get("unit"), str) and type(at.get("n")) is int
+        ):
+            return 'at must be {"export": HASH, "unit": PATH, "n": COUNT}'
+        return None
+
+    # -- exports ---------------------------------------------------------------------------------------
+    def _candidates(self) -> list[Candidate]:
+        return scan(self.inbox, self.settle_seconds)[0]
+
+    def _open(self, cand: Candidate) -> Opened | None:
+        """The export behind a candidate, or None (its error kept for the end of the poll)."""
+        if cand.signature in self._opened:
+            return self._opened[cand.signature]
+        if cand.signature in self._rejects:
+            return None
+        reader: Reader | None = None
+        try:
+            reader = Reader(cand.path)
+            found = layout(reader)
+            opened = Opened(cand, reader, found, reader.content_hash())
+        except LayoutError as exc:
+            if reader is not None:
+                reader.close()
+            self._rejects[cand.signature] = str(exc)
+            return None
+        except OSError as exc:
+            if reader is not None:
+                reader.close()
+            self._rejects[cand.signature] = f"{cand.path.name}: cannot read ({exc.strerror or type(exc).__name__})"
+            return None
+        self._opened[cand.signature] = opened
+        return opened
+
+    def _walk(self, opened: Opened, unit_from: str = "", skip: int = 0, floor_ms: int = 0) -> Iterator[tuple[str, int, Item]]:
+        """Every item of an export from a position: (unit key, items of that unit so far, item)."""
+        for unit in opened.layout.units:
+            if unit.key < unit_from:
+                continue
+            n = 0
+            for item in Renderer(self.name, opened.reader, unit, self.me, floor_ms).items(opened.hash, self.attachments):
+                n += 1
+                if unit.key == unit_from and n <= skip:
+                    continue
+                yield unit.key, n, item
+
+    def _raise_rejects(self) -> None:
+        if self._rejects:
+            lines = sorted(self._rejects.values())
+            more = f" (and {len(lines) - 1} more unreadable exports in the inbox)" if len(lines) > 1 else ""
+            raise SourceError(lines[0] + more)
+
+    # -- the Poller interface --------------------------------------------------------------------------
+    def fetch(self, cursor: Cursor, limit: int) -> Batch:
+        """Up to ``limit`` items of the export being read, or of the next complete export not read yet."""
+        cur: dict[str, Any] = dict(cursor or {})
+        cur.setdefault("done", [])
+        cur.setdefault("exports", 0)
+        cur.setdefault("items", 0)
+        done_hashes = {h for h, _ in cur["done"]}
+        known = {s for _, s in cur["done"]}
+        at = cur.get("at")
+        warnings: list[str] = []
+        candidates = self._candidates()
+        if at is None:
+            for cand in candidates:
+                if cand.signature in known:
+                    continue
+                opened = self._open(cand)
+                if opened is None:
+                    continue
+                if opened.hash in done_hashes:  # moved, renamed or dropped again: recognised by content, nothing re-read
+                    return Batch(items=[], cursor=_finish(cur, opened, count=False))
+                at = {"export": opened.hash, "unit": "", "n": 0}
+                break
+            else:
+                self._raise_rejects()
+                return Batch(items=[], cursor=cursor if cursor else cur)
+        opened = self._find([c for c in candidates if c.signature not in known], at["export"])
+        if opened is None:
+            self._pos = self._stream = None
+            rest = {k: v for k, v in cur.items() if k != "at"}
+            warnings.append("the export being read left the inbox before it was read to the end; the rest of it is not read")
+            return Batch(items=[], cursor=rest, warnings=warnings)
+        if self._stream is None or self._pos != at:
+            self._stream = self._walk(opened, at["unit"], at["n"], int(cur.get("floor_ms", 0)))
+        items: list[Item] = []
+        n_items = int(cur["items"])
+        for unit, n, item in self._stream:
+            n_items += 1
+            at = {"export": opened.hash, "unit": unit, "n": n}
+            item.cursor = {**cur, "at": at, "items": n_items}
+            items.append(item)
+            if len(items) >= limit:
+                self._pos = at
+                return Batch(items=items, cursor=item.cursor, warnings=warnings)
+        self._pos = self._stream = None
+        return Batch(items=items, cursor=_finish({**cur, "items": n_items}, opened, count=True), warnings=warnings)
+
+    def _find(self, candidates: list[Candidate], export_hash: str) -> Opened | None:
+        for cand in candidates:
+            opened = self._open(cand)
+            if opened is not None and opened.hash == export_hash:
+                return opened
+        return None
+
+    def head(self) -> Cursor:
+        """``start = "now"``: every complete export in the inbox now counts as read, and messages sent before now
+        are skipped in exports dropped later (``memex backfill`` reads them all)."""
+        cur: dict[str, Any] = {"done": [], "exports": 0, "items": 0, "floor_ms": int(time.time() * 1000)}
+        for cand in self._candidates():
+            opened = self._open(cand)
+            if opened is not None:
+                cur = _finish(cur, opened, count=False)
+        return cur
+
+    def history(self, since: datetime | None, until: datetime | None, checkpoint: Cursor) -> Iterator[Item]:
+        """Every message of every complete export in ``[since, until)``, exports in content-hash order, then units.
+
+        Checkpoint: ``{"export", "unit", "n"}`` of the last item yielded. Unreadable exports are reported
+        (SourceError) once the others are read.
+        """
+        opened = sorted((o for c in self._candidates() if (o := self._open(c)) is not None), key=lambda o: o.hash)
+        seen: set[str] = set()
+        start = checkpoint or {}
+        for export in opened:
+            if export.hash in seen or export.hash < start.get("export", ""):
+                continue
+            seen.add(export.hash)
+            mine = export.hash == start.get("export")
+            for unit, n, item in self._walk(export, start["unit"] if mine else "", start["n"] if mine else 0):
+                item.cursor = {"export": export.hash, "unit": unit, "n": n}
+                sent = item.message.sent_at if item.message is not None else None
+                when = datetime.fromisoformat(sent) if sent else None
+                if when is not None and ((since is not None and when < since) or (until is not None and when >= until)):
+                    continue
+                yield item
+        self._raise_rejects()
+
+
+def _finish(cur: dict[str, Any], opened: Opened, *, count: bool) -> dict[str, Any]:
+    """``cur`` with ``opened`` recorded as read to the end (under the signature it has now)."""
+    pair = [opened.hash, opened.candidate.signature]  # a hash may have several signatures (copies of one export)
+    done = [d for d in cur.get("done", []) if d != pair] + [pair]
+    out = {k: v for k, v in cur.items() if k != "at"}
+    out["done"] = done[-MAX_DONE:]
+    out["exports"] = int(cur.get("exports", 0)) + (1 if count else 0)
+    return out

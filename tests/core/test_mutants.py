@@ -1,0 +1,761 @@
+"""The safety tests can fail: each one is run against a copy of memex with one safety mechanism undone.
+
+For every mutant, a copy of ``memex/`` and ``pollers/`` gets one textual change that brings back a
+naive version (cursor saved before the data, no lock, corrupt state read as empty, ...), and the test
+that guards that property is run against the copy (first on PYTHONPATH, so the CLI subprocesses use it
+too). The test must fail. If the text a mutation targets is no longer in the source, this test fails
+too, so the list cannot silently rot.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+MUTANTS = [
+    pytest.param(
+        "memex/runner.py",
+        [("            _check_direction(poller, name, current, batch, log, result)\n",
+          "            _check_direction(poller, name, current, batch, log, result)\n            current = batch.cursor\n            commit()\n"),
+         ("                current = item.cursor\n", "                pass\n")],
+        ["tests/core/test_poll.py::test_upload_failure_mid_batch_stops_the_cursor_before_it",
+         "tests/core/test_poll.py::test_kill_9_at_random_moments_loses_nothing_and_duplicates_nothing"],
+        id="cursor-saved-before-data",
+    ),
+    pytest.param(
+        "memex/state/locks.py",
+        [("    fd = lock_exclusive(path, timeout)\n    if fd is None:\n        raise LockTimeout(path, timeout)\n", "    fd = _open_lock_file(path)\n")],
+        ["tests/core/test_cursors.py::test_five_processes_lose_no_update"],
+        id="cursor-store-without-lock",
+    ),
+    pytest.param(
+        "memex/state/cursors.py",
+        [('        raise StateError(f"corrupt cursors file', '        return {}\n        raise StateError(f"corrupt cursors file')],
+        ["tests/core/test_poll.py::test_corrupt_cursors_file_stops_the_poll_and_is_untouched"],
+        id="corrupt-cursors-read-as-empty",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("    if current is None:\n        return\n    before, after", "    return\n    before, after")],
+        ["tests/core/test_poll.py::test_a_poller_moving_its_cursor_backward_is_refused"],
+        id="backward-cursor-allowed",
+    ),
+    pytest.param(
+        "memex/state/cursors.py",
+        [("            if current != expected:\n", "            if False:\n")],
+        ["tests/core/test_cursors.py::test_advance_is_compare_and_swap"],
+        id="no-compare-and-swap",
+    ),
+    pytest.param(
+        "pollers/imessage/poller.py",
+        [("                if cursor:\n                    reason = self._identity_changed(conn, cursor)",
+          "                if False:\n                    reason = self._identity_changed(conn, cursor)")],
+        ["tests/imessage/test_imessage.py::test_replaced_chat_db_with_lower_rowids_costs_no_message",
+         "tests/imessage/test_imessage.py::test_rebuilt_chat_db_costs_no_message"],
+        id="no-chat-db-rebuild-detection",
+    ),
+    pytest.param(
+        "memex/s3/bucket.py",
+        [('extra = {"IfNoneMatch": "*"} if create_only else {}', "extra: dict[str, str] = {}")],
+        ["tests/core/test_s3lean.py::test_boto3_stays_selectable"],
+        id="s3-put-without-if-none-match",
+    ),
+    pytest.param(
+        "memex/s3/lean.py",
+        [('            headers["if-none-match"] = "*"\n', "")],
+        ["tests/core/test_objectstore.py::test_s3_store_create_only_over_http"],
+        id="s3-lean-put-without-if-none-match",
+    ),
+    pytest.param(
+        "memex/store/files.py",
+        [("        path = self._path(key)\n        with self._dirty_lock:\n            if path in self._pending:\n                return False\n"
+          "        if os.path.lexists(path):\n            self._written_elsewhere(path)\n            return False\n        tmp = self._temp_file",
+          "        path = self._path(key)\n        tmp = self._temp_file"),
+         ("            if path in self._pending:  # another thread", "            if False:  # another thread"),
+         ("                    os.link(tmp, path)\n", "                    os.replace(tmp, path)\n")],
+        ["tests/core/test_objectstore.py::test_file_store_is_create_only"],
+        id="file-store-write-temp-and-rename",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("    uploader = Uploader(cfg, name, log, deadline=deadline)\n",
+          "    uploader = Uploader(cfg, name, log, deadline=deadline)\n    uploader.store.get('messages/probe')  # a startup check, as a naive poller might do\n")],
+        ["tests/core/test_poll.py::test_idle_poll_makes_no_s3_request_and_imports_no_boto3"],
+        id="idle-poll-opens-the-store",
+    ),
+    pytest.param(
+        "memex/s3/lean.py",
+        [('condition = {"if-none-match": "*"} if etag is None else {"if-match": etag}', 'condition = {"if-none-match": "*"} if etag is None else {}')],
+        ["tests/core/test_s3state.py::test_concurrent_writers_of_one_source_lose_no_update[moto]"],
+        id="s3-cursor-put-without-if-match",
+    ),
+    pytest.param(
+        "memex/state/s3state.py",
+        [("            if self.epoch is not None and isinstance(stored_epoch, int) and stored_epoch > self.epoch:\n",
+          "            if False:\n")],
+        ["tests/core/test_s3state.py::test_a_holder_paused_past_its_ttl_is_fenced_and_the_new_holder_wins"],
+        id="lease-without-fencing-epoch",
+    ),
+    pytest.param(
+        "memex/state/s3state.py",
+        [("            if attempt and before.get(\"write_id\") == write_id:\n", "            if False:\n")],
+        ["tests/core/test_s3state.py::test_a_lost_response_to_a_landed_write_is_recognised_not_reapplied"],
+        id="s3-cas-retry-reapplies-a-landed-write",
+    ),
+    pytest.param(
+        "memex/state/s3state.py",
+        [("            age=got.age,\n", "            age=time.time() - got.last_modified,\n")],
+        ["tests/core/test_s3state.py::test_a_host_whose_clock_is_far_ahead_does_not_steal_a_live_lease"],
+        id="lease-expiry-by-the-host-clock",
+    ),
+    pytest.param(
+        "pollers/email/maildir.py",
+        [('                state = {"folders": {**folders, folder: {"ctime_ns": after, "names": sorted(names), **extra}}}\n',
+          '                state = {**folders, folder: {"ctime_ns": after, "names": sorted(names), **extra}}\n')],
+        ["tests/core/test_runner_faults.py::test_maildir_poll_stopped_by_its_deadline_mid_batch_resumes_exactly"],
+        id="maildir-item-cursor-without-folders",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("            positions = trusted_positions(poller, name, committed, current, declared_reset=result.reset is not None)\n",
+          "            positions = poller.positions(current)\n")],
+        ["tests/core/test_runner_faults.py::test_a_cursor_the_runner_cannot_trust_is_refused_loudly_and_never_saved"],
+        id="runner-saves-any-cursor",
+    ),
+    pytest.param(
+        "memex/records.py",
+        [("        return repair_text(text).encode() + b\"\\n\"\n", "        raise\n")],
+        ["tests/core/test_record_faults.py::test_maildir_mail_decoding_to_lone_surrogates_is_stored_and_the_rest_goes_on",
+         "tests/core/test_record_faults.py::test_imap_mail_decoding_to_lone_surrogates_does_not_stop_the_mailboxes_after_it"],
+        id="lone-surrogates-crash-the-poll",
+    ),
+    pytest.param(
+        "memex/uploader.py",
+        [("            except Exception as exc:\n                item = unrenderable(item, exc)\n",
+          "            except ZeroDivisionError as exc:\n                item = unrenderable(item, exc)\n")],
+        ["tests/core/test_record_faults.py::test_a_record_that_cannot_be_serialised_is_quarantined_with_its_bytes"],
+        id="unrenderable-record-stops-the-poll",
+    ),
+    pytest.param(
+        "memex/observe/dashboard_view.py",
+        [('        if col in ("SOURCE", "STATE") or used + cost <= width:\n', "        if True:\n")],
+        ["tests/core/test_dashboard_fit.py::test_fits_80x24_with_names_states_ages_and_the_last_error"],
+        id="dashboard-shows-every-column-at-80",
+    ),
+    pytest.param(
+        "memex/observe/follow.py",
+        [("            self._open_oldest()\n", "            self._open_live(from_end=False)\n")],
+        ["tests/core/test_tail.py::test_follower_started_before_the_log_existed_reads_the_files_rotated_before_its_first_read"],
+        id="follower-starts-from-the-live-file",
+    ),
+    pytest.param(
+        "pollers/imessage/rows.py",
+        [("pollers/imessage/poller.py", "read failed ({describe_exc(exc)}); if Messages.app", "read failed ({exc}); if Messages.app"),
+         ("    except sqlite3.OperationalError:\n        conn.text_factory = tolerant_text\n",
+          "    except ZeroDivisionError:\n        conn.text_factory = tolerant_text\n")],
+        ["tests/core/test_record_faults.py::test_a_database_error_quoting_message_text_reaches_no_output"],
+        id="sqlite-message-in-the-log",
+    ),
+    pytest.param(
+        "pollers/teams/poller.py",
+        [("                return numbered(cursor, items, partial(cursor, walk, self.settings.overlap_us))\n",
+          "                return numbered(cursor, items, advanced(cursor, walk, self.settings.overlap_us))\n"),
+         ("                at = partial(cursor, walk, self.settings.overlap_us)\n", "                at = advanced(cursor, walk, self.settings.overlap_us)\n")],
+        ["tests/teams/test_teams.py::test_kill_9_mid_walk_then_rerun_stores_every_message_once"],
+        id="teams-chat-cursor-saved-per-page",
+    ),
+    pytest.param(
+        "pollers/teams/poller.py",
+        [("        walk.next_url = nxt if isinstance(nxt, str) else None\n", "        walk.next_url = None\n")],
+        ["tests/teams/test_teams.py::test_first_sync_walks_every_chat_through_its_pages"],
+        id="teams-nextlink-not-followed",
+    ),
+    pytest.param(
+        "pollers/teams/poller.py",
+        [("                prev = (cursor.get(kind) or {}).get(chat[\"id\"])\n",
+          "                prev = (cursor.get(kind) or {}).get(chat[\"id\"]) or next(iter((cursor.get(kind) or {}).values()), None)\n")],
+        ["tests/teams/test_teams.py::test_chat_created_between_polls_is_walked_from_its_start"],
+        id="teams-one-cursor-for-every-chat",
+    ),
+    pytest.param(
+        "pollers/teams/poller.py",
+        [("        stored_before = since is not None and (", "        stored_before = False and (")],
+        ["tests/teams/test_teams.py::test_incremental_poll_stores_new_messages_and_changes_as_revisions"],
+        id="teams-change-stored-as-a-new-original",
+    ),
+    pytest.param(
+        "pollers/teams/graph.py",
+        [("                    delay = retry_after\n", "                    delay = 0.0\n")],
+        ["tests/teams/test_teams.py::test_throttling_is_waited_out_within_the_deadline"],
+        id="teams-retry-after-ignored",
+    ),
+    pytest.param(
+        "pollers/teams/graph.py",
+        [("        at = _http_date(text)\n", "        at = None\n")],
+        ["tests/teams/test_teams.py::test_throttling_with_an_http_date_is_waited_out_or_fails_the_chat_in_time"],
+        id="teams-retry-after-date-ignored",
+    ),
+    pytest.param(
+        "pollers/teams/graph.py",
+        [("                if refreshed:\n", "                if True:\n")],
+        ["tests/teams/test_teams.py::test_expired_access_token_is_refreshed_silently"],
+        id="teams-401-without-a-refresh",
+    ),
+    pytest.param(
+        "pollers/teams/graph.py",
+        [('"Microsoft Graph refused the refreshed token (401)"', 'f"Microsoft Graph refused the refreshed token {self._bearer} (401)"')],
+        ["tests/teams/test_teams.py::test_401_after_a_silent_refresh_is_the_run_memex_auth_line"],
+        id="teams-token-in-the-error-line",
+    ),
+    pytest.param(
+        "pollers/teams/channels.py",
+        [('    return {"t": t, "seen": sorted(f"{mid}@{at}" for mid, at in seen.items() if at > t - overlap), "delta": delta}\n',
+          '    return {"t": 0, "seen": [], "delta": delta}\n')],
+        ["tests/teams/test_teams.py::test_start_now_with_channels_stores_only_what_comes_later"],
+        id="teams-channel-head-without-its-position",
+    ),
+    pytest.param(
+        "pollers/teams/channels.py",
+        [("            yield from chain(poller, root)\n", "")],
+        ["tests/teams/test_teams.py::test_backfill_reads_channels_whole_within_since_until"],
+        id="teams-channel-backfill-without-replies",
+    ),
+    pytest.param(
+        "pollers/teams/channels.py",
+        [("        for page, _next, _delta in poller.graph.pages(more):\n", "        for page in ():\n")],
+        ["tests/teams/test_teams.py::test_backfill_reads_channels_whole_within_since_until"],
+        id="teams-replies-past-the-inline-ones-dropped",
+    ),
+    pytest.param(
+        "pollers/teams/session.py",
+        [("        if src is not None:\n", "        if src is not None:\n            return src\n")],
+        ["tests/teams/test_teams.py::test_channel_inline_images_are_fetched_from_graph_url"],
+        id="teams-image-src-used-as-is",
+    ),
+    pytest.param(
+        "pollers/teams/render.py",
+        [("f\"reactions-{reactions_digest(msg.get('reactions'))}\"", "f\"reactions-{modified}\"")],
+        ["tests/teams/test_teams.py::test_incremental_poll_stores_new_messages_and_changes_as_revisions"],
+        id="teams-reaction-bump-without-a-change-is-a-revision",
+    ),
+    pytest.param(
+        "pollers/teams/history.py",
+        [("                    yield Item(cursor=mark, failure=failure)\n", "")],
+        ["tests/teams/test_teams.py::test_a_message_without_id_or_created_time_is_quarantined_and_the_walk_goes_on"],
+        id="teams-history-skips-a-message-without-id-silently",
+    ),
+    pytest.param(
+        "memex/uploader.py",
+        [("                if item.contents:  # the record names where the bytes went (sha256, size): render it again\n                    body = message.to_json()\n", "")],
+        ["tests/teams/test_teams.py::test_system_messages_images_and_files"],
+        id="record-written-without-its-attachments-sha256",
+    ),
+    pytest.param(
+        "memex/observe/health.py",
+        [('    if live and live[-1].get("status") == "error" and live[-1].get("auth_required"):\n', "    if False:\n")],
+        ["tests/teams/test_teams.py::test_revoked_login_says_run_memex_auth"],
+        id="expired-login-not-shown-in-status",
+    ),
+    pytest.param(
+        "pollers/teams/graph.py",
+        [("        if not self._ours(url):\n", "        if False:\n")],
+        ["tests/teams/test_teams.py::test_the_token_never_leaves_the_graph_url"],
+        id="teams-token-sent-to-any-link",
+    ),
+    pytest.param(
+        "memex/s3/lean.py",
+        [("                conn.sock.settimeout(self.deadline.timeout(self.read_timeout, label))\n", "                conn.sock.settimeout(self.read_timeout)\n"),
+         ("                with self.deadline.guard(functools.partial(conn.sock.shutdown, socket.SHUT_RDWR)):\n", "                if True:\n")],
+        ["tests/core/test_deadline.py::test_sigterm_ends_a_poll_stuck_in_an_s3_request_within_seconds[lean]"],
+        id="s3-lean-request-deaf-to-the-deadline",
+    ),
+    pytest.param(
+        "memex/s3/bucket.py",
+        [("        return self.deadline.call(call, label)\n", "        return call()\n")],
+        ["tests/core/test_deadline.py::test_sigterm_ends_a_poll_stuck_in_an_s3_request_within_seconds[boto3]"],
+        id="s3-boto3-request-deaf-to-the-deadline",
+    ),
+    pytest.param(
+        "pollers/email/session.py",
+        [('        return self._deadline.call(call, f"source {self.name!r}: {what} at {self._where()}", abandon=self._abandon)\n',
+          "        return call()\n")],
+        ["tests/core/test_deadline.py::test_sigterm_ends_a_poll_waiting_on_a_hung_imap_server_within_seconds"],
+        id="imap-exchange-deaf-to-the-deadline",
+    ),
+    pytest.param(
+        "memex/live_cursor.py",
+        [('    if section.get("cursor_set_reason"):\n', "    if False:\n")],
+        ["tests/core/test_start_now.py::test_reset_then_poll_reads_from_the_beginning[imessage]"],
+        id="start-now-after-a-reset-jumps-to-the-head",
+    ),
+    pytest.param(
+        "memex/live_cursor.py",
+        [("    if isinstance(backfill, dict):\n        start, event", "    if False:\n        start, event")],
+        ["tests/core/test_start_now.py::test_first_live_poll_after_a_backfill_starts_where_the_walk_began[imessage]"],
+        id="start-now-after-a-backfill-jumps-to-the-head",
+    ),
+    pytest.param(
+        "pollers/teams/auth.py",
+        [("            if not sign_in and current != self._loaded:\n", "            if False:\n")],
+        ["tests/teams/test_teams.py::test_a_poll_never_overwrites_a_newer_sign_in"],
+        id="teams-poll-overwrites-a-newer-login",
+    ),
+    pytest.param(
+        "pollers/teams/graph.py",
+        [("            timeout = self.deadline.timeout(self.timeout, what)\n", "            timeout = self.timeout\n"),
+         ("                resp = self.deadline.call(send, what, abandon=self._abandon)\n", "                resp = send()\n")],
+        ["tests/teams/test_teams.py::test_a_poll_out_of_time_stops_its_walk_cleanly",
+         "tests/teams/test_teams.py::test_sigterm_mid_walk_ends_the_poll_within_seconds_with_progress_saved"],
+        id="teams-requests-deaf-to-the-deadline",
+    ),
+    pytest.param(
+        "pollers/imessage/rows.py",
+        [("    except sqlite3.OperationalError:\n        conn.text_factory = tolerant_text\n",
+          "    except ZeroDivisionError:\n        conn.text_factory = tolerant_text\n")],
+        ["tests/imessage/test_imessage_faults.py::test_invalid_utf8_in_one_row_affects_that_row_only_and_is_kept"],
+        id="invalid-utf8-fails-the-batch",
+    ),
+    pytest.param(
+        "pollers/imessage/poller.py",
+        [('            recent = spread_anchors([[r["ROWID"], r["guid"]], *recent])\n',
+          '            recent = [[r["ROWID"], r["guid"]], *recent][:ANCHORS]\n')],
+        ["tests/imessage/test_imessage_faults.py::test_deleting_the_conversation_of_the_newest_messages_is_not_a_rebuild"],
+        id="anchors-only-the-newest",
+    ),
+    pytest.param(
+        "memex/backfill/run.py",
+        [("        on_stop = Deadline(None, self.stop)\n", "        on_stop = Deadline()\n")],
+        ["tests/core/test_deadline.py::test_sigterm_ends_a_backfill_stuck_on_a_hung_s3_within_seconds"],
+        id="backfill-uploads-deaf-to-sigterm",
+    ),
+    pytest.param(
+        "memex/store/files.py",
+        [("            self._dirty_files.add(path)\n", "            pass\n")],
+        ["tests/core/test_filestore_safety.py::test_an_object_found_already_there_is_made_durable_before_it_is_counted_past"],
+        id="file-store-counts-past-an-object-it-never-made-durable",
+    ),
+    pytest.param(
+        "memex/state/files.py",
+        [("            folder.mkdir(mode=DIR_MODE)\n", "            folder.mkdir()\n"),
+         ("        os.chmod(folder, DIR_MODE)  # the umask may have removed bits we want; never adds any\n", "")],
+        ["tests/core/test_filestore_safety.py::test_every_store_folder_is_private_under_umask_000"],
+        id="store-folders-follow-the-umask",
+    ),
+    pytest.param(
+        "memex/store/files.py",
+        [("            if mode & 0o022:\n", "            if False:\n")],
+        ["tests/core/test_filestore_safety.py::test_a_store_folder_other_users_can_write_is_refused"],
+        id="world-writable-store-accepted",
+    ),
+    pytest.param(
+        "memex/observe/health.py",
+        [("        if replayed:\n", "        if True:\n")],
+        ["tests/core/test_health.py::test_duplicates_met_by_a_moving_cursor_are_normal_but_a_replay_is_stuck"],
+        id="any-duplicate-is-stuck",
+    ),
+    pytest.param(
+        "memex/observe/status.py",
+        [("        problem = config_problem(source) if source.enabled else None\n", "        problem = None\n")],
+        ["tests/core/test_status.py::test_a_broken_source_section_is_config_not_stale"],
+        id="broken-section-shown-as-stale",
+    ),
+    pytest.param(
+        "memex/state/backend.py",
+        [("    if deadline is not None:\n        state.use_deadline(deadline)\n", "")],
+        ["tests/core/test_deadline.py::test_hung_s3_state_ends_the_poll_soon_after_max_seconds"],
+        id="s3-state-requests-deaf-to-the-deadline",
+    ),
+    pytest.param(
+        "pollers/email/parts.py",
+        [('        if part.get_content_maintype() == "message" and part.is_multipart():\n            self.found.leaves += 1\n',
+          '        if False:\n            self.found.leaves += 1\n')],
+        ["tests/email/test_email_render.py::test_attached_message_is_an_attachment_and_never_the_outer_text",
+         "tests/email/test_email_corpus.py::test_record_matches_pythons_parser"],
+        id="attached-message-walked-into",
+    ),
+    pytest.param(
+        "memex/config.py",
+        [("    return path.parent.absolute() if path is not None else Path.cwd()\n", "    return path.parent if path is not None else Path.cwd()\n")],
+        ["tests/core/test_cli_errors.py::test_relative_config_and_state_dir_work_from_the_config_folder"],
+        id="relative-config-folder",
+    ),
+    pytest.param(
+        "memex/source.py",
+        [("    problem = validate(cursor) if callable(validate) else None\n", "    problem = None\n")],
+        ["tests/core/test_cli_errors.py::test_a_cursor_given_by_hand_is_checked"],
+        id="cursor-set-accepts-any-shape",
+    ),
+    pytest.param(
+        "pollers/email/imap.py",
+        [("                gap = self._first_gap(chunk, {uid for uid, _, _ in fetched})\n", "                gap = None\n")],
+        ["tests/email/test_imap_mailboxes.py::test_a_uid_the_fetch_leaves_out_is_never_skipped"],
+        id="imap-uid-left-out-of-fetch-skipped",
+    ),
+    pytest.param(
+        "pollers/imessage/poller.py",
+        [("                    return self._changes(conn, cursor, changed, limit) if cursor else Batch(items=[], cursor=cursor)\n",
+          "                    return Batch(items=[], cursor=cursor)\n")],
+        ["tests/imessage/test_imessage_edits.py::test_an_edit_and_an_unsend_on_a_live_database_become_revisions_of_untouched_originals"],
+        id="imessage-rowid-cursor-never-sees-edits",
+    ),
+    pytest.param(
+        "pollers/imessage/poller.py",
+        [('        since = min(top, int(cursor.get("checked", top)))\n', "        since = top\n")],
+        ["tests/imessage/test_imessage_edits.py::test_an_edit_followed_by_a_backlog_longer_than_the_window_is_not_lost"],
+        id="imessage-edit-window-only-the-newest-rows",
+    ),
+    pytest.param(
+        "pollers/imessage/edits.py",
+        [("            original = replace(message, text=next(iter(first.values())).text, edited_at=None)\n", "            pass\n")],
+        ["tests/imessage/test_imessage_edits.py::test_an_edit_made_while_memex_was_off_keeps_the_first_version_as_the_original"],
+        id="imessage-original-is-the-latest-edit",
+    ),
+    pytest.param(
+        "pollers/email/maildir.py",
+        [("            if ahead is None and after > horizon:\n", "            if False:\n")],
+        ["tests/email/test_maildir.py::test_a_cursor_ahead_of_the_clock_loses_no_mail"],
+        id="maildir-cursor-ahead-of-the-clock-trusted",
+    ),
+    pytest.param(
+        "pollers/email/imap.py",
+        [("            except MailboxError as exc:\n", "            except ZeroDivisionError as exc:\n")],
+        ["tests/email/test_imap_mailboxes.py::test_a_mailbox_that_cannot_be_opened_does_not_stop_the_others"],
+        id="imap-one-bad-mailbox-stops-all",
+    ),
+    pytest.param(
+        "memex/state/spool.py",
+        [("                    taken += _give_back(folder, self.new)\n", "                    pass\n")],
+        ["tests/core/test_spool.py::test_kill_9_at_random_moments_loses_no_record"],
+        id="spool-dead-claims-never-taken-back",
+    ),
+    pytest.param(
+        "memex/state/spool.py",
+        [("                if _try_lock(fd):\n                    delivered += self._deliver(path, fd)\n",
+          "                if True:\n                    delivered += self._deliver(path, fd)\n")],
+        ["tests/core/test_spool.py::test_a_writer_outliving_memex_keeps_its_file_until_it_ends"],
+        id="spool-delivers-a-file-still-being-written",
+    ),
+    pytest.param(
+        "pollers/imessage/poller.py",
+        [("                if self.attachment_contents:\n", "                if False:\n")],
+        ["tests/imessage/test_imessage_attachments.py::test_the_same_photo_in_two_messages_is_stored_once_and_a_missing_file_is_recorded"],
+        id="imessage-attachments-metadata-only",
+    ),
+    pytest.param(
+        "memex/s3/multipart.py",
+        [('MultipartUpload={"Parts": parts}, IfNoneMatch="*"', 'MultipartUpload={"Parts": parts}')],
+        ["tests/core/test_revisions_attachments.py::test_a_large_attachment_goes_up_in_parts_create_only"],
+        id="multipart-upload-overwrites",
+    ),
+    pytest.param(
+        "memex/store/attachments.py",
+        [("        while chunk := f.read(CHUNK):\n", "        while chunk := f.read():\n")],
+        ["tests/imessage/test_imessage_attachments.py::test_a_huge_attachment_is_streamed_without_raising_peak_memory"],
+        id="attachment-hashed-whole-in-memory",
+    ),
+    pytest.param(
+        "memex/state/files.py",
+        [("            shutil.copyfileobj(src, dst, 1 << 20)\n", "            dst.write(src.read())\n")],
+        ["tests/imessage/test_imessage_attachments.py::test_a_huge_attachment_is_streamed_without_raising_peak_memory"],
+        id="attachment-copied-whole-in-memory",
+    ),
+    pytest.param(
+        "pollers/imessage/rows.py",
+        [("            text = salvage_text(bytes(body))\n", "            text = None\n")],
+        ["tests/imessage/test_imessage_faults.py::test_a_truncated_attributed_body_keeps_its_blob_and_the_readable_start"],
+        id="truncated-typedstream-text-thrown-away",
+    ),
+    pytest.param(
+        "pollers/signal/cli.py",
+        [("                self._records = deque(self._entry.records())\n",
+          "                self._records = deque(self._entry.records())\n                self._entry.path.unlink()\n")],
+        ["tests/signal/test_signal.py::test_a_poll_killed_before_its_store_sync_keeps_every_spooled_message"],
+        id="signal-spool-entry-removed-before-it-is-stored",
+    ),
+    pytest.param(
+        "pollers/signal/desktop.py",
+        [('        author = (self.me if is_me else None) or row["author"] or doc.get("sourceServiceId")\n',
+          '        author = (self.me if is_me else None) or doc.get("source") or row["author"]\n')],
+        ["tests/signal/test_signal_desktop.py::test_a_live_message_and_the_same_message_from_desktop_are_one_object"],
+        id="signal-desktop-native-id-by-phone-number",
+    ),
+    pytest.param(
+        "pollers/signal/desktop.py",
+        [("        own = native_id(author, sent)\n", '        own = native_id(author, int(doc["received_at"]))\n')],
+        ["tests/signal/test_signal_desktop.py::test_a_live_message_and_the_same_message_from_desktop_are_one_object"],
+        id="signal-desktop-native-id-by-received-at",
+    ),
+    pytest.param(
+        "pollers/signal/desktop.py",
+        [("        author = (self.me if is_me else None) or ", "        author = ")],
+        ["tests/signal/test_signal_desktop.py::test_desktop_rows_become_the_live_pollers_records"],
+        id="signal-desktop-outgoing-author-not-own-aci",
+    ),
+    pytest.param(
+        "pollers/signal/desktop.py",
+        [("        first = next(", "        first = 0 if history else next(")],
+        ["tests/signal/test_signal_desktop.py::test_desktop_rows_become_the_live_pollers_records"],
+        id="signal-desktop-edited-message-stored-as-its-newest-version",
+    ),
+    pytest.param(
+        "pollers/signal/desktop.py",
+        [('            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()\n', "")],
+        ["tests/signal/test_signal_desktop.py::test_a_wrong_key_or_password_is_one_clear_line_and_nothing_is_written"],
+        id="signal-desktop-wrong-key-not-told",
+    ),
+    pytest.param(
+        "pollers/signal/desktop_files.py",
+        [("    if version < 2 or not local_key:\n", "    if True:\n")],
+        ["tests/signal/test_signal_desktop.py::test_desktop_rows_become_the_live_pollers_records"],
+        id="signal-desktop-attachment-stored-encrypted",
+    ),
+    pytest.param(
+        "pollers/email/session.py",
+        [("            context = ssl.create_default_context(cafile=s.ca_file)\n", "            context = ssl._create_unverified_context()\n")],
+        ["tests/email/test_imap_tls.py::test_a_certificate_not_trusted_is_refused_with_a_clear_error"],
+        id="imap-tls-certificate-not-verified",
+    ),
+    pytest.param(
+        "memex/store/files.py",
+        [("            sync_files(list(pending.values()))\n", "            pass\n")],
+        ["tests/core/test_filestore_safety.py::test_a_cursor_never_passes_an_object_that_is_not_durable"],
+        id="file-store-links-names-before-their-bytes-are-durable",
+    ),
+    pytest.param(
+        "memex/store/files.py",
+        [("            fsync_dir(d)\n", "            pass\n")],
+        ["tests/core/test_filestore_safety.py::test_a_cursor_never_passes_an_object_that_is_not_durable"],
+        id="file-store-cursor-saved-before-folder-entries-are-durable",
+    ),
+    pytest.param(
+        "memex/uploader.py",
+        [("                    if not differs(self.store.get(key), mine):\n", "                    if True:\n")],
+        ["tests/email/test_email_collisions.py::test_two_different_mails_with_one_message_id_are_both_stored_and_findable"],
+        id="reused-message-id-collapses-two-mails",
+    ),
+    pytest.param(
+        "memex/cli/common.py",
+        [("        require_state_dir(cfg.state_dir)\n    return cfg\n", "    return cfg\n")],
+        ["tests/core/test_cli_errors.py::test_an_unusable_state_folder_is_one_line_for_every_command[tail]",
+         "tests/core/test_cli_errors.py::test_an_unusable_state_folder_is_one_line_for_every_command[dashboard-once]"],
+        id="tail-and-dashboard-trust-the-state-folder",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [('    return f"internal error: {type(exc).__name__}{where}; please report',
+          '    return f"internal error: {type(exc).__name__}: {exc}{where}; please report')],
+        ["tests/core/test_record_faults.py::test_a_library_exception_quoting_a_record_reaches_no_output"],
+        id="internal-error-quotes-the-library-message",
+    ),
+    pytest.param(
+        "pollers/email/parts.py",
+        [("        name = _shadow(part).get_filename()\n", "        name = part.get_filename()\n")],
+        ["tests/email/test_email_render.py::test_raw_8bit_filename_is_an_attachment_not_a_quarantine"],
+        id="email-header-object-taken-for-text",
+    ),
+    pytest.param(
+        "pollers/email/parts.py",
+        [("    return SEPARATOR.join(texts), found.attachments, found.segments[0][0]\n",
+          "    return texts[0], found.attachments, found.segments[0][0]\n")],
+        ["tests/email/test_email_render.py::test_later_inline_text_parts_are_appended_with_a_separator"],
+        id="email-only-the-first-text-part",
+    ),
+    pytest.param(
+        "pollers/email/headers.py",
+        [("    out: list[str] = []\n    previous_encoded = False\n", "    return value\n    out: list[str] = []\n    previous_encoded = False\n")],
+        ["tests/email/test_email_render.py::test_encoded_words_in_broken_charsets_are_decoded_best_effort"],
+        id="email-broken-charset-words-kept-raw",
+    ),
+    pytest.param(
+        "pollers/email/headers.py",
+        [("    if not any(_GOOD_ADDR_RE.match(addr) for _, addr in out):\n", "    if False:\n")],
+        ["tests/email/test_email_render.py::test_malformed_from_falls_back_to_the_first_address_in_it"],
+        id="email-malformed-from-taken-as-parsed",
+    ),
+    pytest.param(
+        "pollers/email/session.py",
+        [("        if uidnext is None:\n            return sorted(u for u in self._search_range(f\"{first}:*\", criteria) if u >= first)\n",
+          "        if True:\n            return sorted(u for u in self._search_range(f\"{first}:*\", criteria) if u >= first)\n")],
+        ["tests/email/test_imap_mailboxes.py::test_a_mailbox_of_200000_messages_is_polled_in_bounded_search_windows"],
+        id="imap-whole-mailbox-search",
+    ),
+    pytest.param(
+        "pollers/email/imap.py",
+        [("    shown = utf7.decode(mailbox)\n    return", "    shown = mailbox\n    return")],
+        ["tests/email/test_imap_mailboxes.py::test_mailbox_names_in_modified_utf7_are_shown_decoded"],
+        id="imap-mailbox-shown-in-modified-utf7",
+    ),
+    pytest.param(
+        "pollers/imessage/poller.py",
+        [('            kept = {TYPEDSTREAM: bytes(r["attributedBody"])} if message.extra.get("text_error") and r.get("attributedBody") else {}\n',
+          "            kept: dict[str, bytes] = {}\n")],
+        ["tests/imessage/test_imessage_faults.py::test_a_truncated_attributed_body_keeps_its_blob_and_the_readable_start"],
+        id="truncated-typedstream-blob-thrown-away",
+    ),
+    pytest.param(
+        "memex/store/attachments.py",
+        [('    except FileNotFoundError:\n        attachment["missing"] = True\n        return "missing"\n    attachment["sha256"] = sha\n',
+          '    except ZeroDivisionError:\n        attachment["missing"] = True\n        return "missing"\n    attachment["sha256"] = sha\n')],
+        ["tests/imessage/test_imessage_attachments.py::test_the_same_photo_in_two_messages_is_stored_once_and_a_missing_file_is_recorded"],
+        id="missing-attachment-file-fails-the-message",
+    ),
+    pytest.param(
+        "pollers/email/render.py",
+        [("    if raw.startswith(BOM):\n", "    if False:\n")],
+        ["tests/email/test_email_render.py::test_a_mail_saved_with_a_byte_order_mark_keeps_its_headers_and_parts"],
+        id="email-byte-order-mark-hides-the-headers",
+    ),
+    pytest.param(
+        "pollers/email/render.py",
+        [('        return re.sub(r"\\r?\\n(?=[ \\t])", "", boundary) if isinstance(boundary, str) else boundary\n', "        return boundary\n")],
+        ["tests/email/test_email_render.py::test_a_folded_boundary_parameter_still_splits_the_parts"],
+        id="email-folded-boundary-kept-folded",
+    ),
+    pytest.param(
+        "pollers/email/render.py",
+        [("        token = ctype.split(None, 1)[0] if ctype.strip() else ctype\n", "        token = ctype\n")],
+        ["tests/email/test_email_render.py::test_a_content_type_missing_its_semicolon_is_only_the_type"],
+        id="email-content-type-keeps-its-folded-parameters",
+    ),
+    pytest.param(
+        "pollers/email/render.py",
+        [('        if boundary is None and self.get_content_maintype() == "multipart":\n', "        if False:\n")],
+        ["tests/email/test_email_render.py::test_a_content_type_missing_its_semicolon_is_only_the_type"],
+        id="email-boundary-after-a-missing-semicolon-ignored",
+    ),
+    pytest.param(
+        "pollers/messenger/poller.py",
+        [('            item.cursor = {**cur, "at": at, "items": n_items}\n',
+          '            item.cursor = _finish({**cur, "items": n_items}, opened, count=True)\n')],
+        ["tests/messenger/test_messenger_faults.py::test_kill_9_in_a_large_export_then_a_rerun_stores_every_message_exactly_once"],
+        id="messenger-export-marked-read-before-it-is-stored",
+    ),
+    pytest.param(
+        "pollers/messenger/parse.py",
+        [('        return text.encode("latin-1").decode("utf-8")\n',
+          '        return text.encode("latin-1", "ignore").decode("utf-8", "ignore")\n')],
+        ["tests/messenger/test_messenger.py::test_repair_is_lossless"],
+        id="messenger-lossy-mojibake-fix",
+    ),
+    pytest.param(
+        "pollers/messenger/parse.py",
+        [("_h('fbm', key, p.ts, who, content, ordinal)", "_h('fbm', key, p.ts, who, content)")],
+        ["tests/messenger/test_messenger.py::test_same_millisecond_messages_stay_apart_and_match_again"],
+        id="messenger-no-ordinal-among-identical-messages",
+    ),
+    pytest.param(
+        "pollers/messenger/parse.py",
+        [('revision=Revision(id="unsent", kind="delete", at=None)', "revision=None")],
+        ["tests/messenger/test_messenger.py::test_unsent_later_is_a_delete_revision_and_the_text_is_kept"],
+        id="messenger-unsent-stored-as-the-original",
+    ),
+    pytest.param(
+        "pollers/messenger/parse.py",
+        [('    key = "\\x1e".join(_fold(p) for p in people)\n', '    key = "\\x1e".join(_fold(p) for p in people) + str(unit.folder)\n')],
+        ["tests/messenger/test_messenger.py::test_a_renamed_thread_folder_keeps_ids_a_renamed_participant_is_stored_again"],
+        id="messenger-folder-name-in-the-id",
+    ),
+    pytest.param(
+        "pollers/messenger/exports.py",
+        [("        if cand.changed_at > horizon:\n", "        if False:\n")],
+        ["tests/messenger/test_messenger_faults.py::test_a_zip_still_being_written_is_left_until_complete"],
+        id="messenger-unsettled-export-read",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("        settle = max(settle, float(own) + MARGIN)\n", "        pass\n")],
+        ["tests/core/test_watch.py::test_a_mail_is_stored_once_it_settles_and_sigterm_exits_0"],
+        id="watch-polls-inside-the-pollers-settle-window",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("                    due = min(self._last + settle, self._first + settle * BURST_FACTOR)\n", "                    due = self._first\n")],
+        ["tests/core/test_watch.py::test_a_burst_of_200_mails_is_taken_in_a_few_polls"],
+        id="watch-polls-on-every-change",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("                retry_at = now + backoff\n", "                pass\n")],
+        ["tests/core/test_watch.py::test_a_poll_skipped_because_cron_holds_the_lock_is_retried"],
+        id="watch-skipped-poll-not-retried",
+    ),
+    pytest.param(
+        "pollers/imessage/poller.py",
+        [('        return [path, path.with_name(path.name + "-wal")]\n', "        return [path]\n")],
+        ["tests/core/test_watch.py::test_rows_a_separate_process_writes_to_chat_db_are_stored"],
+        id="watch-imessage-ignores-the-wal",
+    ),
+    pytest.param(
+        "memex/state/locks.py",
+        [("            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n        except BlockingIOError:\n            pid = _read_pid(fd)\n",
+          "            pass\n        except BlockingIOError:\n            pid = _read_pid(fd)\n")],
+        ["tests/core/test_watch.py::test_a_cron_poll_beside_the_watcher_never_polls_the_source_at_the_same_time"],
+        id="run-lock-not-taken",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("            return poll(self.cfg, self.plan.name, max_seconds=self.max_seconds, stop=self.stop,",
+          "            return poll(self.cfg, self.plan.name, max_seconds=self.max_seconds, stop=threading.Event(),")],
+        ["tests/core/test_watch.py::test_sigterm_during_a_poll_stops_it_with_progress_saved_and_exits_0"],
+        id="watch-sigterm-does-not-stop-the-poll",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [('                    note = {"trigger": "more"}\n', "                    pass\n")],
+        ["tests/core/test_watch.py::test_a_poll_stopped_by_its_time_limit_is_followed_by_the_next_at_once"],
+        id="watch-waits-after-a-poll-cut-short",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("            if event.event_type not in WRITE_EVENTS:\n                return\n", "")],
+        ["tests/core/test_watch.py::test_rows_a_separate_process_writes_to_chat_db_are_stored"],
+        id="watch-reads-count-as-changes",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [('WRITE_EVENTS = frozenset({"created", "modified", "moved", "deleted"})\n',
+          'WRITE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})\n')],
+        ["tests/core/test_watch.py::test_rows_a_separate_process_writes_to_chat_db_are_stored"],
+        id="watch-own-close-of-the-wal-counts-as-a-change",
+    ),
+    pytest.param(
+        "pollers/imessage/typedstream.py",
+        [("    if tail.fullmatch(blob, end) is None:  # also when the length runs past the end (no end mark there)\n", "    if blob[end : end + 1] != b\"\\x86\":\n")],
+        ["tests/imessage/test_typedstream_fast.py::test_a_blob_cut_at_any_offset_reads_as_before"],
+        id="typedstream-fast-path-trusts-a-cut-tail",
+    ),
+    pytest.param(
+        "pollers/imessage/typedstream.py",
+        [('        return blob[start:end].decode("utf-8")\n', '        return blob[start:end].decode("utf-8", "replace")\n')],
+        ["tests/imessage/test_typedstream_fast.py::test_invalid_utf8_falls_back_to_pytypedstreams_error"],
+        id="typedstream-fast-path-lenient-utf8",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "changes", "tests"), MUTANTS)
+def test_safety_test_catches_the_naive_version(tmp_path: Path, path: str, changes: list[tuple[str, ...]], tests: list[str]) -> None:
+    """With the mechanism undone, the guarding test fails (and the mutation still applies to today's code)."""
+    for package in ("memex", "pollers", "tests"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    for change in changes:  # (old, new) in ``path``, or (another file, old, new) for a mechanism spread over two
+        where, old, new = change if len(change) == 3 else (path, *change)
+        target = tmp_path / where
+        source = target.read_text()
+        assert source.count(old) == 1, f"mutation anchor not found exactly once in {where}; update MUTANTS"
+        target.write_text(source.replace(old, new))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    for test in tests:
+        out = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert out.returncode == 1 and " failed" in out.stdout, f"{test} did not catch the mutant:\n{out.stdout[-1500:]}"
