@@ -3,9 +3,10 @@
 A test that races SIGTERM, SIGKILL or a time limit against work in progress must know the work is in
 progress when the signal lands, whatever the machine's speed. With ``MEMEX_TEST_HOLD=N:GATE`` in the
 environment, the N-th item this process hands to the store (counted from 1 across every poll and backfill
-thread of the process) is held before it is stored: the process writes ``GATE.held`` (holding its pid) and
-waits until the file ``GATE`` exists, the poll is asked to stop or runs out of time, or :data:`HOLD_LIMIT`
-seconds pass, whichever comes first; then it goes on as if nothing happened.
+thread of the process) and every item after it are held before they are stored, so the whole process pauses
+there, however many threads it runs: it writes ``GATE.held`` (holding its pid) and each held item waits until
+the file ``GATE`` exists, the poll is asked to stop or runs out of time, or :data:`HOLD_LIMIT` seconds pass,
+whichever comes first; then it goes on as if nothing happened.
 
 Only tests set the variable. Unset (always, in real use), :func:`hold_from_env` returns None and the uploader
 pays one ``is None`` check per item. A malformed value is ignored, never a failure of the poll.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -30,22 +32,25 @@ HOLD_SLICE = 0.01  # how often a hold looks for the gate
 
 @dataclass
 class Hold:
-    """Hold the ``at``-th item until ``gate`` exists (or the poll must end)."""
+    """Hold the ``at``-th item and every later one until ``gate`` exists (or the poll must end)."""
 
     at: int
     gate: str
     _count: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _give_up: float = 0.0  # when every hold lets go (set by the first), so later items never wait the limit again
 
     def reached(self, deadline: Deadline | None) -> None:
-        """Count one item; at the ``at``-th, announce ``GATE.held`` and wait for the gate, the deadline or the limit."""
-        if next(self._count) != self.at:
+        """Count one item; from the ``at``-th on, announce ``GATE.held`` and wait for the gate, the deadline or the limit."""
+        if next(self._count) < self.at or os.path.exists(self.gate):
             return
         held = self.gate + ".held"
-        with open(held + ".tmp", "w") as fh:  # renamed into place, so a test never reads it half written
+        tmp = f"{held}.{threading.get_ident()}.tmp"  # one per thread: threads may arrive together
+        with open(tmp, "w") as fh:  # renamed into place, so a test never reads it half written
             fh.write(str(os.getpid()))
-        os.replace(held + ".tmp", held)
-        give_up = time.monotonic() + HOLD_LIMIT
-        while not os.path.exists(self.gate) and time.monotonic() < give_up:
+        os.replace(tmp, held)
+        if not self._give_up:
+            self._give_up = time.monotonic() + HOLD_LIMIT
+        while not os.path.exists(self.gate) and time.monotonic() < self._give_up:
             if deadline is None:
                 time.sleep(HOLD_SLICE)
             elif deadline.reason is not None or deadline.stop.wait(HOLD_SLICE):
