@@ -6,7 +6,8 @@ environment, the N-th item this process hands to the store (counted from 1 acros
 thread of the process) and every item after it are held before they are stored, so the whole process pauses
 there, however many threads it runs: it writes ``GATE.held`` (holding its pid) and each held item waits until
 the file ``GATE`` exists, the poll is asked to stop or runs out of time, or :data:`HOLD_LIMIT` seconds pass,
-whichever comes first; then it goes on as if nothing happened.
+whichever comes first; then it goes on as if nothing happened. The process pauses once: after that no item is held
+(a ``memex watch`` process runs its next polls freely).
 
 Only tests set the variable. Unset (always, in real use), :func:`hold_from_env` returns None and the uploader
 pays one ``is None`` check per item. A malformed value is ignored, never a failure of the poll.
@@ -38,10 +39,11 @@ class Hold:
     gate: str
     _count: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _give_up: float = 0.0  # when every hold lets go (set by the first), so later items never wait the limit again
+    _over: bool = False  # the pause ended (gate, stop, time limit or HOLD_LIMIT): later items, later polls go on
 
     def reached(self, deadline: Deadline | None) -> None:
         """Count one item; from the ``at``-th on, announce ``GATE.held`` and wait for the gate, the deadline or the limit."""
-        if next(self._count) < self.at or os.path.exists(self.gate):
+        if next(self._count) < self.at or self._over:
             return
         held = self.gate + ".held"
         tmp = f"{held}.{threading.get_ident()}.tmp"  # one per thread: threads may arrive together
@@ -54,7 +56,8 @@ class Hold:
             if deadline is None:
                 time.sleep(HOLD_SLICE)
             elif deadline.reason is not None or deadline.stop.wait(HOLD_SLICE):
-                return
+                break
+        self._over = True
 
 
 @functools.cache
