@@ -100,7 +100,7 @@ def moto_server(log: Path) -> Iterator[str]:
     """Run a moto S3 server in its own process on a free loopback port (output to ``log``); yield its URL."""
     port = free_port()
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=out,
+        proc = subprocess.Popen([sys.executable, "-m", "tests.servers.moto", "127.0.0.1", str(port)], stdout=out, cwd=ROOT,
                                 stderr=subprocess.STDOUT)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
 
