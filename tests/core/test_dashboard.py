@@ -131,6 +131,7 @@ def _live(cfg: Path) -> tuple[int, int]:
     pid, fd = pty.fork()
     if pid == 0:  # child
         os.chdir(ROOT)
+        os.environ["PYTHONFAULTHANDLER"] = "1"  # SIGABRT dumps every thread's stack: what a hung dashboard was doing
         os.execv(sys.executable, [sys.executable, "-m", "memex", "--config", str(cfg), "dashboard"])
     return pid, fd
 
@@ -180,6 +181,19 @@ def _exit_code_safe(pid: int, fd: int) -> int:
                 os.read(fd, 65536)
             except OSError:
                 pass
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    raise AssertionError("dashboard did not exit within 30 s")
+    os.kill(pid, signal.SIGABRT)
+    dump = b""
+    end = time.monotonic() + 5
+    while time.monotonic() < end and not os.waitpid(pid, os.WNOHANG)[0]:
+        if select.select([fd], [], [], 0.05)[0]:
+            try:
+                dump += os.read(fd, 65536)
+            except OSError:
+                break
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+    stacks = dump.decode(errors="replace")
+    raise AssertionError("dashboard did not exit within 30 s; its threads:\n" + stacks[stacks.find("Fatal Python") :][-4000:])

@@ -82,7 +82,8 @@ def sigterm_when(server: HungServer, config: Path, source: str, what: str, ready
     """Poll (with a 300 s budget) or backfill, SIGTERM it once ``ready()``; how long it took to end after that, exit code, stderr."""
     args = ["--max-seconds", "300"] if command == "poll" else []
     with memex_process(config, command, source, *args) as proc:
-        server.wait_for(what, ready, 60)
+        server.wait_for(what, lambda: ready() or proc.poll() is not None, 120)
+        assert proc.poll() is None, f"memex ended before {what}: {proc.stderr.read() if proc.stderr else ''}"
         proc.send_signal(signal.SIGTERM)
         took, err = finish(proc, GRACE + SLACK + 60)
     assert proc.returncode is not None

@@ -18,7 +18,7 @@ from memex import config
 from memex.errors import AlreadyRunning, CursorConflict
 from memex.state.s3state import S3CursorStore, S3Lease, open_state, read_lease
 from pollers.imessage import samples as imessage_samples
-from tests.conftest import ROOT, FaultProxy, read_log, run_cli, s3_objects, wait_until, write_config
+from tests.conftest import ROOT, FaultProxy, Gate, read_log, run_cli, s3_objects, wait_until, write_config
 from tests.core import race_worker
 
 
@@ -173,8 +173,10 @@ def _try(lease: S3Lease) -> bool:
     return True
 
 
-def _poll(cfg_path: Path, source: str, *extra: str, prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "MEMEX_CONFIG"}
+def _poll(
+    cfg_path: Path, source: str, *extra: str, prefix: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    env = {k: v for k, v in (env or os.environ).items() if k != "MEMEX_CONFIG"}
     return subprocess.Popen([*prefix, sys.executable, "-m", "memex", "--config", str(cfg_path), "poll", source, "--max-seconds", "120", *extra],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
 
@@ -236,26 +238,27 @@ def test_a_host_whose_clock_is_far_ahead_does_not_steal_a_live_lease(s3_endpoint
     db = tmp_path / "chat.db"
     imessage_samples.build(db, 120, seed=6)
     src = {"imessage": {"type": "imessage", "db": str(db)}}
-    with FaultProxy(s3_endpoint) as slow:
-        slow.delay = 0.08  # A's poll takes ~10 s, several TTLs, renewing its lease
-        (tmp_path / "a").mkdir()
-        (tmp_path / "b").mkdir()
-        cfg_a = _cfg(tmp_path / "a", slow.url, s3_bucket, src)
-        cfg_b = _cfg(tmp_path / "b", s3_endpoint, s3_bucket, src)
-        a = _poll(cfg_a, "imessage")
-        wait_until(lambda: _holder(s3_endpoint, s3_bucket, "imessage") == a.pid, 30, "host A to hold the lease")
-        skew = subprocess.run([faketime, "-f", "+10m", sys.executable, "-c", "import time; print(time.time())"], capture_output=True, text=True,
-                              timeout=30)  # fmt: skip
-        import time
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    cfg_a = _cfg(tmp_path / "a", s3_endpoint, s3_bucket, src)
+    cfg_b = _cfg(tmp_path / "b", s3_endpoint, s3_bucket, src)
+    gate = Gate(tmp_path, 60)  # A's poll pauses at its 60th message, renewing its lease, until B has tried three times
+    a = _poll(cfg_a, "imessage", env=gate.env())
+    gate.wait_held(a)
+    assert _holder(s3_endpoint, s3_bucket, "imessage") == a.pid
+    skew = subprocess.run([faketime, "-f", "+10m", sys.executable, "-c", "import time; print(time.time())"], capture_output=True, text=True,
+                          timeout=30)  # fmt: skip
+    import time
 
-        assert float(skew.stdout) - time.time() > 500  # faketime really moves the clock
-        for _ in range(3):  # across more than a TTL, while A renews
-            b = _poll(cfg_b, "imessage", prefix=(faketime, "-f", "+10m"))
-            _, b_err = b.communicate(timeout=60)
-            assert b.returncode == 0, b_err
-            assert read_log(tmp_path / "b" / "state", "imessage")[-1]["status"] == "skipped"
-            time.sleep(1.5)  # spacing the attempts across the TTL, not waiting for a result
-        _, a_err = a.communicate(timeout=120)
+    assert float(skew.stdout) - time.time() > 500  # faketime really moves the clock
+    for _ in range(3):  # across more than a TTL, while A renews
+        b = _poll(cfg_b, "imessage", prefix=(faketime, "-f", "+10m"))
+        _, b_err = b.communicate(timeout=60)
+        assert b.returncode == 0, b_err
+        assert read_log(tmp_path / "b" / "state", "imessage")[-1]["status"] == "skipped"
+        time.sleep(1.5)  # spacing the attempts across the TTL, not waiting for a result
+    gate.open()
+    _, a_err = a.communicate(timeout=120)
     assert a.returncode == 0, a_err
     assert len(s3_objects(s3_endpoint, s3_bucket, "store/messages/")) == 120
 

@@ -70,7 +70,7 @@ class HungServer:
                 left = end - time.monotonic()
                 if left <= 0:
                     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-                self._changed.wait(left)
+                self._changed.wait(min(left, 0.1))  # ``ready`` may also watch a process, which does not notify
 
 
 class FreezingProxy:
