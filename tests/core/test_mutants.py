@@ -536,9 +536,33 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/uploader.py",
-        [("                    if not differs(self.store.get(key), mine):\n", "                    if True:\n")],
+        [("                    if self._stored_already(item, key, mine):\n", "                    if True:\n")],
         ["tests/email/test_email_collisions.py::test_two_different_mails_with_one_message_id_are_both_stored_and_findable"],
         id="reused-message-id-collapses-two-mails",
+    ),
+    pytest.param(
+        "pollers/email/identity.py",
+        [('        _addresses(msg, "To"),\n        _addresses(msg, "Cc"),\n', "")],
+        ["tests/email/test_email_collisions.py::test_real_mails_sharing_an_id_that_differ_in_recipients_or_parts_are_both_kept"],
+        id="mail-fingerprint-without-recipients",
+    ),
+    pytest.param(
+        "pollers/email/identity.py",
+        [("        _parts(msg, body, headers=False)\n", "        pass\n")],
+        ["tests/email/test_email_collisions.py::test_real_mails_sharing_an_id_that_differ_in_recipients_or_parts_are_both_kept"],
+        id="mail-fingerprint-without-parts",
+    ),
+    pytest.param(
+        "memex/store/collisions.py",
+        [("    if refingerprint is not None and blob_suffix is not None:\n", "    if False:\n")],
+        ["tests/email/test_email_collisions.py::test_an_index_stored_under_the_earlier_fingerprint_rule_is_not_doubled"],
+        id="old-index-fingerprint-not-recomputed",
+    ),
+    pytest.param(
+        "memex/uploader.py",
+        [("        return any(ours(collision_key(key, fp))", "        return False and any(ours(collision_key(key, fp))")],
+        ["tests/email/test_email_collisions.py::test_an_index_stored_under_the_earlier_fingerprint_rule_is_not_doubled"],
+        id="old-index-collision-key-not-searched",
     ),
     pytest.param(
         "memex/cli/common.py",
