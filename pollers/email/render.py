@@ -117,7 +117,7 @@ def _render(raw: bytes, source: str, me: frozenset[str], extra: dict[str, Any] |
     sent_at = parse_date(date_header, problems)
     in_reply_to = message_ids(raw_header(msg, "In-Reply-To"))
     references = message_ids(raw_header(msg, "References"))
-    text, attachments, text_from = body_and_attachments(msg, problems)
+    text, attachments, text_from, text_files = body_and_attachments(msg, problems)
     for defect in getattr(msg, "defects", []):
         problems.append(f"mime: {type(defect).__name__}")
     for part in msg.walk():
@@ -140,6 +140,8 @@ def _render(raw: bytes, source: str, me: frozenset[str], extra: dict[str, Any] |
         doc["references"] = references
     if text_from:
         doc["text_from"] = text_from
+    if text_files:
+        doc["text_files"] = text_files
     if sent_at is None and date_header is not None:
         doc["date_header"] = clean(date_header)
     if native_id.startswith("sha256:"):
