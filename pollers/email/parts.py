@@ -212,7 +212,6 @@ class _Walker:
         self.found.attachments.append(_attachment(part, index, self.problems))
         return []
 
-
     def _attached_text(self, part: email.message.Message, index: int) -> list[tuple[str, str]]:
         """The readable text of an attached mail or article, as one segment (its own attachments stay inside it)."""
         payload = part.get_payload()
