@@ -48,6 +48,11 @@ class Item:
     blobs: dict[str, bytes] = field(default_factory=dict)  # suffix -> bytes stored beside the record (".eml")
     contents: list[Content] = field(default_factory=list)  # attachments' bytes, stored content-addressed first
     expected_dup: bool = False  # if it turns out stored already, the poller expected that (not a sign of a replay)
+    # A reused native ID (memex.store.collisions): today's fingerprint of a stored record's first blob (its raw
+    # bytes), so a record stored under an earlier fingerprint rule is compared by today's; and this item's
+    # fingerprints under earlier rules, where a collision stored by them sits.
+    refingerprint: Callable[[bytes], str] | None = None
+    earlier_fingerprints: tuple[str, ...] = ()
 
 
 @dataclass

@@ -21,7 +21,7 @@ from memex.source import Failure, Item
 from memex.state.cursors import utc_now
 from memex.store import open_store
 from memex.store.attachments import store_content
-from memex.store.collisions import collision_key, differs
+from memex.store.collisions import collision_key, same_record
 from memex.store.objects import ObjectStore
 
 
@@ -101,7 +101,7 @@ class Uploader:
                     return "new" if existing is None else "rewritten"
                 mine = message.extra.get("fingerprint")
                 if isinstance(mine, str) and not self.store.put_new(key, body):
-                    if not differs(self.store.get(key), mine):
+                    if self._stored_already(item, key, mine):
                         return "dup"  # the same record seen again
                     # Another record with the same ID (a reused Message-ID): kept beside the first (memex.store.collisions).
                     message.extra["collision_of"] = key
@@ -130,6 +130,21 @@ class Uploader:
             self.log.warning("record.quarantined", ref=failure.ref, native_id=repair_text(failure.native_id), reason=failure.reason)
             return "quarantined"
         return "skip"
+
+    def _stored_already(self, item: Item, key: str, mine: str) -> bool:
+        """Whether the record at ``key``, or a collision beside it stored under an earlier fingerprint rule, is ours."""
+        suffix = next(iter(item.blobs), None)
+
+        def ours(at: str) -> bool:
+            found = same_record(
+                self.store.get, at, mine, blob_suffix=suffix, refingerprint=item.refingerprint, earlier=item.earlier_fingerprints
+            )
+            return bool(found)
+
+        if ours(key):
+            return True
+        here = collision_key(key, mine)
+        return any(ours(collision_key(key, fp)) for fp in item.earlier_fingerprints if collision_key(key, fp) != here)
 
     def sync(self) -> None:
         """Make everything stored so far durable (before a cursor moves past it)."""

@@ -10,9 +10,10 @@ charset, a superset of it, UTF-8, then Latin-1) and the problem is listed.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import codecs
 import email.errors
-import email.header
 import email.message
 import email.utils
 import re
@@ -124,33 +125,60 @@ def decode_bytes(data: bytes, label: str | None, *, last: str = "latin-1") -> tu
     return data.decode(codec, "replace"), f"bytes not valid in charset {shown}, decoded with replacements"
 
 
+_ENCODED_WORD = re.compile(r"=\?([^?]*)\?([bBqQ])\?(.*?)\?=")
+
+
+def _word_bytes(encoding: str, text: str) -> bytes:
+    """The bytes of one encoded word's text (B: base64, padding forgiven; Q: ``_`` is a space, ``=XX`` a byte)."""
+    try:  # as Python's own decoder: a raw 8-bit byte inside a word (read as Latin-1 by clean) is that byte again
+        data = text.encode("latin-1")
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "surrogateescape")
+    if encoding in "bB":
+        data = re.sub(rb"[^A-Za-z0-9+/]", b"", data)
+        data = data[: len(data) - 1] if len(data) % 4 == 1 else data  # a lone last character holds no byte
+        return base64.b64decode(data + b"=" * (-len(data) % 4))
+    return re.sub(rb"=([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]), data.replace(b"_", b" "))
+
+
 def decode_words(value: str, problems: list[str], label: str) -> str:
-    """RFC 2047 encoded words in ``value`` decoded to text; broken charsets best effort (problem listed)."""
-    try:
-        chunks = email.header.decode_header(value)
-    except (email.errors.HeaderParseError, ValueError):
-        problems.append(f"{label}: undecodable encoded words, kept as sent")
-        return value
-    try:
-        return str(email.header.make_header(chunks))
-    except (LookupError, UnicodeError, ValueError, email.errors.HeaderParseError):
-        pass
-    out: list[str] = []
-    previous_encoded = False
-    for chunk, charset in chunks:
-        if isinstance(chunk, str):
-            text, encoded = chunk, False
-        elif charset is None:
-            text, encoded = chunk.decode("raw-unicode-escape"), False
+    """RFC 2047 encoded words in ``value`` decoded to text; broken charsets best effort (problem listed).
+
+    Whitespace between two encoded words is dropped; text between an encoded word and plain text is kept as
+    sent (RFC 2047 §6.2). Adjacent words in one charset are joined before decoding, so a character split across
+    two words survives.
+    """
+    pieces: list[str | tuple[str, bytes]] = []  # plain text, or an encoded word's (charset, bytes)
+    pos = 0
+    for found in _ENCODED_WORD.finditer(value):
+        between = value[pos : found.start()]
+        pos = found.end()
+        charset = found.group(1).split("*", 1)[0]  # RFC 2231 language tag dropped
+        try:
+            data = _word_bytes(found.group(2), found.group(3))
+        except (ValueError, binascii.Error):
+            problems.append(f"{label}: undecodable encoded words, kept as sent")
+            pieces.append(between + found.group(0))
+            continue
+        last = pieces[-1] if pieces else None
+        if between and not (between.isspace() and isinstance(last, tuple)):
+            pieces.append(between)
+            last = None
+        if isinstance(last, tuple) and last[0].lower() == charset.lower():
+            pieces[-1] = (charset, last[1] + data)
         else:
-            text, problem = decode_bytes(chunk, charset)
-            encoded = True
-            if problem:
-                problems.append(f"{label}: encoded words in {problem}")
-        if out and encoded != previous_encoded and not out[-1][-1:].isspace() and not text[:1].isspace():
-            out.append(" ")
+            pieces.append((charset, data))
+    if pos < len(value):
+        pieces.append(value[pos:])
+    out: list[str] = []
+    for piece in pieces:
+        if isinstance(piece, str):
+            out.append(piece)
+            continue
+        text, problem = decode_bytes(piece[1], piece[0] or None)
+        if problem:
+            problems.append(f"{label}: encoded words in {problem}")
         out.append(text)
-        previous_encoded = encoded
     return "".join(out)
 
 

@@ -3,9 +3,18 @@
 Every leaf part is accounted for: it is the text, appended to the text
 (inline text parts after the first, behind a visible separator), an
 unchosen alternative of a ``multipart/alternative`` (the HTML twin of the
-plain text), or an attachment. An attached message (``message/rfc822``,
-``message/delivery-status`` of a bounce, ...) is one attachment carrying
-its own subject, sender and date; its insides never become the outer text.
+plain text), or an attachment. An inline text part keeps its file name
+(``Parts.text_files``); a mail that is one inline HTML part is text even
+when it has a file name. An attached message (``message/rfc822``,
+``message/global`` (RFC 6532, a whole mail in UTF-8), ``message/news``, a
+bounce's ``message/delivery-status``, ...) is one attachment carrying its own
+subject, sender and date; the readable text of an attached mail or news
+article (rfc822, global, news) is appended to the text behind an
+``attached message`` line, its own parts never become the outer attachments.
+A ``message/external-body`` part holds no content (it names where the body
+is: an FTP site, a URL, a mail server): it is no attachment; a one-line note
+naming the reference (access type, name, site, directory, URL) is the text it
+gives.
 """
 
 from __future__ import annotations
@@ -19,6 +28,9 @@ from memex.records import Attachment
 from pollers.email.headers import addresses, clean, decode_bytes, decode_words, header_text, message_ids, parse_date, raw
 
 SEPARATOR = "\n\n-------------- next part --------------\n"
+ATTACHED = "\n\n-------------- attached message --------------\n"
+READABLE_MESSAGES = ("message/rfc822", "message/global", "message/news")  # a mail or article: its text is shown
+_EXTERNAL_PARAMS = ("access-type", "name", "site", "directory", "server", "url", "subject")
 _BLOCK_TAGS = frozenset(
     ["p", "div", "br", "li", "ul", "ol", "tr", "table", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "hr", "section", "article", "header", "footer", "title"]
 )  # fmt: skip
@@ -71,6 +83,7 @@ class Parts:
 
     segments: list[tuple[str, str]] = field(default_factory=list)
     attachments: list[Attachment] = field(default_factory=list)
+    text_files: list[str] = field(default_factory=list)  # file names of inline text parts that are in the text
     alternatives: int = 0  # leaf parts not used because a sibling alternative was chosen
     leaves: int = 0  # every leaf part seen (an attached message counts as one)
 
@@ -122,7 +135,7 @@ def _attached_message(part: email.message.Message, index: int, problems: list[st
     except Exception:
         problems.append(f"{label}: attached message not measurable")
     inner = blocks[0] if blocks else None
-    if inner is not None and part.get_content_type() in ("message/rfc822", "message/global"):
+    if inner is not None and part.get_content_type() in READABLE_MESSAGES:
         senders = addresses(inner, "From", problems)
         info = {
             "subject": header_text(inner, "Subject", problems),
@@ -158,9 +171,10 @@ def _count_leaves(part: email.message.Message) -> int:
 
 
 class _Walker:
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], first: int = 0) -> None:
         self.problems = problems
-        self.index = 0
+        self.first = first  # the number of the part the walk starts at (the whole mail, or an attached one)
+        self.index = first
         self.found = Parts()
 
     def walk(self, part: email.message.Message) -> list[tuple[str, str]]:
@@ -168,11 +182,15 @@ class _Walker:
         index = self.index
         self.index += 1
         ctype = part.get_content_type()
+        if ctype == "message/external-body":
+            self.found.leaves += 1
+            self.index += _walk_size(part) - 1
+            return [("text/plain", _external_note(part))]
         if part.get_content_maintype() == "message" and part.is_multipart():
             self.found.leaves += 1
             self.found.attachments.append(_attached_message(part, index, self.problems))
             self.index += _walk_size(part) - 1
-            return []
+            return self._attached_text(part, index)
         if part.is_multipart():
             children = [p for p in part.get_payload() if isinstance(p, email.message.Message)]
             results = [self.walk(child) for child in children]
@@ -186,10 +204,31 @@ class _Walker:
         self.found.leaves += 1
         label = f"part {index}"
         inline = _disposition(part) != "attachment"
-        if inline and (ctype == "text/plain" or (ctype == "text/html" and _filename(part, [], label) is None)):
+        name = _filename(part, [], label) if inline and ctype in ("text/plain", "text/html") else None
+        if inline and (ctype == "text/plain" or (ctype == "text/html" and (name is None or index == self.first))):
+            if name is not None:
+                self.found.text_files.append(name)
             return [(ctype, decode_text(part, self.problems, label))]
         self.found.attachments.append(_attachment(part, index, self.problems))
         return []
+
+    def _attached_text(self, part: email.message.Message, index: int) -> list[tuple[str, str]]:
+        """The readable text of an attached mail or article, as one segment (its own attachments stay inside it)."""
+        payload = part.get_payload()
+        inner = payload[0] if isinstance(payload, list) and payload else None
+        if part.get_content_type() not in READABLE_MESSAGES or not isinstance(inner, email.message.Message):
+            return []
+        found = walk_parts(inner, [], first=index + 1)  # its problems are its own: not the outer mail's
+        text = _joined(found.segments)
+        return [(part.get_content_type(), text)] if text is not None else []
+
+
+def _external_note(part: email.message.Message) -> str:
+    """A ``message/external-body`` reference as one line: ``[external body: access-type=anon-ftp name=... site=...]``."""
+    shadow = _shadow(part)
+    params = [(k, shadow.get_param(k)) for k in _EXTERNAL_PARAMS]
+    shown = " ".join(f"{k}={clean(v)}" for k, v in params if isinstance(v, str) and v)
+    return f"[external body: {shown}]" if shown else "[external body]"
 
 
 def _walk_size(part: email.message.Message) -> int:
@@ -207,17 +246,32 @@ def _choose(results: list[list[tuple[str, str]]]) -> int | None:
     return None
 
 
-def walk_parts(msg: email.message.Message, problems: list[str]) -> Parts:
-    """Every part of ``msg`` accounted for: text segments in order, attachments, unchosen alternatives."""
-    walker = _Walker(problems)
+def walk_parts(msg: email.message.Message, problems: list[str], *, first: int = 0) -> Parts:
+    """Every part of ``msg`` accounted for: text segments in order, attachments, unchosen alternatives.
+
+    ``first`` numbers the parts of an attached message as the outer mail's walk does.
+    """
+    walker = _Walker(problems, first)
     walker.found.segments = walker.walk(msg)
     return walker.found
 
 
-def body_and_attachments(msg: email.message.Message, problems: list[str]) -> tuple[str | None, list[Attachment], str | None]:
-    """The text (inline text parts joined by :data:`SEPARATOR`, HTML as text), the attachments, and the first part's type."""
+def _joined(segments: list[tuple[str, str]]) -> str | None:
+    """The segments as one text: HTML as its visible text, later parts behind :data:`SEPARATOR`, an attached
+    message's text behind the :data:`ATTACHED` line."""
+    text: str | None = None
+    for ctype, segment in segments:
+        segment = html_to_text(segment) if ctype == "text/html" else segment
+        if ctype in READABLE_MESSAGES:
+            text = (text or "") + (ATTACHED if text is not None else ATTACHED.lstrip("\n")) + segment
+        else:
+            text = segment if text is None else text + SEPARATOR + segment
+    return text
+
+
+def body_and_attachments(msg: email.message.Message, problems: list[str]) -> tuple[str | None, list[Attachment], str | None, list[str]]:
+    """The text (inline text parts joined by :data:`SEPARATOR`, HTML as text), the attachments, the first part's type,
+    and the file names of the inline text parts."""
     found = walk_parts(msg, problems)
-    texts = [html_to_text(text) if ctype == "text/html" else text for ctype, text in found.segments]
-    if not texts:
-        return None, found.attachments, None
-    return SEPARATOR.join(texts), found.attachments, found.segments[0][0]
+    text_from = found.segments[0][0] if found.segments else None
+    return _joined(found.segments), found.attachments, text_from, found.text_files

@@ -27,9 +27,9 @@ from typing import Any
 
 from memex.records import Conversation, Message, Sender
 from memex.source import Cursor, Failure, Item
-from memex.store.collisions import fingerprint
 from pollers.email.headers import addresses, clean, header_text, message_ids, parse_date
 from pollers.email.headers import raw as raw_header
+from pollers.email.identity import legacy_fingerprint, mail_fingerprint
 from pollers.email.parts import body_and_attachments, html_to_text
 
 __all__ = ["EML", "html_to_text", "message_ids", "native_id_of", "raw_id", "render", "sent_or", "to_item"]
@@ -96,6 +96,16 @@ def render(raw: bytes, source: str, *, me: frozenset[str] = frozenset(), extra: 
     ``extra`` adds source facts (mailbox, UID, maildir key). Raises only on
     mail that cannot be rendered at all.
     """
+    return _render(raw, source, me, extra)[0]
+
+
+def refingerprint(raw: bytes) -> str:
+    """The fingerprint of a stored mail's raw bytes under today's rule (:mod:`pollers.email.identity`)."""
+    return mail_fingerprint(parse(raw), raw)
+
+
+def _render(raw: bytes, source: str, me: frozenset[str], extra: dict[str, Any] | None) -> tuple[Message, str]:
+    """The record, and its fingerprint under the rule before (where a collision stored by it sits)."""
     problems: list[str] = []
     msg = parse(raw, problems)
     native_id = native_id_of(msg, raw)
@@ -107,7 +117,7 @@ def render(raw: bytes, source: str, *, me: frozenset[str] = frozenset(), extra: 
     sent_at = parse_date(date_header, problems)
     in_reply_to = message_ids(raw_header(msg, "In-Reply-To"))
     references = message_ids(raw_header(msg, "References"))
-    text, attachments, text_from = body_and_attachments(msg, problems)
+    text, attachments, text_from, text_files = body_and_attachments(msg, problems)
     for defect in getattr(msg, "defects", []):
         problems.append(f"mime: {type(defect).__name__}")
     for part in msg.walk():
@@ -130,6 +140,8 @@ def render(raw: bytes, source: str, *, me: frozenset[str] = frozenset(), extra: 
         doc["references"] = references
     if text_from:
         doc["text_from"] = text_from
+    if text_files:
+        doc["text_files"] = text_files
     if sent_at is None and date_header is not None:
         doc["date_header"] = clean(date_header)
     if native_id.startswith("sha256:"):
@@ -137,9 +149,10 @@ def render(raw: bytes, source: str, *, me: frozenset[str] = frozenset(), extra: 
     if problems:
         doc["problems"] = sorted(set(problems))
     # What tells two mails apart when they share a Message-ID (memex.store.collisions): not the Received headers.
-    doc["fingerprint"] = fingerprint(sender_addr.lower(), clean(date_header) if date_header else None, subject, text)
+    doc["fingerprint"] = mail_fingerprint(msg, raw)
+    legacy = legacy_fingerprint(sender_addr.lower(), date_header, subject, text)
     doc.update(extra or {})
-    return Message(
+    message = Message(
         source=source,
         type="message",
         native_id=native_id,
@@ -151,6 +164,7 @@ def render(raw: bytes, source: str, *, me: frozenset[str] = frozenset(), extra: 
         reply_to=reply_to,
         extra=doc,
     )
+    return message, legacy
 
 
 def to_item(
@@ -158,7 +172,7 @@ def to_item(
 ) -> Item:
     """An :class:`Item` for one raw message: the record plus its ``.eml`` blob, or a Failure holding the raw bytes."""
     try:
-        message = render(raw, source, me=me, extra=extra)
+        message, legacy = _render(raw, source, me, extra)
     except Exception as exc:  # truly unparseable: quarantine the bytes, say why by type only
         try:
             native_id = native_id_of(parse(raw), raw)
@@ -167,7 +181,7 @@ def to_item(
         return Item(
             cursor=cursor, failure=Failure(native_id=native_id, reason=f"unparseable mail ({type(exc).__name__})", raw=raw, ref=ref)
         )
-    return Item(cursor=cursor, message=message, blobs={EML: raw})
+    return Item(cursor=cursor, message=message, blobs={EML: raw}, refingerprint=refingerprint, earlier_fingerprints=(legacy,))
 
 
 def sent_or(message: Message | None, fallback: datetime | None) -> datetime | None:

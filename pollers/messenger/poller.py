@@ -149,10 +149,12 @@ class MessengerPoller:
                 yield unit.key, n, item
 
     def _raise_rejects(self) -> None:
-        if self._rejects:
+        if self._rejects:  # one line naming every unusable export, each with what to do about it
             lines = sorted(self._rejects.values())
-            more = f" (and {len(lines) - 1} more unreadable exports in the inbox)" if len(lines) > 1 else ""
-            raise SourceError(lines[0] + more)
+            if len(lines) == 1:
+                raise SourceError(lines[0])
+            listed = " ".join(f"({n}) {line}." for n, line in enumerate(lines, 1))
+            raise SourceError(f"{len(lines)} exports in the inbox cannot be read: {listed}")
 
     # -- the Poller interface --------------------------------------------------------------------------
     def fetch(self, cursor: Cursor, limit: int) -> Batch:

@@ -118,10 +118,11 @@ FORWARD = (
 )
 
 
-def test_attached_message_is_an_attachment_and_never_the_outer_text() -> None:
-    """A forwarded message/rfc822 part is one attachment with its own subject/from/date; its body is not the outer text."""
+def test_attached_message_is_one_attachment_and_its_text_is_searchable() -> None:
+    """A forwarded message/rfc822 part is one attachment with its own subject/from/date; its text is in the record's
+    text behind an ``attached message`` line (a search over text finds a mail forwarded as an attachment)."""
     msg = render(FORWARD, "s")
-    assert msg.text is None
+    assert msg.text == "-------------- attached message --------------\ninner secret body"
     assert msg.extra["subject"] == "Fwd: plans" and msg.sender["id"] == "fwd@x"
     (att,) = msg.attachments
     assert att["mime_type"] == "message/rfc822" and att["id"] == "part1"
@@ -130,7 +131,8 @@ def test_attached_message_is_an_attachment_and_never_the_outer_text() -> None:
 
 
 def test_bounce_report_parts_are_listed() -> None:
-    """A bounce (multipart/report): the human text is the text; delivery-status and the returned mail are attachments."""
+    """A bounce (multipart/report): the human text is the text, then the returned mail's; delivery-status and the
+    returned mail are attachments."""
     raw = (
         b"Message-ID: <bounce@x>\r\nFrom: MAILER-DAEMON@x\r\n"
         b'Content-Type: multipart/report; report-type=delivery-status; boundary="b"\r\n\r\n'
@@ -140,7 +142,7 @@ def test_bounce_report_parts_are_listed() -> None:
         b"--b--\r\n"
     )
     msg = render(raw, "s")
-    assert msg.text == "Delivery failed."
+    assert msg.text == "Delivery failed.\n\n-------------- attached message --------------\nreturned body"
     assert [a["mime_type"] for a in msg.attachments] == ["message/delivery-status", "message/rfc822"]
     assert msg.attachments[1]["message"]["subject"] == "hello"
 
@@ -207,7 +209,8 @@ def test_a_mail_saved_with_a_byte_order_mark_keeps_its_headers_and_parts() -> No
     msg = item.message
     assert msg is not None and item.blobs[".eml"] == raw  # the stored .eml keeps every byte
     assert (msg.sender["id"], msg.extra["subject"], msg.sent_at) == ("abuse@example.com", "FW: report", "2005-03-08T22:40:36Z")
-    assert msg.text == "the report" and [a["mime_type"] for a in msg.attachments] == ["message/rfc822"]
+    assert msg.text is not None and msg.text.startswith("the report\n\n-------------- attached message")
+    assert [a["mime_type"] for a in msg.attachments] == ["message/rfc822"]
     assert "starts with a byte order mark, read past it" in msg.extra["problems"]
 
 

@@ -142,3 +142,20 @@ def test_kill_9_in_a_large_export_then_a_rerun_stores_every_message_exactly_once
     assert texts(tmp_path) == sorted(f"{k}.{i}" for k in range(20) for i in range(300))
     assert run_cli("poll", "fbm", config=cfg).returncode == 0
     assert [e for e in read_log(tmp_path / "state", "fbm") if e.get("event") == "poll"][-1]["status"] == "idle"
+
+
+def test_an_html_export_and_a_cut_short_zip_are_both_named_with_what_to_do(tmp_path: Path) -> None:
+    """With an HTML export and a cut-short zip in the inbox together, the one error line names each of them with its
+    own advice (download the JSON format; wait for the copy or download again), not one of them and a count."""
+    cfg = setup(tmp_path)
+    write_zip(tmp_path / "inbox" / "html.zip", {"messages/inbox/alice_1/message_1.html": b"<html>hi</html>", "index.html": b"<html/>"})
+    whole = write_zip(tmp_path / "inbox" / "whole.zip", Export([Thread("alice_1", [ALICE, ME], [msg(ALICE, T0, "fine")])]).files())
+    cut = tmp_path / "inbox" / "cut.zip"
+    cut.write_bytes(whole.read_bytes()[:-40])  # the end of central directory is missing: a copy cut short
+    whole.unlink()
+    out = run_cli("poll", "fbm", config=cfg)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    (line,) = [ln for ln in out.stderr.splitlines() if "html.zip" in ln]
+    assert "2 exports in the inbox cannot be read" in line
+    assert "cut.zip: not a complete zip file" in line and "download it again" in line
+    assert "html.zip: an HTML export" in line and "Format: JSON" in line
