@@ -44,12 +44,12 @@ def parse_page(body: bytes, where: str) -> tuple[list[str], str | None]:
     return keys, token
 
 
-def lean_keys(lean: LeanS3, prefix: str, *, page_keys: int = PAGE_KEYS) -> Iterator[str]:
+def lean_keys(lean: LeanS3, prefix: str, *, page_keys: int = 0) -> Iterator[str]:
     """Every key under ``prefix`` (full keys, in the bucket's order), one page at a time, through the lean client."""
     where = f"s3://{lean.bucket}/{prefix}"
     token: str | None = None
     while True:
-        resp = lean._request("GET", "", b"", {}, where, "list", query=list_query(prefix, token, page_keys))
+        resp = lean._request("GET", "", b"", {}, where, "list", query=list_query(prefix, token, page_keys or PAGE_KEYS))
         if resp.status != 200:
             raise lean._refused(resp, where, "list")
         keys, token = parse_page(resp.body, where)
@@ -59,14 +59,14 @@ def lean_keys(lean: LeanS3, prefix: str, *, page_keys: int = PAGE_KEYS) -> Itera
 
 
 def boto_keys(client: Any, bucket: str, prefix: str, call: Callable[[Callable[[], Any], str], Any], *,
-              page_keys: int = PAGE_KEYS) -> Iterator[str]:  # fmt: skip
+              page_keys: int = 0) -> Iterator[str]:  # fmt: skip
     """Every key under ``prefix`` through a boto3 client; ``call(fn, label)`` bounds each page's request (a deadline)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     where = f"s3://{bucket}/{prefix}"
     token: str | None = None
     while True:
-        args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": page_keys}
+        args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": page_keys or PAGE_KEYS}
         if token is not None:
             args["ContinuationToken"] = token
         try:

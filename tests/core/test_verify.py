@@ -213,3 +213,20 @@ def test_cli_exit_codes_json_and_quiet(index: Index) -> None:
     fixed = run_cli("verify", "--repair", config=index.config_path)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "replaced" in fixed.stdout
+
+
+@pytest.mark.parametrize("client", ["lean", "boto3"])
+def test_s3_listing_pages_through_every_key_under_the_prefix(s3_endpoint: str, s3_bucket: str, client: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """list_keys follows continuation tokens (pages of 2 here), strips the store prefix, and keeps other prefixes out."""
+    from memex.s3 import listing
+    from memex.store.s3 import S3Store
+
+    store = S3Store(s3_bucket, "idx", endpoint_url=s3_endpoint, client=client)
+    keys = [f"messages/s/{n}%2F{n}.json" for n in range(7)] + ["attachments/ab"]
+    for key in keys:
+        store.put_new(key, b"{}")
+    S3Store(s3_bucket, "other", endpoint_url=s3_endpoint).put_new("messages/s/x.json", b"{}")
+    monkeypatch.setattr(listing, "PAGE_KEYS", 2)
+    assert sorted(store.list_keys("messages/")) == sorted(keys[:-1])
+    assert sorted(store.list_keys()) == sorted(keys)
