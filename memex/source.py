@@ -162,6 +162,31 @@ class Settling(Protocol):
     settle_seconds: float
 
 
+@dataclass(frozen=True)
+class Listed:
+    """One message the source has, as ``memex verify`` lists it: its native ID and where it is (``ref``: a ROWID, a file)."""
+
+    native_id: str
+    ref: str
+
+
+class Inventoried(Protocol):
+    """Optional: a poller whose source can be listed cheaply, so ``memex verify`` finds what the index lacks.
+
+    ``inventory`` lists every message the source has up to ``cursor`` (what the polls have passed, so each should
+    be stored), streamed; ``reread`` renders the messages at some of those ``ref`` s again (with their revisions,
+    blobs and attachments), for ``memex verify --repair`` to store through the same create-only path as a poll.
+    """
+
+    def inventory(self, cursor: Cursor) -> Iterator[Listed]:
+        """Every message of the source up to ``cursor``, in the source's own order."""
+        ...
+
+    def reread(self, refs: list[str]) -> Iterator[Item]:
+        """The items of the messages at ``refs`` (from :meth:`inventory`), read again; refs gone since are skipped."""
+        ...
+
+
 class HistoryPoller(Poller, Protocol):
     """A poller that can also report its head (``start = "now"``) and walk its history (``memex backfill``)."""
 

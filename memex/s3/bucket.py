@@ -5,7 +5,7 @@ build on it."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memex.deadline import NEVER, Deadline
@@ -199,6 +199,19 @@ class S3Bucket:
             where, "check", lambda: self._boto(f"{where}: check", lambda: self.client.head_object(Bucket=self.bucket, Key=full))
         )
         return head is not None
+
+    def list_keys(self, prefix: str = "") -> Iterator[str]:
+        """Every key under ``prefix`` (store-relative, in the bucket's order), listed a page at a time (:mod:`memex.s3.listing`)."""
+        from memex.s3.listing import boto_keys, lean_keys
+
+        full = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
+        keys = lean_keys(self.lean, full) if self.kind == "lean" else boto_keys(self.client, self.bucket, full, self._call)
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        for key in keys:
+            yield key[cut:]
+
+    def _call(self, fn: Callable[[], Any], label: str) -> Any:
+        return self._boto(label, fn)
 
 
 T = TypeVar("T")

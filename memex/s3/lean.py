@@ -17,7 +17,8 @@ a custom endpoint and virtual-hosted URLs for AWS (path style for bucket names
 with dots), retries with exponential backoff and full jitter for 5xx, 429,
 timeouts and connection errors. What it does not do: multipart uploads (one
 PUT takes up to 5 GB; our objects are JSON records and mail of at most tens
-of MB), ``Expect: 100-continue``, presigning, listing, or anything else.
+of MB), ``Expect: 100-continue``, presigning, or anything else (a listing is built on
+:meth:`LeanS3._request` in :mod:`memex.s3.listing`).
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ class Signer:
         return f"{ALGORITHM} Credential={creds.access_key}/{scope}, SignedHeaders={signed}, Signature={signature}"
 
     def sign(self, method: str, endpoint: Endpoint, path: str, headers: dict[str, str], body: bytes, creds: Credentials,
-             now: datetime | None = None) -> dict[str, str]:  # fmt: skip
+             now: datetime | None = None, query: str = "") -> dict[str, str]:  # fmt: skip
         """Add ``host``, ``x-amz-date``, ``x-amz-content-sha256``, the token and ``Authorization`` to ``headers``."""
         amz_date = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
         payload_hash = hashlib.sha256(body).hexdigest() if body else EMPTY_SHA256
@@ -158,7 +159,7 @@ class Signer:
         headers["x-amz-content-sha256"] = payload_hash
         if creds.token:
             headers["x-amz-security-token"] = creds.token
-        headers["Authorization"] = self.authorization(method, path, headers, creds, amz_date, payload_hash)
+        headers["Authorization"] = self.authorization(method, path, headers, creds, amz_date, payload_hash, query)
         return headers
 
 
@@ -288,7 +289,8 @@ class LeanS3:
             conn.close()
 
     # -- one request, retried ----------------------------------------------------------------------------------------
-    def _request(self, method: str, key: str, body: bytes, extra: dict[str, str], where: str, what: str) -> Response:
+    def _request(self, method: str, key: str, body: bytes, extra: dict[str, str], where: str, what: str, query: str = "") -> Response:
+        """One request, retried; ``query`` is the canonical (sorted, encoded) query string, if any (a listing)."""
         path = f"{self.endpoint.base_path}/{encode_key(key)}"
         label = f"{where}: {what}"
         reason = ""
@@ -306,9 +308,9 @@ class LeanS3:
                 raise StoreError(
                     f"{where}: cannot get AWS credentials ({exc.__class__.__name__}); check the profile and the AWS configuration"
                 ) from None
-            self.signer.sign(method, self.endpoint, path, headers, body, creds)
+            self.signer.sign(method, self.endpoint, path, headers, body, creds, query=query)
             try:
-                resp = self._send(method, path, body, headers, label)
+                resp = self._send(method, f"{path}?{query}" if query else path, body, headers, label)
             except _Retryable as exc:
                 self.deadline.check(label)  # cut short by the poll's end, not a network fault: no retry
                 reason = exc.reason

@@ -7,7 +7,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -225,6 +225,44 @@ class FileStore:
                 os.close(fd)
         for d in sorted(dirty, key=lambda p: p.count(os.sep), reverse=True):
             fsync_dir(d)
+
+    def replace_damaged(self, key: str, body: bytes) -> None:
+        """Replace an object ``memex verify --repair`` found damaged: write a temp file, fsync it, rename it over, fsync the folder.
+
+        Never used on a sound object: the caller has just read it and found it empty, not JSON or not the schema.
+        """
+        self.put(key, body)  # an fsynced temp file renamed over the name
+        fsync_dir(os.path.dirname(self._path(key)))  # durable now, not at the next sync
+
+    def list_keys(self, prefix: str = "") -> Iterator[str]:
+        """Every stored key under ``prefix``, walked with :func:`os.scandir` one folder at a time (never the whole list in memory).
+
+        The store's temp folder and anything hidden (no key segment starts with ``.``) are skipped; so are objects
+        written since the last :meth:`sync` (their names do not exist yet).
+        """
+        folder, _, _ = prefix.rpartition("/")
+        start = os.path.join(str(self.root), *folder.split("/")) if folder else str(self.root)
+        for key in _walk(start, f"{folder}/" if folder else ""):
+            if key.startswith(prefix):
+                yield key
+
+
+def _walk(path: str, rel: str) -> Iterator[str]:
+    """Store-relative names of the files below ``path`` (``rel`` is its key prefix), depth first, hidden entries skipped."""
+    try:
+        it = os.scandir(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot list ({exc.strerror}); check its permissions") from None
+    with it:
+        for entry in it:
+            if entry.name.startswith("."):
+                continue  # TMP_DIR, and nothing memex writes
+            if entry.is_dir(follow_symlinks=False):
+                yield from _walk(entry.path, f"{rel}{entry.name}/")
+            elif entry.is_file(follow_symlinks=False):
+                yield rel + entry.name
 
 
 def _sweep_stale(tmp: Path) -> None:

@@ -10,7 +10,7 @@ configuration.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, Protocol
 
 TMP_DIR = ".memex-tmp"
@@ -44,4 +44,12 @@ class ObjectStore(Protocol):
 
     def put_new_stream(self, key: str, open_body: Callable[[], IO[bytes]], size: int) -> bool:
         """Create ``key`` from a stream of ``size`` bytes unless it exists; True if created (content-addressed attachments)."""
+        ...
+
+    def list_keys(self, prefix: str = "") -> Iterator[str]:
+        """Every stored key under ``prefix`` (store-relative), streamed: never the whole list in memory."""
+        ...
+
+    def replace_damaged(self, key: str, body: bytes) -> None:
+        """Replace an object found damaged (empty, not JSON, not the schema) atomically; never used on a sound one."""
         ...

@@ -46,7 +46,7 @@ from typing import Any
 
 from memex.config import SourceConfig
 from memex.errors import SourceError
-from memex.source import Batch, Cursor, Item
+from memex.source import Batch, Cursor, Item, Listed
 from pollers.email.render import sent_or, to_item
 
 ROOT_FOLDER = "INBOX"
@@ -286,6 +286,42 @@ class MaildirPoller:
             top = max((e.ctime_ns for e in entries), default=0)
             folders[folder] = {"ctime_ns": top, "names": sorted(e.key for e in entries if e.ctime_ns == top)}
         return {"folders": folders}
+
+    # -- memex verify (memex.source.Inventoried) --------------------------
+    def inventory(self, cursor: Cursor) -> Iterator[Listed]:
+        """Every file a poll has passed (ctime before the folder's cursor, or at it and named there), folder by folder.
+
+        Each file is read and rendered for its native ID (its Message-ID, else the hash of its bytes), as a poll does.
+        """
+        folders = (cursor or {}).get("folders") or {}
+        for folder in self.folder_names():
+            known = folders.get(folder)
+            if not known:
+                continue
+            after, names = int(known.get("ctime_ns", 0)), set(known.get("names") or [])
+            for e in sorted(self._list(folder), key=lambda e: (e.ctime_ns, e.key)):
+                if e.ctime_ns > after or (e.ctime_ns == after and e.key not in names):
+                    continue
+                raw = self._read(folder, e)
+                if raw is None:
+                    continue
+                item = self._item(folder, e, raw, None)
+                native_id = item.message.native_id if item.message else item.failure.native_id if item.failure else None
+                if native_id is not None:
+                    yield Listed(native_id, f"{folder}/{e.key}")
+
+    def reread(self, refs: list[str]) -> Iterator[Item]:
+        """The items of the files at ``refs`` (``folder/key``), read again; files gone since are skipped."""
+        by_folder: dict[str, set[str]] = {}
+        for ref in refs:
+            folder, _, key = ref.rpartition("/")
+            by_folder.setdefault(folder, set()).add(key)
+        for folder, keys in sorted(by_folder.items()):
+            for e in self._list(folder):
+                if e.key in keys:
+                    raw = self._read(folder, e)
+                    if raw is not None:
+                        yield self._item(folder, e, raw, None)
 
     def history(self, since: datetime | None, until: datetime | None, checkpoint: Cursor) -> Iterator[Item]:
         """Messages sent in ``[since, until)``, folder by folder (sorted), in (mtime, key) order.

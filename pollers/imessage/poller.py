@@ -33,6 +33,7 @@ from memex.records import Attachment
 from memex.source import Batch, Cursor, Item
 from memex.store.attachments import Content
 from pollers.imessage.edits import change_time, original_and_revisions
+from pollers.imessage.inventory import Inventory
 from pollers.imessage.rows import (
     Chat,
     attachment_content,
@@ -88,7 +89,7 @@ def spread_anchors(anchors: list[list[Any]]) -> list[list[Any]]:
     return [*kept, *(bands[b] for b in sorted(bands) if b <= MAX_ANCHOR_BAND)]
 
 
-class IMessagePoller:
+class IMessagePoller(Inventory):
     """Reads new rows of ``message`` in ROWID order."""
 
     def __init__(self, name: str, db: Path, *, attachment_contents: bool = True) -> None:
