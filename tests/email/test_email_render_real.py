@@ -21,10 +21,16 @@ def _render(name: str) -> tuple[str, dict[str, object], list[dict[str, object]]]
 
 
 def test_a_mail_that_is_one_inline_html_part_with_a_file_name_gives_its_text() -> None:
-    """notmuch ``html/attribute-text``: the whole mail is ``text/html`` with ``Content-Disposition: inline;
-    filename=test.html``: its visible text is the record's text (not an empty text and an attachment)."""
-    text, extra, attachments = _render("notmuch/attribute-text")
-    assert text == "hunter2" and attachments == []
+    """The shape of notmuch's ``html/attribute-text`` (GPL test data, so rebuilt here, not copied): the whole mail is
+    ``text/html`` with ``Content-Disposition: inline; filename=test.html``, and its visible text is the record's text
+    (not an empty text and an attachment)."""
+    raw = (b"From: a@example.net\nTo: a@example.net\nSubject: html part\nDate: Tue, 17 Nov 2009 21:28:38 +0600\n"
+           b"Message-ID: <one-html-part@example.net>\nMIME-Version: 1.0\nContent-Type: text/html\n"
+           b"Content-Disposition: inline; filename=test.html\n\n"
+           b'<html>\n  <body>\n    <input value="a>b">\n  </body>\n  visible\n</html>\n')  # fmt: skip
+    record = render(raw, "mail")
+    text, extra, attachments = record.text or "", record.extra, list(record.attachments)
+    assert text == "visible" and attachments == []
     assert extra["text_from"] == "text/html" and extra["text_files"] == ["test.html"]
 
 
