@@ -46,8 +46,19 @@ def need_strace() -> None:
         pytest.skip("strace is not installed")
 
 
+# How long a test waits for a condition, as a share of its deadline. The mutant table (test_mutants.py) sets 0.25:
+# under a mutant the awaited condition typically never comes, so a shorter wait only fails sooner. Never below 10 s.
+PATIENCE = float(os.environ.get("MEMEX_TEST_PATIENCE", "1"))
+
+
+def patience(timeout: float) -> float:
+    """``timeout`` scaled by :data:`PATIENCE` (unchanged at 1; at least 10 s when shortened)."""
+    return timeout if PATIENCE >= 1 else max(10.0, timeout * PATIENCE)
+
+
 def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
     """Call ``predicate`` until it returns a truthy value or ``timeout`` passes (then fail naming ``what``)."""
+    timeout = patience(timeout)
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

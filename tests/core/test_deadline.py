@@ -27,7 +27,7 @@ from memex import deadline as deadline_mod
 from memex import runner
 from memex.deadline import GRACE, SAVE_SECONDS, Deadline, Interrupted
 from pollers.email import imap
-from tests.conftest import ROOT, FaultProxy, read_log, s3_objects, write_config
+from tests.conftest import ROOT, FaultProxy, patience, read_log, s3_objects, write_config
 from tests.email.test_maildir import deliver, mail, make_maildir
 from tests.servers.dovecot import PASSWORD, Dovecot, dovecot_server
 from tests.servers.hang import FreezingProxy, HungServer
@@ -70,6 +70,7 @@ def memex_process(config: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
 def finish(proc: subprocess.Popen[str], within: float) -> tuple[float, str]:
     """Wait for the process to end (failing past ``within`` seconds); its run time from now and its stderr."""
     started = time.monotonic()
+    within = patience(within)
     try:
         _, err = proc.communicate(timeout=within)
     except subprocess.TimeoutExpired:

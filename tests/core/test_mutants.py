@@ -776,7 +776,9 @@ def test_safety_test_catches_the_naive_version(tmp_path: Path, path: str, change
         source = target.read_text()
         assert source.count(old) == 1, f"mutation anchor not found exactly once in {where}; update MUTANTS"
         target.write_text(source.replace(old, new))
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    # MEMEX_TEST_PATIENCE: the guarding test's waits are cut to a quarter (at least 10 s): under the mutant the
+    # awaited condition usually never comes, and a full deadline per row made this table the suite's longest wait.
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "MEMEX_TEST_PATIENCE": "0.25"}
     for test in tests:
         out = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test],
