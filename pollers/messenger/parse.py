@@ -111,7 +111,10 @@ def parse_message(m: dict[str, Any], kind: str) -> Parsed:
         if isinstance(m.get("sticker"), dict) and m["sticker"].get("uri"):
             media.append(("sticker", str(m["sticker"]["uri"])))
         unsent = bool(m.get("is_unsent"))
-        extra: dict[str, Any] = {k: m[k] for k in ("type", "call_duration") if m.get(k) is not None}
+        extra: dict[str, Any] = {}
+        for k in ("type", "call_duration"):
+            if (v := m.get(k)) is not None:
+                extra[k] = v
         share = m.get("share")
         if isinstance(share, dict):
             extra["share"] = {k: repair(v) if isinstance(v, str) else v for k, v in share.items()}
@@ -183,13 +186,20 @@ def native_ids(group: list[Parsed], key: str) -> list[str]:
 _EXACT_MS = 2**32 * 1000  # below this (the year 2106), ts / 1000 as a float rounds back to ts's exact milliseconds
 
 
+@functools.lru_cache(maxsize=1024)
+def _minute(minute: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M", time.gmtime(minute * 60))
+
+
 def _sent_at(ts: int) -> str:
-    """``rfc3339(datetime.fromtimestamp(ts / 1000, UTC))``, the same text at a third less cost (one per message)."""
+    """``rfc3339(datetime.fromtimestamp(ts / 1000, UTC))``, the same text at a fraction of the cost (one per message):
+    the date and minute are formatted once per minute (a chat's messages come in bursts), seconds and milliseconds
+    appended."""
     if ts >= _EXACT_MS:
         return rfc3339(datetime.fromtimestamp(ts / 1000, UTC))
-    seconds, ms = divmod(ts, 1000)
-    head = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-    return f"{head}.{ms:03d}000Z" if ms else head + "Z"
+    minute, rest = divmod(ts, 60_000)
+    seconds, ms = divmod(rest, 1000)
+    return f"{_minute(minute)}:{seconds:02d}.{ms:03d}000Z" if ms else f"{_minute(minute)}:{seconds:02d}Z"
 
 
 class Renderer:
@@ -218,38 +228,48 @@ class Renderer:
         if group and thread is not None:
             yield from self._group(thread, group, attachments)
 
-    def _group(self, thread: Thread, group: list[Parsed], attachments: bool) -> Iterator[Item]:
+    def _group(self, thread: Thread, group: list[Parsed], attachments: bool) -> list[Item]:
+        out: list[Item] = []  # a list, not a generator: most groups are one message
         for p, nid in zip(group, native_ids(group, thread.key), strict=True):
             if p.ts >= self.floor_ms:
-                yield from self._items(thread, p, nid, attachments)
+                out += self._items(thread, p, nid, attachments)
+        return out
 
-    def _items(self, thread: Thread, p: Parsed, nid: str, attachments: bool) -> Iterator[Item]:
+    def _items(self, thread: Thread, p: Parsed, nid: str, attachments: bool) -> list[Item]:
+        # The message's items (an original or a delete revision, then its reactions) as a list, not a generator:
+        # one item per message is the common case, and a generator per message cost more than the list.
+        out: list[Item] = []
         at = _sent_at(p.ts)
         conversation_id = self._conversation_ids.get(thread.key)
         if conversation_id is None:
             conversation_id = self._conversation_ids[thread.key] = "thread-" + _h(thread.key)[:24]
-        conversation = Conversation(id=conversation_id, name=thread.title, participants=thread.participants)
-        sender = Sender(id=None, name=p.sender, is_me=self.me is not None and _fold(p.sender) == self.me)
+        # Dict displays, not the TypedDict calls: the same dicts, without a keyword dict per message.
+        conversation: Conversation = {"id": conversation_id, "name": thread.title, "participants": thread.participants}
+        sender: Sender = {"id": None, "name": p.sender, "is_me": self.me is not None and _fold(p.sender) == self.me}
         extra = {**thread.extra, **p.extra, "export": self.reader.label}
 
-        def record(**kw: Any) -> Message:
+        def record(**kw: Any) -> Message:  # revisions (unsent, reactions): the rarer cases
             return Message(source=self.source, type="messenger", native_id=nid, sent_at=at, conversation=conversation, sender=sender, **kw)
 
         if p.unsent:
-            yield Item(
-                None, message=record(deleted=True, extra=extra, revision=Revision(id="unsent", kind="delete", at=None)), expected_dup=True
-            )
+            revision = Revision(id="unsent", kind="delete", at=None)
+            out.append(Item(None, message=record(deleted=True, extra=extra, revision=revision), expected_dup=True))
         else:
             atts, contents, media = self._media(p, attachments)
             if media:
                 extra["media"] = media
             if p.reactions:
                 extra["reactions"] = [{"actor": a, "reaction": r} for a, r in p.reactions]
-            yield Item(None, message=record(text=p.text, attachments=atts, extra=extra), contents=contents, expected_dup=True)
+            message = Message(  # the common case, built directly (no **kw dict)
+                source=self.source, type="messenger", native_id=nid, sent_at=at, conversation=conversation, sender=sender,
+                text=p.text, attachments=atts, extra=extra,
+            )  # fmt: skip
+            out.append(Item(None, message=message, contents=contents, expected_dup=True))
         if p.reactions:
             rid = "reactions-" + _h(*(f"{a}\x1f{r}" for a, r in p.reactions))[:24]
             how = {"reactions": [{"actor": a, "reaction": r} for a, r in p.reactions]}
-            yield Item(None, message=record(extra=how, revision=Revision(id=rid, kind="reactions", at=None)), expected_dup=True)
+            out.append(Item(None, message=record(extra=how, revision=Revision(id=rid, kind="reactions", at=None)), expected_dup=True))
+        return out
 
     def _media(self, p: Parsed, store: bool) -> tuple[list[Attachment], list[Content], list[dict[str, str]]]:
         atts: list[Attachment] = []
