@@ -252,8 +252,8 @@ class Renderer:
             return Message(source=self.source, type="messenger", native_id=nid, sent_at=at, conversation=conversation, sender=sender, **kw)
 
         if p.unsent:
-            revision = Revision(id="unsent", kind="delete", at=None)
-            out.append(Item(None, message=record(deleted=True, extra=extra, revision=revision), expected_dup=True))
+            unsent = record(deleted=True, extra=extra, revision=Revision(id="unsent", kind="delete", at=None))
+            out.append(Item(None, message=unsent, expected_dup=True))
         else:
             atts, contents, media = self._media(p, attachments)
             if media:
