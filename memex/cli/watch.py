@@ -27,7 +27,7 @@ def watch(ctx: click.Context, sources: tuple[str, ...], settle: float, max_secon
     polled every `interval` only. Each poll is the one `memex poll` runs,
     with its lock: cron may keep polling beside the watcher, and whichever
     finds the source busy logs `poll skipped` (the watcher retries). Runs as a
-    service (systemd, launchd: see the README). SIGTERM or Ctrl-C stops a poll
+    service (systemd, launchd: see docs/deploy.md). SIGTERM or Ctrl-C stops a poll
     in progress with its progress saved; exit 0.
     """
     from memex.watch import watch as run_watch

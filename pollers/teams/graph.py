@@ -171,7 +171,9 @@ class Graph:
                 self._wait(delay, url, f"Graph answered {status}", attempt)
                 continue
             if status == 403:
-                raise SourceError(f"{self.source}: {where(url)}: access denied (403); the app needs consent for the scopes in the README")
+                raise SourceError(
+                    f"{self.source}: {where(url)}: access denied (403); the app needs consent for its scopes (docs/sources/teams.md)"
+                )
             raise SourceError(f"{self.source}: {where(url)}: Graph answered {status}")
 
     def pages(self, url: str) -> Iterator[tuple[list[dict[str, Any]], str | None, str | None]]:

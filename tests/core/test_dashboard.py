@@ -132,6 +132,9 @@ def _live(cfg: Path) -> tuple[int, int]:
     if pid == 0:  # child
         os.chdir(ROOT)
         os.environ["PYTHONFAULTHANDLER"] = "1"  # SIGABRT dumps every thread's stack: what a hung dashboard was doing
+        # As in a user's terminal, Ctrl-C must reach it: a test run started in the background (``&``, nohup, CI
+        # runners) inherits SIGINT ignored, and Python then never installs KeyboardInterrupt: the flake hunt's hang.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.execv(sys.executable, [sys.executable, "-m", "memex", "--config", str(cfg), "dashboard"])
     return pid, fd
 

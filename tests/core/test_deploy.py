@@ -40,7 +40,7 @@ enabled = false
 
 
 def test_crontab_example_is_what_memex_cron_prints(tmp_path: Path) -> None:
-    """crontab.example is exactly `memex cron` for the README's example sources: it cannot drift from the code."""
+    """crontab.example is exactly `memex cron` for an example config (docs/deploy.md shows it): it cannot drift from the code."""
     path = tmp_path / "config.toml"
     path.write_text(EXAMPLE_CONFIG)
     cfg = config.load(path)

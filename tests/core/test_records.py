@@ -67,5 +67,5 @@ def test_same_message_renders_to_same_bytes() -> None:
 
 
 def test_ids_differing_only_in_case_get_distinct_keys(tmp_path: Path) -> None:
-    """Keys keep case; (on a case-insensitive file system the file store would need more: see README)."""
+    """Keys keep case; (on a case-insensitive file system the file store would need more: see docs/records.md)."""
     assert encode_id("abc") != encode_id("ABC")

@@ -265,7 +265,7 @@ def test_a_poll_stopped_by_its_time_limit_is_followed_by_the_next_at_once(tmp_pa
     all stored, without waiting for a change or the interval (an hour).
 
     The first poll is held at its 50th mail (a test hold) until its time limit passes, so it is cut short whatever the
-    machine's speed.
+    machine's speed (a loaded machine may not even reach the 50th in time: it stores fewer, still cut by the limit).
     """
     backlog = 300
     config, _root, state = with_backlog(tmp_path, backlog)
@@ -274,7 +274,7 @@ def test_a_poll_stopped_by_its_time_limit_is_followed_by_the_next_at_once(tmp_pa
         wait_until(lambda: len(stored_ids(state)) >= backlog, STORED_WITHIN * 2, "the backlog to be stored")
         stop(proc)
     lines = polls(state, "md")
-    assert lines[0]["trigger"] == "start" and lines[0]["stopped"] == "deadline" and lines[0]["new"] == 50
+    assert lines[0]["trigger"] == "start" and lines[0]["stopped"] == "deadline" and lines[0]["new"] <= 50
     assert len(lines) > 1 and {e["trigger"] for e in lines[1:]} == {"more"} and sum(e["new"] for e in lines) == backlog
 
 
