@@ -59,6 +59,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/teams_sync.py
 	$(BIN)/python bench/signal_spool.py
 	$(BIN)/python bench/messenger_export.py
+	$(BIN)/python bench/maildir_scale.py --strace
 	PYTHONPATH=. $(BIN)/python bench/health_overhead.py
 
 clean:

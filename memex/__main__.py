@@ -1,5 +1,5 @@
 """``python -m memex``."""
 
-from memex.cli.main import main
+from memex.cli.entry import main
 
 main()

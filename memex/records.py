@@ -6,7 +6,6 @@ so the same message always renders to the same bytes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass, field, fields
@@ -169,6 +168,8 @@ def encode_id(native_id: str) -> str:
     if not encoded:
         encoded = "%"  # the empty ID; '%' alone is not a valid escape, so it is unique
     if len(encoded) > MAX_ENCODED_ID:
+        import hashlib  # here, not at the top: an idle cron poll never hashes (start-up cost)
+
         digest = hashlib.sha256(raw).hexdigest()
         head = encoded[: MAX_ENCODED_ID - 65]
         cut = head.rfind("%", len(head) - 2)

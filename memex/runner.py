@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -109,6 +108,8 @@ def debug_enabled() -> bool:
 
 def internal_error(exc: BaseException) -> str:
     """Describe an unexpected exception by type and place only: its message might quote message data."""
+    import traceback  # here, not at the top: only a bug needs it (start-up cost)
+
     frames = traceback.extract_tb(exc.__traceback__)
     where = ""
     if frames:
@@ -182,6 +183,8 @@ def poll(
     except Exception as exc:  # a bug: report it as one line, keep the process alive for --all
         result.status, result.error, result.exit_code = "error", internal_error(exc), 1
         if debug_enabled():
+            import traceback
+
             log.error("internal.traceback", traceback="".join(traceback.format_exception(exc)))
     finally:
         deadline.close()

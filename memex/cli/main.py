@@ -61,28 +61,12 @@ def poll(ctx: click.Context, sources: tuple[str, ...], all_sources: bool, max_se
     message, with progress saved; a request to a server that hangs is cut
     short 2 s after SIGTERM or after --max-seconds.
     """
-    from memex.runner import poll as poll_one
-    from memex.runner import poll_many
+    from memex.cli.poll import run_poll
 
     cfg = load_config(ctx)
     if all_sources == bool(sources):
         raise click.UsageError("name one or more SOURCES, or pass --all")
-    names = [n for n, s in sorted(cfg.sources.items()) if s.enabled] if all_sources else list(sources)
-    for name in list(names):
-        if not cfg.source(name).enabled:
-            click.echo(f"memex: {name}: skipped: enabled = false in the config", err=True)
-            names.remove(name)
-    if sources and not names:
-        return
-    if not names:
-        click.echo("memex: no enabled sources in the config; nothing to poll", err=True)
-        return
-    with stop_on_signals() as stop:
-        if len(names) == 1:
-            results = [poll_one(cfg, names[0], max_seconds=max_seconds, stop=stop, console=sys.stderr)]
-        else:
-            results = poll_many(cfg, names, max_seconds=max_seconds, stop=stop, console=sys.stderr)
-    code = max((r.exit_code for r in results), default=0)
+    code = run_poll(cfg, sources, all_sources, max_seconds)
     if code:
         sys.exit(code)
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import secrets
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -107,7 +105,7 @@ def write_temp(directory: Path, stem: str, data: bytes, mode: int = FILE_MODE, *
     the folder mistakes it for a finished file. The caller renames or links it.
     ``sync=False`` leaves the fsync to the caller (a group commit makes many temp files durable at once).
     """
-    tmp = directory / f".{stem}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+    tmp = directory / f".{stem}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
     write_new(str(tmp), data, mode, sync=sync)
     return tmp
 
@@ -131,10 +129,12 @@ def write_new(path: str, data: bytes, mode: int = FILE_MODE, *, sync: bool = Fal
 
 def stream_temp(directory: Path, stem: str, open_body: Callable[[], IO[bytes]], mode: int = FILE_MODE) -> Path:
     """Like :func:`write_temp`, copying a stream in chunks instead of bytes held in memory."""
-    tmp = directory / f".{stem}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+    tmp = directory / f".{stem}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         with open_body() as src, os.fdopen(os.dup(fd), "wb") as dst:
+            import shutil  # here, not at the top: shutil pulls in zlib, bz2 and lzma (start-up cost)
+
             shutil.copyfileobj(src, dst, 1 << 20)
         full_fsync(fd)
     except BaseException:

@@ -45,8 +45,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import structlog
-
 from memex.config import Config
 from memex.errors import AlreadyRunning, ConfigError, LeaseLost, StateError
 from memex.s3.bucket import S3Bucket
@@ -56,7 +54,12 @@ from memex.state.cursors import FORMAT, CursorEdits, Section, utc_now
 CAS_ATTEMPTS = 12
 GRANULARITY_S = 1.0  # Last-Modified and Date have whole seconds
 
-log = structlog.get_logger("memex.state.s3state")
+
+def _log() -> Any:
+    """This module's structlog logger; structlog is imported on first use, never by a poll that needs no lease log."""
+    import structlog
+
+    return structlog.get_logger("memex.state.s3state")
 
 
 def host_name() -> str:
@@ -269,7 +272,7 @@ class S3Lease:
                 self.release()
                 raise
         if found is not None:
-            log.warning("lease.taken_over", lease=self.path, epoch=self.epoch, previous_host=found[0].host, previous_pid=found[0].pid,
+            _log().warning("lease.taken_over", lease=self.path, epoch=self.epoch, previous_host=found[0].host, previous_pid=found[0].pid,
                         previous_released=found[0].released)  # fmt: skip
         self._renewer = threading.Thread(target=self._renew_loop, name=f"lease {self.key}", daemon=True)
         self._renewer.start()
@@ -282,7 +285,7 @@ class S3Lease:
                 continue
             if etag is None:
                 self.lost.set()
-                log.error("lease.lost", lease=self.path, epoch=self.epoch)
+                _log().error("lease.lost", lease=self.path, epoch=self.epoch)
                 return
             self._etag = etag
 

@@ -12,7 +12,6 @@ message. The bytes are streamed, never read whole into memory.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Protocol
@@ -55,6 +54,8 @@ def content_key(sha256: str) -> str:
 
 def digest(open_body: Callable[[], IO[bytes]]) -> tuple[str, int]:
     """SHA-256 (hex) and size of a stream, read in chunks."""
+    import hashlib  # here, not at the top: an idle cron poll never hashes (start-up cost)
+
     h = hashlib.sha256()
     size = 0
     with open_body() as f:

@@ -20,7 +20,6 @@ looked for there before a new one is made.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +27,8 @@ from typing import Any
 
 def fingerprint(*parts: Any) -> str:
     """A stable fingerprint of the parts that identify a record (32 hex digits)."""
+    import hashlib  # here, not at the top: an idle cron poll never hashes (start-up cost)
+
     return hashlib.sha256(json.dumps(parts, ensure_ascii=True, default=str).encode()).hexdigest()[:32]
 
 

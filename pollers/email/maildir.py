@@ -31,10 +31,18 @@ folder's ``"ahead": {"floor_ns", "keys"}`` until the clock passes the cursor
 Files whose ctime is within ``settle_seconds`` of the scan's start are left
 for the next poll: a file renamed in while the folder is being listed may be
 missed by that listing, and must not end up behind the cursor.
+
+One listing per poll: the first ``fetch`` lists the Maildir's folders and each
+folder's files once (sorted by ctime, key) and the next ``fetch`` calls of the
+same poll (each given the cursor the previous one returned) go on from there,
+found by binary search, so draining a folder is linear in its files (a listing
+per batch of 500 made it quadratic). Mail that arrives meanwhile is the next
+poll's, as with any listing; a ``fetch`` given any other cursor lists again.
 """
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import os
 import time
@@ -72,6 +80,20 @@ class Entry:
     mtime_ns: int
 
 
+def _order(entry: Entry) -> tuple[int, str]:
+    return entry.ctime_ns, entry.key
+
+
+class _Listing:
+    """One poll's listing: the folders, and each folder's files sorted by (ctime, key) with the scan's horizon."""
+
+    def __init__(self, folders: list[str], horizon: int) -> None:
+        self.folders = folders
+        self.horizon = horizon
+        self.files: dict[str, list[Entry]] = {}
+        self.resume: Cursor = None  # the cursor the last fetch returned: a fetch given it goes on from this listing
+
+
 def make(source: SourceConfig) -> MaildirPoller:
     """Validate ``[sources.NAME]`` of type maildir and build its poller (no I/O)."""
     keys = source.keys()
@@ -92,6 +114,7 @@ class MaildirPoller:
         self.root = root
         self.folders = folders
         self.settle_seconds = settle_seconds
+        self._listing: _Listing | None = None  # this poll's (see the module's docstring)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -221,14 +244,29 @@ class MaildirPoller:
         the trailing :data:`AHEAD_WINDOW` below the cursor, remembering their
         keys in the cursor's ``ahead`` until the clock has passed the cursor.
         """
-        scan_start_ns = time.time_ns()
-        horizon = scan_start_ns - int(self.settle_seconds * 1e9)
+        listing = self._listing
+        if listing is None or listing.resume is None or cursor != listing.resume:
+            scan_start_ns = time.time_ns()
+            listing = self._listing = _Listing(self.folder_names(), scan_start_ns - int(self.settle_seconds * 1e9))
+        batch = self._fetch(listing, cursor, limit)
+        listing.resume = batch.cursor
+        return batch
+
+    def _files(self, listing: _Listing, folder: str) -> list[Entry]:
+        """The folder's files in (ctime, key) order, listed once per poll."""
+        files = listing.files.get(folder)
+        if files is None:
+            files = listing.files[folder] = sorted(self._list(folder), key=_order)
+        return files
+
+    def _fetch(self, listing: _Listing, cursor: Cursor, limit: int) -> Batch:
+        horizon = listing.horizon
         folders: dict[str, Any] = dict((cursor or {}).get("folders") or {})
         changed, warnings = False, []
-        for folder in self.folder_names():
+        for folder in listing.folders:
             known = folders.get(folder) or {"ctime_ns": 0, "names": []}
             after, names = int(known["ctime_ns"]), set(known.get("names") or [])
-            listing = self._list(folder)
+            files = self._files(listing, folder)
             ahead = known.get("ahead") if isinstance(known.get("ahead"), dict) else None
             if ahead is None and after > horizon:
                 ahead = {"floor_ns": max(0, horizon - int(AHEAD_WINDOW * 1e9)), "keys": []}
@@ -238,9 +276,10 @@ class MaildirPoller:
                 )
             if ahead is not None:
                 floor, seen = int(ahead.get("floor_ns", 0)), set(ahead.get("keys") or [])
-                below = [e for e in listing if floor <= e.ctime_ns < after and e.key not in seen and e.ctime_ns < horizon]
+                top = min(after, horizon)
+                window = files[bisect.bisect_left(files, (floor, ""), key=_order) : bisect.bisect_left(files, (top, ""), key=_order)]
+                below = [e for e in window if e.key not in seen]
                 if below:
-                    below.sort(key=lambda e: (e.ctime_ns, e.key))
                     items: list[Item] = []
                     for e in below[:limit]:
                         seen.add(e.key)
@@ -257,13 +296,17 @@ class MaildirPoller:
                     folders[folder] = {**known, "ahead": ahead}
                     changed = True
                 known = folders.get(folder) or known
-            fresh = [e for e in listing if (e.ctime_ns > after or (e.ctime_ns == after and e.key not in names)) and e.ctime_ns < horizon]
+            fresh: list[Entry] = []
+            for e in files[bisect.bisect_left(files, (after, ""), key=_order) :]:
+                if e.ctime_ns >= horizon or len(fresh) == limit:
+                    break
+                if e.ctime_ns > after or e.key not in names:
+                    fresh.append(e)
             if not fresh:
                 continue
-            fresh.sort(key=lambda e: (e.ctime_ns, e.key))
             items = []
             extra = {k: v for k, v in known.items() if k == "ahead"}
-            for e in fresh[:limit]:
+            for e in fresh:
                 if e.ctime_ns != after:
                     after, names = e.ctime_ns, set()
                 names.add(e.key)

@@ -15,7 +15,6 @@ A message first seen already edited is stored with its first version as the orig
 
 from __future__ import annotations
 
-import plistlib
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -39,6 +38,8 @@ def edit_history(summary_info: bytes | None) -> list[Version]:
     if not summary_info:
         return []
     try:
+        import plistlib  # here, not at the top: an idle cron poll reads no message (start-up cost)
+
         doc = plistlib.loads(bytes(summary_info))
     except Exception:  # a plist we cannot read: the current row still gives one revision
         return []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 STREAM_MAGIC = b"\x04\x0bstreamtyped"
@@ -40,18 +41,20 @@ _MUTABLE_TAILS = (  # the same dictionaries, with the references counted after t
 # 0x81 and 2 bytes, or 0x82 and 4 bytes, little-endian (the "streamtyped" header). Other heads fall back.
 _INT = rb"(?:[\x00-\x7f]|\x81[\x00-\xff]{2}|\x82[\x00-\xff]{4})"
 _START = re.escape(STREAM_MAGIC + b"\x81\xe8\x03\x84\x01@")
-_HEAD = re.compile(b"%b(?:(%b)|%b)(%b)" % (_START, re.escape(_PLAIN_PREFIX), re.escape(_MUTABLE_PREFIX), _INT), re.DOTALL)
 
 
+@functools.cache
+def _head() -> re.Pattern[bytes]:
+    """The stream's head (compiled on first use: an idle cron poll decodes nothing and pays no regex compile)."""
+    return re.compile(b"%b(?:(%b)|%b)(%b)" % (_START, re.escape(_PLAIN_PREFIX), re.escape(_MUTABLE_PREFIX), _INT), re.DOTALL)
+
+
+@functools.cache
 def _tail_pattern(tails: tuple[bytes, ...]) -> re.Pattern[bytes]:
     """After the string: its end-of-object mark, then either the end of the attributed string (no runs)
     or one run over one of the known attribute dictionaries, and nothing after."""
     known = b"|".join(re.escape(tail) for tail in tails)
     return re.compile(b"\x86(?:\x86|" + re.escape(_RUN) + _INT + b"(?:" + known + b"))", re.DOTALL)
-
-
-_PLAIN_TAIL = _tail_pattern(_PLAIN_TAILS)
-_MUTABLE_TAIL = _tail_pattern(_MUTABLE_TAILS)
 
 
 def _int_value(raw: bytes) -> int:
@@ -67,12 +70,12 @@ def _decode_fast(blob: bytes) -> str | None:
     past the end, for bytes that are not strict UTF-8 (pytypedstream decodes them strictly too), and for
     a tail that is cut, changed or followed by more bytes: those go to pytypedstream unchanged.
     """
-    head = _HEAD.match(blob)
+    head = _head().match(blob)
     if head is None:
         return None
     start = head.end()
     end = start + _int_value(head.group(2))
-    tail = _PLAIN_TAIL if head.group(1) is not None else _MUTABLE_TAIL
+    tail = _tail_pattern(_PLAIN_TAILS if head.group(1) is not None else _MUTABLE_TAILS)
     if tail.fullmatch(blob, end) is None:  # also when the length runs past the end (no end mark there)
         return None
     try:

@@ -23,9 +23,11 @@ revision (``id = "unsent"``), never an original, so an older export read later s
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import mimetypes
+import time
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -49,12 +51,14 @@ def repair(text: str) -> str:
         return text
 
 
+@functools.lru_cache(maxsize=4096)
 def _fold(name: str) -> str:
+    # Cached: a thread has a handful of senders and each message folds its sender's name up to three times.
     return unicodedata.normalize("NFC", name).casefold().strip()
 
 
 def _h(*parts: object) -> str:
-    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8", "surrogatepass")).hexdigest()
+    return hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass
@@ -99,11 +103,18 @@ def parse_message(m: dict[str, Any], kind: str) -> Parsed:
     """One message object of either format (KeyError/TypeError/ValueError when it is not one)."""
     if kind == "standard":
         ts, sender, text = int(m["timestamp_ms"]), m.get("sender_name"), m.get("content")
-        media = [(k, str(a["uri"])) for k in MEDIA_KINDS for a in (m.get(k) or []) if isinstance(a, dict) and a.get("uri")]
+        media = (
+            []
+            if m.keys().isdisjoint(MEDIA_KINDS)  # most messages: no media key at all
+            else [(k, str(a["uri"])) for k in MEDIA_KINDS for a in (m.get(k) or []) if isinstance(a, dict) and a.get("uri")]
+        )
         if isinstance(m.get("sticker"), dict) and m["sticker"].get("uri"):
             media.append(("sticker", str(m["sticker"]["uri"])))
         unsent = bool(m.get("is_unsent"))
-        extra: dict[str, Any] = {k: m[k] for k in ("type", "call_duration") if m.get(k) is not None}
+        extra: dict[str, Any] = {}
+        for k in ("type", "call_duration"):
+            if (v := m.get(k)) is not None:
+                extra[k] = v
         share = m.get("share")
         if isinstance(share, dict):
             extra["share"] = {k: repair(v) if isinstance(v, str) else v for k, v in share.items()}
@@ -114,7 +125,8 @@ def parse_message(m: dict[str, Any], kind: str) -> Parsed:
         extra = {"type": m["type"]} if m.get("type") else {}
     if ts < 0 or not isinstance(sender, str) or (text is not None and not isinstance(text, str)):
         raise ValueError("not a message")
-    reactions = sorted((repair(str(r.get("actor", ""))), repair(str(r.get("reaction", "")))) for r in (m.get("reactions") or []))
+    found = m.get("reactions")
+    reactions = sorted((repair(str(r.get("actor", ""))), repair(str(r.get("reaction", "")))) for r in found) if found else []
     return Parsed(ts, repair(sender), repair(text) if text else None, media, reactions, unsent, extra, m)
 
 
@@ -150,6 +162,9 @@ def unit_messages(reader: Reader, unit: Unit, export_hash: str) -> Iterator[Thre
 
 def native_ids(group: list[Parsed], key: str) -> list[str]:
     """IDs of the messages of one millisecond (in stream order), see the module docstring."""
+    if len(group) == 1:  # the common case: one message in its millisecond
+        p = group[0]
+        return [f"{p.ts}-{_h('fbm', key, p.ts, _fold(p.sender))[:32]}"]
     by_sender: dict[str, int] = {}
     for p in group:
         by_sender[_fold(p.sender)] = by_sender.get(_fold(p.sender), 0) + 1
@@ -168,6 +183,25 @@ def native_ids(group: list[Parsed], key: str) -> list[str]:
     return ids
 
 
+_EXACT_MS = 2**32 * 1000  # below this (the year 2106), ts / 1000 as a float rounds back to ts's exact milliseconds
+
+
+@functools.lru_cache(maxsize=1024)
+def _minute(minute: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M", time.gmtime(minute * 60))
+
+
+def _sent_at(ts: int) -> str:
+    """``rfc3339(datetime.fromtimestamp(ts / 1000, UTC))``, the same text at a fraction of the cost (one per message):
+    the date and minute are formatted once per minute (a chat's messages come in bursts), seconds and milliseconds
+    appended."""
+    if ts >= _EXACT_MS:
+        return rfc3339(datetime.fromtimestamp(ts / 1000, UTC))
+    minute, rest = divmod(ts, 60_000)
+    seconds, ms = divmod(rest, 1000)
+    return f"{_minute(minute)}:{seconds:02d}.{ms:03d}000Z" if ms else f"{_minute(minute)}:{seconds:02d}Z"
+
+
 class Renderer:
     """Turns a unit's stream into items (no cursors yet): originals, reactions and delete revisions."""
 
@@ -175,6 +209,7 @@ class Renderer:
         self.source, self.reader, self.unit = source, reader, unit
         self.me = _fold(me) if me else None
         self.floor_ms = floor_ms
+        self._conversation_ids: dict[str, str] = {}  # thread key -> conversation ID (one hash per thread, not per message)
 
     def items(self, export_hash: str, attachments: bool) -> Iterator[Item]:
         """Every item of the unit, in a fixed order (a resumed read skips a count of them)."""
@@ -193,40 +228,55 @@ class Renderer:
         if group and thread is not None:
             yield from self._group(thread, group, attachments)
 
-    def _group(self, thread: Thread, group: list[Parsed], attachments: bool) -> Iterator[Item]:
+    def _group(self, thread: Thread, group: list[Parsed], attachments: bool) -> list[Item]:
+        out: list[Item] = []  # a list, not a generator: most groups are one message
         for p, nid in zip(group, native_ids(group, thread.key), strict=True):
             if p.ts >= self.floor_ms:
-                yield from self._items(thread, p, nid, attachments)
+                out += self._items(thread, p, nid, attachments)
+        return out
 
-    def _items(self, thread: Thread, p: Parsed, nid: str, attachments: bool) -> Iterator[Item]:
-        at = rfc3339(datetime.fromtimestamp(p.ts / 1000, UTC))
-        conversation = Conversation(id="thread-" + _h(thread.key)[:24], name=thread.title, participants=thread.participants)
-        sender = Sender(id=None, name=p.sender, is_me=self.me is not None and _fold(p.sender) == self.me)
+    def _items(self, thread: Thread, p: Parsed, nid: str, attachments: bool) -> list[Item]:
+        # The message's items (an original or a delete revision, then its reactions) as a list, not a generator:
+        # one item per message is the common case, and a generator per message cost more than the list.
+        out: list[Item] = []
+        at = _sent_at(p.ts)
+        conversation_id = self._conversation_ids.get(thread.key)
+        if conversation_id is None:
+            conversation_id = self._conversation_ids[thread.key] = "thread-" + _h(thread.key)[:24]
+        # Dict displays, not the TypedDict calls: the same dicts, without a keyword dict per message.
+        conversation: Conversation = {"id": conversation_id, "name": thread.title, "participants": thread.participants}
+        sender: Sender = {"id": None, "name": p.sender, "is_me": self.me is not None and _fold(p.sender) == self.me}
         extra = {**thread.extra, **p.extra, "export": self.reader.label}
 
-        def record(**kw: Any) -> Message:
+        def record(**kw: Any) -> Message:  # revisions (unsent, reactions): the rarer cases
             return Message(source=self.source, type="messenger", native_id=nid, sent_at=at, conversation=conversation, sender=sender, **kw)
 
         if p.unsent:
-            yield Item(
-                None, message=record(deleted=True, extra=extra, revision=Revision(id="unsent", kind="delete", at=None)), expected_dup=True
-            )
+            unsent = record(deleted=True, extra=extra, revision=Revision(id="unsent", kind="delete", at=None))
+            out.append(Item(None, message=unsent, expected_dup=True))
         else:
             atts, contents, media = self._media(p, attachments)
             if media:
                 extra["media"] = media
             if p.reactions:
                 extra["reactions"] = [{"actor": a, "reaction": r} for a, r in p.reactions]
-            yield Item(None, message=record(text=p.text, attachments=atts, extra=extra), contents=contents, expected_dup=True)
+            message = Message(  # the common case, built directly (no **kw dict)
+                source=self.source, type="messenger", native_id=nid, sent_at=at, conversation=conversation, sender=sender,
+                text=p.text, attachments=atts, extra=extra,
+            )  # fmt: skip
+            out.append(Item(None, message=message, contents=contents, expected_dup=True))
         if p.reactions:
             rid = "reactions-" + _h(*(f"{a}\x1f{r}" for a, r in p.reactions))[:24]
             how = {"reactions": [{"actor": a, "reaction": r} for a, r in p.reactions]}
-            yield Item(None, message=record(extra=how, revision=Revision(id=rid, kind="reactions", at=None)), expected_dup=True)
+            out.append(Item(None, message=record(extra=how, revision=Revision(id=rid, kind="reactions", at=None)), expected_dup=True))
+        return out
 
     def _media(self, p: Parsed, store: bool) -> tuple[list[Attachment], list[Content], list[dict[str, str]]]:
         atts: list[Attachment] = []
         contents: list[Content] = []
         kinds: list[dict[str, str]] = []
+        if not p.media:
+            return atts, contents, kinds
         for kind, uri in p.media:
             path = self._resolve(uri)
             name = uri.rsplit("/", 1)[-1]

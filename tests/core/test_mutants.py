@@ -424,6 +424,12 @@ MUTANTS = [
         id="maildir-cursor-ahead-of-the-clock-trusted",
     ),
     pytest.param(
+        "pollers/email/maildir.py",
+        [("        if listing is None or listing.resume is None or cursor != listing.resume:\n", "        if True:\n")],
+        ["tests/email/test_maildir.py::test_a_poll_lists_the_maildir_once_however_many_batches"],
+        id="maildir-listing-per-batch",
+    ),
+    pytest.param(
         "pollers/email/imap.py",
         [("            except MailboxError as exc:\n", "            except ZeroDivisionError as exc:\n")],
         ["tests/email/test_imap_mailboxes.py::test_a_mailbox_that_cannot_be_opened_does_not_stop_the_others"],

@@ -89,6 +89,29 @@ def test_idle_poll_makes_no_s3_request_and_imports_no_boto3(tmp_path: Path) -> N
     assert read_log(tmp_path / "state", "imessage")[-1]["status"] == "idle"
 
 
+# Imports an idle cron poll has no use for, each once a large part of its start-up (issue 25: ≤ 3x `python -c pass`):
+# click (the entry parses a plain poll itself), structlog and the asyncio it pulls in (memex.observe.logs), inspect
+# (memex.lean_import: dataclasses imports it for what memex never asks of it), and
+# what only storing a message needs (hashing, file copies, tracebacks, random names, iMessage edit plists).
+IDLE_POLL_NEVER_IMPORTS = frozenset({"click", "structlog", "asyncio", "inspect", "hashlib", "shutil", "secrets", "traceback", "plistlib"})
+
+
+def test_an_idle_poll_imports_neither_click_nor_structlog_nor_what_storing_needs(tmp_path: Path) -> None:
+    """An idle ``memex poll`` (the cron command line) imports none of IDLE_POLL_NEVER_IMPORTS, and still logs its line."""
+    cfg, _ = imessage_setup(tmp_path, 5)
+    assert run_cli("poll", "imessage", config=cfg).returncode == 0
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "memex", "--config", str(cfg), "poll", "imessage", "--max-seconds", "50"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+    assert "memex.runner" in imported  # the poll did run
+    assert not imported & IDLE_POLL_NEVER_IMPORTS
+    last = read_log(tmp_path / "state", "imessage")[-1]
+    assert (last["event"], last["status"], last["level"], last["source"]) == ("poll", "idle", "info", "imessage")
+
+
 def test_unreachable_s3_fails_clearly_and_keeps_the_cursor(tmp_path: Path) -> None:
     """New messages and a dead S3 endpoint: exit 1, one line naming the bucket and key, cursor not moved."""
     cfg, _ = imessage_setup(tmp_path, 5, store={"url": "s3://nowhere/x", "endpoint_url": "http://127.0.0.1:9"})

@@ -245,3 +245,34 @@ def test_a_cursor_ahead_of_the_clock_loses_no_mail(tmp_path: Path) -> None:
     deliver(root, "4.d", mail(4))
     again = poll(cfg, "md")
     assert (again.new, again.dup) == (1, 0)
+
+
+def test_a_poll_lists_the_maildir_once_however_many_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Draining four batches' worth of mail lists the root, new/ and cur/ once each: one listing per poll, not per batch.
+
+    The real ``os.scandir`` and ``os.listdir`` run; a wrapper only records which folders they were asked for.
+    """
+    root = make_maildir(tmp_path / "Maildir")
+    for i in range(35):
+        deliver(root, f"{i}.host", mail(i))
+    deliver(root, "cur.host:2,S", mail("c"), sub="cur")
+    cfg = setup(tmp_path, root)
+    listed: list[str] = []
+    scandir, listdir = os.scandir, os.listdir
+
+    def counting_scandir(path: Any = ".") -> Any:
+        listed.append(os.fspath(path))
+        return scandir(path)
+
+    def counting_listdir(path: Any = ".") -> Any:
+        listed.append(os.fspath(path))
+        return listdir(path)
+
+    monkeypatch.setattr(os, "scandir", counting_scandir)
+    monkeypatch.setattr(os, "listdir", counting_listdir)
+    result = poll(cfg, "md", batch_size=10)
+    monkeypatch.undo()
+    assert (result.status, result.new) == ("ok", 36)
+    mine = sorted(os.path.relpath(p, root) for p in listed if Path(p).resolve().is_relative_to(root.resolve()))
+    assert mine == [".", "cur", "new"]
+    assert poll(cfg, "md").status == "idle"

@@ -1,0 +1,91 @@
+"""``memex poll`` without click: what cron runs every minute, kept to what a poll uses.
+
+A cron poll with nothing new is mostly interpreter start-up and imports, so this module and
+:mod:`memex.cli.entry` import neither click nor anything a poll does not need. The click command
+(:mod:`memex.cli.main`) runs the same :func:`run_poll`; so do command lines the entry hands over.
+Also here, for every command: one-line errors with their exit codes, and the stop-on-signal event.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from memex.errors import MemexError
+
+if TYPE_CHECKING:
+    from memex.config import Config
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """Print one error line and exit with ``code``."""
+    print(f"memex: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def guarded(func: Callable[[], Any], passthrough: tuple[type[BaseException], ...] = ()) -> Any:
+    """Run ``func``: a MemexError is one stderr line and its exit code; a bug one line, no traceback unless --debug.
+
+    ``passthrough``: exceptions that carry their own exit (click's usage errors) and are re-raised as they are.
+    """
+    try:
+        return func()
+    except MemexError as exc:
+        fail(str(exc), exc.exit_code)
+    except passthrough:
+        raise
+    except Exception as exc:  # a bug: one line, no traceback (it could quote message data) unless --debug
+        from memex.runner import debug_enabled, internal_error
+
+        if debug_enabled():
+            import traceback
+
+            traceback.print_exc()
+        fail(internal_error(exc), 1)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """SIGTERM and SIGINT set an event the runner checks between messages and memex.deadline watches mid-request."""
+    stop = threading.Event()
+    previous = {}
+
+    def handler(signum: int, _frame: Any) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop now; state stays consistent (data first, cursor last)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[sig] = signal.signal(sig, handler)
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_poll(cfg: Config, sources: tuple[str, ...], all_sources: bool, max_seconds: float) -> int:
+    """Poll ``sources`` (or every enabled one) once; the exit code. The caller has checked that exactly one was asked."""
+    from memex.runner import poll as poll_one
+    from memex.runner import poll_many
+
+    names = [n for n, s in sorted(cfg.sources.items()) if s.enabled] if all_sources else list(sources)
+    for name in list(names):
+        if not cfg.source(name).enabled:
+            print(f"memex: {name}: skipped: enabled = false in the config", file=sys.stderr, flush=True)
+            names.remove(name)
+    if sources and not names:
+        return 0
+    if not names:
+        print("memex: no enabled sources in the config; nothing to poll", file=sys.stderr, flush=True)
+        return 0
+    with stop_on_signals() as stop:
+        if len(names) == 1:
+            results = [poll_one(cfg, names[0], max_seconds=max_seconds, stop=stop, console=sys.stderr)]
+        else:
+            results = poll_many(cfg, names, max_seconds=max_seconds, stop=stop, console=sys.stderr)
+    return max((r.exit_code for r in results), default=0)
