@@ -118,7 +118,7 @@ def test_a_cursor_never_passes_an_object_that_is_not_durable(tmp_path: Path) -> 
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}}, store={"url": (tmp_path / "store").as_uri()})
     trace_file = tmp_path / "trace"
     cmd = ["strace", "-f", "-y", "-qq", "-s", "4096", "-e", "trace=openat,linkat,link,rename,renameat,renameat2,fsync,fdatasync,syncfs",
-           "-o", str(trace_file), sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage"]  # fmt: skip
+           "-o", str(trace_file), sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage", "--max-seconds", "600"]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
     trace = trace_file.read_text().splitlines()
@@ -143,7 +143,8 @@ def test_a_poll_killed_inside_a_group_commit_loses_nothing(tmp_path: Path, sysca
     imessage_samples.build(db, total, seed=7)
     store = tmp_path / "store"
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}}, store={"url": store.as_uri()})
-    poll = [sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage"]
+    # A budget no loaded machine under strace exhausts: the default 50 s once ended the poll before the 5100th link.
+    poll = [sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage", "--max-seconds", "600"]
     when = {"syncfs": "2", "link": "5100", "fsync": "8"}[syscall]  # inside the second group commit
     killed = subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"inject={syscall}:signal=KILL:when={when}", *poll],
                             capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
