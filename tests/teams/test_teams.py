@@ -22,6 +22,7 @@ from memex.records import decode_id
 from memex.registry import make_poller
 from memex.runner import poll
 from memex.state.cursors import CursorStore
+from tests.conftest import patience
 from tests.servers.graph import ME, TENANT, Fault, GraphServer
 
 CHAT_A = "19:2da4c29f6d7041eca70b638b43d45437@thread.v2"
@@ -551,7 +552,7 @@ def test_a_poll_out_of_time_stops_its_walk_cleanly(tmp_path: Path, graph: GraphS
     for cid in chats:
         graph.add_chat(cid)
         graph.post(cid, f"in {cid[3:8]}")
-    cfg = config_mod.load(write_config(tmp_path, graph))
+    cfg = config_mod.load(write_config(tmp_path, graph, timeout=120))  # only the deadline can end the hung request
     sign_in(cfg)
     assert poll(cfg, "teams", max_seconds=60).new == 30
     before = cursor(cfg)
@@ -560,10 +561,16 @@ def test_a_poll_out_of_time_stops_its_walk_cleanly(tmp_path: Path, graph: GraphS
     asked = len(graph.requests(f"/me/chats/{chats[-1]}/messages"))
     hang = threading.Event()  # the second chat's page hangs until the deadline: the poll is cut there, whatever the machine's speed
     graph.faults.append(Fault(f"/me/chats/{chats[1]}/messages", hang=hang))
+    result: list[Any] = []
+    walk = threading.Thread(target=lambda: result.append(poll(cfg, "teams", max_seconds=5)), daemon=True)
+    walk.start()
     try:
-        short = poll(cfg, "teams", max_seconds=5)
+        walk.join(patience(60))  # a request deaf to the deadline would hold the poll for the 120 s request timeout
+        assert not walk.is_alive(), "the poll outlived its 5 s limit by a minute: a request deaf to the deadline"
     finally:
         hang.set()
+        walk.join(130)
+    short = result[0]
     assert (short.exit_code, short.stopped, short.new) == (0, "deadline", 1), short.error
     assert len(graph.requests(f"/me/chats/{chats[-1]}/messages")) == asked  # no request after the deadline
     assert cursor(cfg)["chats"][chats[-1]] == before["chats"][chats[-1]] != cursor(cfg)["chats"][chats[0]]
