@@ -767,6 +767,27 @@ MUTANTS = [
         ["tests/imessage/test_typedstream_fast.py::test_invalid_utf8_falls_back_to_pytypedstreams_error"],
         id="typedstream-fast-path-lenient-utf8",
     ),
+    pytest.param(
+        "memex/uploader.py",
+        [("                if item.whole and message.revision is not None:\n", "                if False:\n")],
+        ["tests/core/test_revision_original.py::test_a_whole_revision_whose_original_is_missing_stores_the_original_first[file]",
+         "tests/teams/test_teams_originals.py::test_a_message_changed_while_the_first_walk_is_between_pages_gets_its_original"],
+        id="revision-without-original-no-stand-in",
+    ),
+    pytest.param(
+        "pollers/teams/poller.py",
+        [('            params["$orderby"] = "createdDateTime desc"\n            params["$filter"] = f"createdDateTime lt ',
+          '            params["$filter"] = f"lastModifiedDateTime lt '),
+         ("            at = modified if created is None else created\n", "")],
+        ["tests/teams/test_teams_originals.py::test_a_message_changed_after_an_interrupted_first_sync_is_stored_as_an_original[sigkill]"],
+        id="teams-resume-by-modification",
+    ),
+    pytest.param(
+        "pollers/teams/poller.py",
+        [("        if not moved:  # a moved message", "        if True:  # a moved message")],
+        ["tests/teams/test_teams_originals.py::test_a_message_changed_after_an_interrupted_first_sync_is_stored_as_an_original[sigkill]"],
+        id="teams-resume-cursor-takes-moved-messages",
+    ),
 ]  # fmt: skip
 
 
