@@ -57,7 +57,8 @@ class Item:
     # of it (Teams: Graph shows only the current state). If its original is missing when it is stored, the record
     # stands in: stored as the original first (memex.uploader). Never set where the source can still bring the true
     # original (an edit history, a later backfill) or where the revision is partial (a reaction, a tombstone): a
-    # stand-in there would block the true original forever (create-only).
+    # stand-in there would block the true original forever (create-only). A poller whose revisions are all whole says
+    # so with a ``whole_revisions = True`` attribute: ``memex verify --repair`` then stores a missing original the same way.
     whole: bool = False
 
 

@@ -112,6 +112,8 @@ def make(source: SourceConfig) -> TeamsPoller:
 class TeamsPoller(TeamsSession):
     """Reads new and changed chat messages of the signed-in user."""
 
+    whole_revisions = True  # each revision is the whole message as it is now: `memex verify --repair` may store a missing original from it
+
     def __init__(self, name: str, settings: Settings, login: Login, *, backoff: tuple[float, ...] | None = None) -> None:
         super().__init__(name, settings, login, backoff=backoff)
         self._queue: list[tuple[str, Conversation]] | None = None

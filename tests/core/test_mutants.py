@@ -788,6 +788,12 @@ MUTANTS = [
         ["tests/teams/test_teams_originals.py::test_a_message_changed_after_an_interrupted_first_sync_is_stored_as_an_original[sigkill]"],
         id="teams-resume-cursor-takes-moved-messages",
     ),
+    pytest.param(
+        "memex/verify/inventory.py",
+        [('        if repair and getattr(poller, "whole_revisions", False):\n', "        if False:\n")],
+        ["tests/teams/test_teams_originals.py::test_verify_finds_a_revision_without_its_original_and_repair_or_the_next_change_heals_it"],
+        id="verify-repair-leaves-revisions-without-originals",
+    ),
 ]  # fmt: skip
 
 

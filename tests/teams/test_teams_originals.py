@@ -8,6 +8,7 @@ resumed walk must still store them as originals, and no revision may ever be sto
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -23,7 +24,7 @@ from memex import config as config_mod
 from memex.records import message_key
 from memex.runner import poll
 from memex.verify import verify
-from tests.conftest import ROOT, Gate, patience
+from tests.conftest import ROOT, Gate, patience, run_cli
 from tests.servers.graph import ME, GraphServer
 from tests.teams.test_teams import CHAT_A, cursor, sign_in, stored, write_config
 
@@ -150,3 +151,36 @@ def test_a_message_changed_while_the_first_walk_is_between_pages_gets_its_origin
     assert "revision" not in original and [r["reactionType"] for r in original["extra"]["reactions"]] == ["laugh"]
     assert len(stored(tmp_path)) == MESSAGES
     assert verify(cfg, ["teams"]).whole
+
+
+def test_verify_finds_a_revision_without_its_original_and_repair_or_the_next_change_heals_it(
+    tmp_path: Path, chat: tuple[config_mod.Config, GraphServer, list[str]]
+) -> None:
+    """Damage left by an earlier memex (two edited messages whose originals are missing): `memex verify` reports each
+    revision without its original (exit 1); a poll with no change leaves them; the next change of one message makes the
+    poll store its original (the guard); `memex verify --repair` stores the other's from its earliest revision (Teams
+    revisions are whole messages), and the index is whole again (exit 0). Nothing is deleted."""
+    cfg, graph, ids = chat
+    assert poll(cfg, "teams").new == MESSAGES
+    graph.edit(CHAT_A, ids[0], "history 0 (edited)")
+    graph.edit(CHAT_A, ids[1], "history 1 (edited)")
+    assert poll(cfg, "teams").new == 2
+    store = tmp_path / "store"
+    for mid in ids[:2]:
+        (store / message_key("teams", f"{CHAT_A}/{mid}")).unlink()
+    env = {"REQUESTS_CA_BUNDLE": str(graph.cert)}
+    found = run_cli("verify", "--json", "teams", config=cfg.path, env=env)
+    assert found.returncode == 1, found.stderr
+    assert json.loads(found.stdout)["sources"]["teams"]["damage"]["orphan_revision"] == 2
+    assert poll(cfg, "teams").new == 0 and not verify(cfg, ["teams"]).whole  # nothing changed: nothing re-read
+    graph.react(CHAT_A, ids[0], "like")
+    assert poll(cfg, "teams").new == 1  # the reaction's revision, its missing original stored first
+    assert stored(tmp_path)[message_key("teams", f"{CHAT_A}/{ids[0]}")]["extra"]["reactions"][0]["reactionType"] == "like"
+    revisions_before = stored(tmp_path, "revisions/teams/")
+    fixed = run_cli("verify", "--repair", "--json", "teams", config=cfg.path, env=env)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert json.loads(fixed.stdout)["sources"]["teams"]["repaired"] == {"originals from revisions": 1}
+    original = stored(tmp_path)[message_key("teams", f"{CHAT_A}/{ids[1]}")]
+    (rev,) = (r for r in revisions_before.values() if r["native_id"] == f"{CHAT_A}/{ids[1]}")
+    assert original == {k: v for k, v in rev.items() if k != "revision"} and original["text"] == "history 1 (edited)"
+    assert stored(tmp_path, "revisions/teams/") == revisions_before and len(stored(tmp_path)) == MESSAGES
