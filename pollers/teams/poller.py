@@ -291,9 +291,9 @@ class TeamsPoller(TeamsSession):
         if not stored_before:
             return [self.with_contents(Item(cursor=cursor, message=message), chat_id, msg)]
         out = []
-        for kind, rid, at_ in render.revision_plan(msg, since or 0):
+        for kind, rid, when in render.revision_plan(msg, since or 0):
             rev = render.render(self.name, walk.chat, msg, self._me)
-            item = Item(cursor=cursor, message=render.as_revision(rev, kind, rid, at_), whole=True)  # Graph shows only the current state
+            item = Item(cursor=cursor, message=render.as_revision(rev, kind, rid, when), whole=True)  # Graph shows only the current state
             out.append(self.with_contents(item, chat_id, msg))
         return out
 
