@@ -44,6 +44,10 @@ LINK_HINT = (
 )
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a receive that must end
 STARTUP = 30.0  # seconds signal-cli may take to start (a JVM) on top of its receive timeout
+# What signal-cli prints on stderr when another instance (a running `signal-cli daemon`) holds the account. It then
+# blocks until the lock is free ("INFO  SignalAccount - Config file is in use by another instance, waiting…",
+# SignalAccount.openFileChannel with waitForLock); where it does not wait, it exits with the same words.
+WAITING = re.compile(rb"Config file is in use by another instance")
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,7 @@ class SignalPoller:
         self._error: SourceError | None = None
         self._warnings: list[str] = []  # logged once as source.warning with the first batch
         self._received = False
+        self._busy = False  # signal-cli said another instance holds the account
         self._claim: Claim | None = None
         self._entry: Entry | None = None
         self._records: deque[bytes] = deque()
@@ -196,23 +201,30 @@ class SignalPoller:
                     self.receive_state = "failed"
                     self._error = SourceError(f"cannot run {self.settings.executable!r} ({exc.strerror}); {LINK_HINT}")
                     return
-                killed = self._wait(proc, writer.fd)
+                killed = self._wait(proc, writer.fd, err.fileno())
                 err.seek(0)
                 self._judge(proc.returncode, killed, err.read(1 << 16).decode("utf-8", "replace"))
         finally:
             self.spool.deliver(writer)
 
-    def _wait(self, proc: subprocess.Popen[bytes], out: int) -> bool:
-        """Wait for the receive to end on its own; kill it (and its process group) at the poll's deadline, or once it
-        printed nothing for ``receive_timeout`` + :data:`STARTUP` seconds (a hang). True if killed."""
+    def _wait(self, proc: subprocess.Popen[bytes], out: int, err: int) -> bool:
+        """Wait for the receive to end on its own; kill it (and its process group) at the poll's deadline, once it
+        printed nothing for ``receive_timeout`` + :data:`STARTUP` seconds (a hang), or as soon as its stderr says it
+        waits for another instance's lock (:data:`WAITING`: it would block until that instance ends). True if killed."""
         until = time.monotonic() + self.settings.receive_timeout + STARTUP
         size = 0
+        seen = b""  # stderr read so far (its start: the waiting line comes before anything is received)
         while True:
             if (grown := os.fstat(out).st_size) != size:  # still handing messages over: not hung
                 size, until = grown, time.monotonic() + self.settings.receive_timeout + STARTUP
             left = min(until - time.monotonic(), self.deadline.remaining())
             if self.deadline.stop.is_set():
                 left = 0
+            if len(seen) < 1 << 16 and os.fstat(err).st_size > len(seen):
+                seen += os.pread(err, (1 << 16) - len(seen), len(seen))
+                if WAITING.search(seen):
+                    self._busy = True
+                    left = 0
             try:
                 proc.wait(timeout=max(0.0, min(left, 0.2)))
                 return False
@@ -232,17 +244,15 @@ class SignalPoller:
             return True
 
     def _judge(self, code: int | None, killed: bool, stderr: str) -> None:
-        if killed:
+        if self._busy or (not killed and code != 0 and WAITING.search(stderr.encode())):
+            # another instance holds the account (the user's own `signal-cli daemon`, signal-cli-rest-api): normal, and
+            # quiet: no warning (it would be cron mail every minute), only `receive: busy` in the (info) poll line
+            self.receive_state = "busy"
+        elif killed:
             self.receive_state = "killed"
             self._warnings.append("signal-cli receive was still running at the poll's time limit: stopped; what it printed is kept")
         elif code == 0:
             self.receive_state = "ok"
-        elif "in use by another instance" in stderr:
-            self.receive_state = "busy"  # e.g. the user's own signal-cli daemon: not a memex failure
-            self._warnings.append(
-                "another signal-cli instance holds this account (e.g. your signal-cli daemon): no receive this poll, "
-                "the spool was still stored; stop the other instance or let it be"
-            )
         elif re.search(r"not registered|No local data|isn.t registered|not linked", stderr, re.I):
             self.receive_state = "failed"
             self._error = SourceError(f"signal-cli has no linked account {self.settings.account!r}; {LINK_HINT}")

@@ -767,6 +767,12 @@ MUTANTS = [
         ["tests/imessage/test_typedstream_fast.py::test_invalid_utf8_falls_back_to_pytypedstreams_error"],
         id="typedstream-fast-path-lenient-utf8",
     ),
+    pytest.param(
+        "pollers/signal/cli.py",
+        [("                if WAITING.search(seen):\n", "                if False:\n")],
+        ["tests/signal/test_signal.py::test_a_running_daemon_ends_the_receive_at_once_as_busy"],
+        id="signal-daemon-waiting-line-not-watched",
+    ),
 ]  # fmt: skip
 
 

@@ -6,8 +6,10 @@ The field names follow AsamK/signal-cli's ``JsonMessageEnvelope``, ``JsonDataMes
 ...}`` plus ``exception: {message, type}``). :func:`install` writes an executable that, like
 ``signal-cli -o json receive``, prints every line queued in ``<dir>/queue.jsonl`` after the offset in
 ``<dir>/acked`` and acknowledges each line (moves the offset) once it is printed: the server never
-delivers it again. ``<dir>/mode`` makes it misbehave: ``busy`` (another instance holds the account),
-``unlinked``, ``hang`` (print two lines, then never exit), ``die`` (print half a line, exit 1).
+delivers it again. Each run appends its pid to ``<dir>/pids.log``. ``<dir>/mode`` makes it misbehave: ``busy``
+(another instance, e.g. a running ``signal-cli daemon``, holds the account: like the real one it logs
+``INFO  SignalAccount - Config file is in use by another instance, waiting…`` on stderr and blocks until killed),
+``busy-exit`` (the same words, then exit 3, as where signal-cli does not wait for the lock), ``unlinked``, ``hang`` (print two lines, then never exit), ``die`` (print half a line, exit 1).
 """
 
 from __future__ import annotations
@@ -30,7 +32,14 @@ d = {folder!r}
 mode = open(os.path.join(d, "mode")).read().strip() if os.path.exists(os.path.join(d, "mode")) else "normal"
 with open(os.path.join(d, "argv.log"), "a") as f:
     f.write(" ".join(sys.argv[1:]) + "\\n")
-if mode == "busy":
+with open(os.path.join(d, "pids.log"), "a") as f:
+    f.write(str(os.getpid()) + "\\n")
+if mode == "busy":  # as signal-cli does while a daemon holds the account: say so, then wait for the lock (forever here)
+    sys.stderr.buffer.write("INFO  SignalAccount - Config file is in use by another instance, waiting\u2026\\n".encode())
+    sys.stderr.flush()
+    while True:
+        time.sleep(3600)
+if mode == "busy-exit":  # where signal-cli does not wait for the lock, it exits
     sys.stderr.write("Error loading state file for user {account}: Config file is in use by another instance. (IOException)\\n")
     sys.exit(3)
 if mode == "unlinked":

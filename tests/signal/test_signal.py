@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from memex.records import encode_id, message_key, revision_key
+from memex.state.spool import Spool
 from tests.conftest import ROOT, Gate, file_objects, need_strace, read_log, run_cli, wait_until, write_config
 from tests.signal import signal_standin as sc
 
@@ -120,16 +121,45 @@ def test_attachments_are_stored_content_addressed_from_signal_clis_folder(tmp_pa
     assert (tmp_path / "state" / "store" / "attachments" / sha).read_bytes() == b"\xff\xd8jpeg bytes"
 
 
-def test_a_busy_account_skips_the_receive_and_still_drains_the_spool(tmp_path: Path) -> None:
-    """ "Config file is in use by another instance": one clear warning, exit 0, not a failure; a missing or unlinked
-    signal-cli is one line saying how to install and link it (exit 1)."""
-    cfg, folder = setup(tmp_path)
+def test_a_running_daemon_ends_the_receive_at_once_as_busy(tmp_path: Path) -> None:
+    """signal-cli that logs "Config file is in use by another instance, waiting…" and blocks (a running signal-cli
+    daemon holds the account) is stopped as soon as it says so: the poll ends long before its receive timeout and its
+    time limit, quietly (exit 0, nothing on stderr, no warning in the log, `receive: busy` in the poll line), the
+    stand-in is gone, and the spool is still drained. The older form (the same words, then exit) is busy too."""
+    cfg, folder = setup(tmp_path, receive_timeout=600)
+    Spool(tmp_path / "state" / "spool" / "sig").add(json.dumps(sc.message(sc.ALICE, T0, "spooled")).encode() + b"\n")  # an earlier poll's
     (folder / "mode").write_text("busy")
-    out = run_cli("poll", "sig", config=cfg)
-    assert out.returncode == 0 and "Traceback" not in out.stderr
-    assert last_poll(tmp_path)["receive"] == "busy" and last_poll(tmp_path)["status"] == "idle"
-    warned = [e["reason"] for e in read_log(tmp_path / "state", "sig") if e.get("event") == "source.warning"]
-    assert len(warned) == 1 and "another signal-cli instance holds this account" in warned[0]
+    proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "sig", "--max-seconds", "30"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+    try:  # the naive poll waits for its 30 s limit, then reports `receive: killed` with a warning
+        wait_until(lambda: proc.poll() is not None, 60, "the poll to end")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and err == "" and out == ""
+    line = last_poll(tmp_path)
+    assert line["receive"] == "busy" and "stopped" not in line and line["new"] == 1
+    assert not [e for e in read_log(tmp_path / "state", "sig") if e.get("level") in ("warning", "error")]
+    assert list(stored(tmp_path)) == [message_key("sig", f"{sc.ALICE}:{T0}")]
+    (pid,) = map(int, (folder / "pids.log").read_text().split())
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    wait_until(gone, 30, "the waiting signal-cli to be stopped")
+    (folder / "mode").write_text("busy-exit")
+    out2 = run_cli("poll", "sig", config=cfg)
+    assert out2.returncode == 0 and out2.stderr == "" and last_poll(tmp_path)["receive"] == "busy"
+
+
+def test_an_unlinked_or_missing_signal_cli_is_one_line_saying_how_to_link_it(tmp_path: Path) -> None:
+    """A missing or unlinked signal-cli is one line saying how to install and link it (exit 1), no traceback."""
+    cfg, folder = setup(tmp_path)
     (folder / "mode").write_text("unlinked")
     out = run_cli("poll", "sig", config=cfg)
     assert out.returncode == 1 and "signal-cli link -n memex" in out.stderr and "Traceback" not in out.stderr
