@@ -195,7 +195,8 @@ class DesktopHistory:
         conv = self.convs[str(row["conversationId"])]
         who = self.by_service.get(author, {})
         if conv.get("type") == "group":
-            conversation = Conversation(id=conv.get("groupId"), name=conv.get("name"), participants=[])
+            # the group's own title (what listGroups says live), else its ID as live names it; never a member's name
+            conversation = Conversation(id=conv.get("groupId"), name=conv.get("name") or conv.get("groupId"), participants=[])
         else:
             peer = conv.get("serviceId")
             conversation = Conversation(id=peer, name=None if is_me else _display(who), participants=[peer] if peer else [])

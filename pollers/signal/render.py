@@ -22,11 +22,15 @@ from memex.records import Attachment, Conversation, Message, Sender
 from memex.source import Cursor, Failure, Item
 from memex.state.files import atomic_replace, ensure_private_dir
 from memex.store.attachments import Content
+from pollers.signal.groups import GroupNames, read_map
 from pollers.signal.records import delete_revision, edit_revision, native_id, reaction_revision, sent_time
 
 EDITS = "edits.json"
 MAX_EDITS = 20000  # edit chains remembered (newest kept)
 SKIPPED_KINDS = ("receiptMessage", "typingMessage", "callMessage", "storyMessage")
+# what makes a data message a message; with a groupInfo and none of these it is a group change (UPDATE, or DELIVER
+# when you were added), which is skipped
+BODY = ("message", "attachments", "sticker", "contacts", "previews", "reaction", "remoteDelete", "pollCreate", "quote")
 
 
 def data_dir(config_dir: Path | None) -> Path:
@@ -49,11 +53,7 @@ class EditChains:
         """The message an edit revises. Signal chains edits: a second edit targets the first edit's timestamp,
         so each edit's own ID is remembered and resolved back to the original."""
         if self._edits is None:
-            try:
-                loaded = json.loads((self.root / EDITS).read_bytes())
-                self._edits = {str(k): str(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
-            except (OSError, ValueError):
-                self._edits = {}
+            self._edits = read_map(self.root / EDITS)
         original = self._edits.get(target, target)
         if self._edits.get(edit) != original:
             self._edits[edit] = original
@@ -72,10 +72,11 @@ class EditChains:
 class Renderer:
     """Turns signal-cli's JSON lines into items for source ``name``; counts what is not a message in ``skipped``."""
 
-    def __init__(self, name: str, config_dir: Path | None, edits: EditChains) -> None:
+    def __init__(self, name: str, config_dir: Path | None, edits: EditChains, groups: GroupNames) -> None:
         self.name = name
         self.config_dir = config_dir  # signal-cli's --config: its attachments/ are read there
         self.edits = edits
+        self.groups = groups
         self.skipped: Counter[str] = Counter()
 
     def render(self, raw: bytes, cursor: Cursor) -> Item | None:
@@ -132,17 +133,18 @@ class Renderer:
             raise ValueError("no sender service ID")
         ts = int(data["timestamp"])
         group = data.get("groupInfo") or {}
-        if group.get("type") == "UPDATE" and not data.get("message") and not data.get("attachments"):
-            self.skipped["group_update"] += 1
-            return None
         if data.get("isExpirationUpdate"):
             self.skipped["expiration_update"] += 1
+            return None
+        gid = group.get("groupId")
+        if group and not any(data.get(k) for k in BODY):  # a group change (being added, a new title...): no message
+            self.skipped["group_update"] += 1
             return None
         is_me = sent is not None
         peer = (sent or {}).get("destinationUuid") if is_me else author
         conversation = Conversation(
-            id=group.get("groupId") or peer,
-            name=group.get("groupName") or (None if is_me else env.get("sourceName")),
+            id=gid or peer,
+            name=self.groups.name(str(gid), group.get("groupName")) if gid else (None if is_me else env.get("sourceName")),
             participants=[p for p in (peer,) if p] if not group else [],
         )
         sender = Sender(id=author, name=env.get("sourceName"), is_me=is_me)

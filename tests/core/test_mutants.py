@@ -768,8 +768,8 @@ MUTANTS = [
         id="typedstream-fast-path-lenient-utf8",
     ),
     pytest.param(
-        "pollers/signal/cli.py",
-        [("                if WAITING.search(seen):\n", "                if False:\n")],
+        "pollers/signal/process.py",
+        [("            if WAITING.search(seen):\n", "            if False:\n")],
         ["tests/signal/test_signal.py::test_a_running_daemon_ends_the_receive_at_once_as_busy"],
         id="signal-daemon-waiting-line-not-watched",
     ),

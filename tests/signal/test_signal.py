@@ -88,6 +88,41 @@ def test_each_kind_of_envelope_becomes_its_record(tmp_path: Path) -> None:
     assert argv == ["--config", str(tmp_path / "scdata"), "-a", sc.ACCOUNT, "-o", "json", "receive", "-t", "1"]
 
 
+def test_a_group_is_named_by_signal_clis_group_list_never_by_its_sender(tmp_path: Path) -> None:
+    """groupInfo without groupName (signal-cli 0.13.x): Alice's and Bob's messages to one group are both in a
+    conversation named by `listGroups`, asked once per poll and only for a new group (remembered across polls); a group
+    listGroups does not know is named by its ID; being added to a group (DELIVER, groupInfo, no body) is skipped."""
+    cfg, folder = setup(tmp_path)
+    sc.groups(folder, {sc.GROUP: "Climbing"})
+    in_group = {"groupId": sc.GROUP, "revision": 3, "type": "DELIVER"}
+    bob = sc.message(sc.BOB, T0 + 1, "me too", groupInfo=in_group)
+    bob["envelope"]["sourceName"] = "Bob"
+    sc.queue(
+        folder,
+        sc.envelope(
+            sc.ALICE, T0 - 1, dataMessage=sc.data(T0 - 1, None, groupInfo={"groupId": sc.GROUP2, "revision": 1, "type": "DELIVER"})
+        ),
+        sc.message(sc.ALICE, T0, "hi all", groupInfo=in_group),
+        bob,
+        sc.message(sc.ALICE, T0 + 2, "elsewhere", groupInfo={"groupId": sc.GROUP2, "revision": 1, "type": "DELIVER"}),
+    )
+    assert run_cli("poll", "sig", config=cfg).returncode == 0
+    sc.queue(folder, sc.message(sc.BOB, T0 + 3, "later", groupInfo=in_group))
+    out = run_cli("poll", "sig", config=cfg)
+    assert out.returncode == 0 and out.stderr == ""
+    objects = {m["native_id"]: m["conversation"] for m in stored(tmp_path).values()}
+    assert objects == {
+        f"{sc.ALICE}:{T0}": {"id": sc.GROUP, "name": "Climbing", "participants": []},
+        f"{sc.BOB}:{T0 + 1}": {"id": sc.GROUP, "name": "Climbing", "participants": []},
+        f"{sc.ALICE}:{T0 + 2}": {"id": sc.GROUP2, "name": sc.GROUP2, "participants": []},
+        f"{sc.BOB}:{T0 + 3}": {"id": sc.GROUP, "name": "Climbing", "participants": []},
+    }
+    polls = [e for e in read_log(tmp_path / "state", "sig") if e.get("event") == "poll"]
+    assert polls[0]["skipped"] == {"group_update": 1} and polls[0]["new"] == 3
+    calls = [line.split()[-1] for line in (folder / "argv.log").read_text().splitlines()]
+    assert calls == ["1", "listGroups", "1"]  # receive, listGroups, receive: the second poll knew the group
+
+
 def test_exceptions_and_broken_lines_are_quarantined_with_their_bytes(tmp_path: Path) -> None:
     """An exception envelope and a line that is not JSON are kept in quarantine with the raw line; the rest is stored."""
     cfg, folder = setup(tmp_path)
