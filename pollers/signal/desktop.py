@@ -64,6 +64,9 @@ class DesktopHistory:
         except sqlcipher3.Error as exc:
             raise SourceMissing(f"{self.db}: cannot open it ({describe_exc(exc)})") from None
         try:
+            # SQLCipher logs its own errors on stderr (ERROR CORE sqlcipher_page_cipher: hmac check failed ...) by
+            # default; a wrong key is reported here, in one line. (Process-wide; an older SQLCipher ignores the pragma.)
+            conn.execute("PRAGMA cipher_log_level = NONE")
             conn.execute(f"PRAGMA key = \"x'{key}'\"")
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             conn.execute("PRAGMA query_only = 1")

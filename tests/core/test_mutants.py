@@ -773,6 +773,12 @@ MUTANTS = [
         ["tests/signal/test_signal.py::test_a_running_daemon_ends_the_receive_at_once_as_busy"],
         id="signal-daemon-waiting-line-not-watched",
     ),
+    pytest.param(
+        "pollers/signal/desktop.py",
+        [('            conn.execute("PRAGMA cipher_log_level = NONE")\n', "")],
+        ["tests/signal/test_signal_desktop.py::test_a_wrong_key_or_password_is_one_clear_line_and_nothing_is_written"],
+        id="signal-desktop-sqlcipher-log-on-stderr",
+    ),
 ]  # fmt: skip
 
 
