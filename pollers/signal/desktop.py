@@ -28,6 +28,7 @@ from memex.errors import SourceError, SourceMissing, describe_exc
 from memex.records import Attachment, Conversation, Message, Revision, Sender
 from memex.source import Cursor, Failure, Item
 from memex.store.attachments import Content
+from pollers.signal.desktop_fields import fill_extras
 from pollers.signal.desktop_files import opener
 from pollers.signal.desktop_key import database_key
 from pollers.signal.records import delete_revision, edit_revision, native_id, reaction_revision, sent_time
@@ -170,7 +171,7 @@ class DesktopHistory:
     def _attachment_rows(self, conn: Any, message_id: str) -> dict[int, list[dict[str, Any]]]:
         by_version: dict[int, list[dict[str, Any]]] = {}
         for a in conn.execute(
-            "SELECT * FROM message_attachments WHERE messageId = ? AND attachmentType IN ('attachment', 'long-message') "
+            "SELECT * FROM message_attachments WHERE messageId = ? AND attachmentType IN ('attachment', 'long-message', 'sticker') "
             "ORDER BY editHistoryIndex, attachmentType, orderInMessage",
             (message_id,),
         ):
@@ -222,6 +223,7 @@ class DesktopHistory:
                 message.extra["erased"] = True  # Signal Desktop keeps no text or files of it
             else:
                 contents = self._fill(message, version, listed)
+                contents += fill_extras(message, version, doc, not n, listed, self.dir / "attachments.noindex")
             if n:
                 message.revision = edit_revision(int(version["timestamp"]))
                 message.edited_at = at

@@ -22,6 +22,7 @@ from memex.records import Attachment, Conversation, Message, Sender
 from memex.source import Cursor, Failure, Item
 from memex.state.files import atomic_replace, ensure_private_dir
 from memex.store.attachments import Content
+from pollers.signal.extras import compact, contact, display_name, mention, preview, quote, sticker, sticker_id, times
 from pollers.signal.groups import GroupNames, read_map
 from pollers.signal.records import delete_revision, edit_revision, native_id, reaction_revision, sent_time
 
@@ -162,27 +163,42 @@ class Renderer:
         if delete is not None:
             return Item(cursor, message=record(native_id(author, delete["timestamp"]), revision=delete_revision(ts), deleted=True))
         attachments, contents = self._attachments(data.get("attachments") or [])
-        quote = data.get("quote")
-        extra: dict[str, Any] = {}
-        for key in ("mentions", "sticker", "previews", "contacts", "pollCreate", "textStyles"):
-            if data.get(key):
-                extra[key] = data[key]
-        if data.get("expiresInSeconds"):
-            extra["expires_in_s"] = data["expiresInSeconds"]
-        if data.get("viewOnce"):
-            extra["view_once"] = True
+        quoted = data.get("quote")
+        extra = live_extras(data, env if edit_of is None else {})
+        if extra.get("sticker"):
+            contents += self._sticker(extra["sticker"], attachments)
         own = native_id(author, ts)
         message = record(
             own if edit_of is None else self.edits.original_of(native_id(author, edit_of), own),
             text=data.get("message"),
             attachments=attachments,
-            reply_to=native_id(quote["authorUuid"], quote["id"]) if quote and quote.get("authorUuid") else None,
+            reply_to=native_id(quoted["authorUuid"], quoted["id"]) if quoted and quoted.get("authorUuid") else None,
             extra=extra,
         )
         if edit_of is not None:
             message.revision = edit_revision(ts)
             message.edited_at = at
         return Item(cursor, message=message, contents=contents)
+
+    def _sticker(self, found: dict[str, Any], attachments: list[Attachment]) -> list[Content]:
+        """The sticker's image as an attachment: signal-cli keeps a pack it fetched in ``stickers/<pack id>/``, each
+        image under its number and a ``manifest.json`` naming each one's emoji and type."""
+        folder = data_dir(self.config_dir) / "stickers" / re.sub(r"[^0-9a-f]", "_", found["pack_id"])
+        try:
+            manifest = json.loads((folder / "manifest.json").read_bytes())
+            entry = next(x for x in manifest.get("stickers") or [] if isinstance(x, dict) and x.get("id") == found["sticker_id"])
+        except (OSError, ValueError, StopIteration, AttributeError):
+            entry = {}
+        if isinstance(entry.get("emoji"), str) and entry["emoji"] and "emoji" not in found:
+            found["emoji"] = entry["emoji"]
+        path = folder / str(found["sticker_id"])
+        att = Attachment(id=sticker_id(found["pack_id"], found["sticker_id"]), filename=None, mime_type=entry.get("contentType"),
+                         size=path.stat().st_size if path.is_file() else None)  # fmt: skip
+        attachments.append(att)
+        if not path.is_file():
+            att["missing"] = True
+            return []
+        return [Content(index=len(attachments) - 1, open=_opener(path))]
 
     def _attachments(self, listed: list[dict[str, Any]]) -> tuple[list[Attachment], list[Content]]:
         attachments: list[Attachment] = []
@@ -197,6 +213,28 @@ class Renderer:
             else:
                 att["missing"] = True
         return attachments, contents
+
+
+def live_extras(data: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
+    """``extra`` of a data message (:mod:`pollers.signal.extras`); ``env`` gives the server and received times."""
+    raw = data.get("sticker") or {}
+    mentions = [m for x in data.get("mentions") or [] if (m := mention(x.get("uuid"), x.get("start"), x.get("length")))]
+    q = data.get("quote") or {}
+    contacts = [contact(display_name(c.get("name") or {}, "given", "middle", "family", "nickname"), c.get("phone"), c.get("email"),
+                        c.get("organization")) for c in data.get("contacts") or [] if isinstance(c, dict)]  # fmt: skip
+    extra = {
+        "sticker": sticker(raw.get("packId"), raw.get("stickerId")) if raw else None,
+        "mentions": mentions,
+        "quote": quote(q.get("id"), q.get("authorUuid"), q.get("text")) if q else None,
+        "previews": [p for x in data.get("previews") or [] if (p := preview(x.get("url"), x.get("title"), x.get("description")))],
+        "contacts": contacts,
+        "pollCreate": data.get("pollCreate"),
+        "textStyles": data.get("textStyles"),
+        "expires_in_s": data.get("expiresInSeconds"),
+        "view_once": bool(data.get("viewOnce")),
+        **times(env.get("serverReceivedTimestamp"), env.get("serverDeliveredTimestamp")),
+    }
+    return compact(extra)
 
 
 def _opener(path: Path) -> Callable[[], IO[bytes]]:
