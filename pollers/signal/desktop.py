@@ -220,7 +220,9 @@ class DesktopHistory:
             message = Message(source=self.name, type="signal", native_id=own, sent_at=at, conversation=conversation, sender=sender)
             contents: list[Content] = []
             if erased:
-                message.extra["erased"] = True  # Signal Desktop keeps no text or files of it
+                message.extra["erased"] = True  # Signal Desktop keeps no text or files of it (a view-once message once viewed)
+                if doc.get("isViewOnce"):
+                    message.extra["view_once"] = True
             else:
                 contents = self._fill(message, version, listed)
                 contents += fill_extras(message, version, doc, not n, listed, self.dir / "attachments.noindex")
