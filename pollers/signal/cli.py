@@ -194,8 +194,8 @@ class SignalPoller:
 
     def _list_groups(self) -> dict[str, str] | None:
         """Every group signal-cli knows, by ID (``listGroups``); None when it cannot say (busy, failed: the ID stays the name)."""
-        if self.receive_state == "busy":  # another instance holds the account: listGroups would wait for it too
-            return None
+        if self.receive_state in ("busy", "failed"):  # another instance holds the account (listGroups would wait for it
+            return None  # too), or signal-cli cannot run: that is reported once, by the receive
         with tempfile.TemporaryFile() as out:
             done = run(self.argv("listGroups"), out.fileno(), self.deadline, STARTUP)
             out.seek(0)

@@ -123,6 +123,20 @@ def test_a_group_is_named_by_signal_clis_group_list_never_by_its_sender(tmp_path
     assert calls == ["1", "listGroups", "1"]  # receive, listGroups, receive: the second poll knew the group
 
 
+def test_a_failed_group_list_names_the_group_by_its_id_with_one_warning(tmp_path: Path) -> None:
+    """listGroups printing something that is not its JSON list: the message is stored under the group's ID as its name,
+    one warning says so (no message text in it), the poll succeeds."""
+    cfg, folder = setup(tmp_path)
+    (folder / "groups.json").write_text("Error: something went wrong")
+    sc.queue(folder, sc.message(sc.ALICE, T0, "hi all", groupInfo={"groupId": sc.GROUP, "revision": 3, "type": "DELIVER"}))
+    out = run_cli("poll", "sig", config=cfg)
+    assert out.returncode == 0
+    (record,) = stored(tmp_path).values()
+    assert record["conversation"] == {"id": sc.GROUP, "name": sc.GROUP, "participants": []}
+    warned = [e["reason"] for e in read_log(tmp_path / "state", "sig") if e.get("event") == "source.warning"]
+    assert len(warned) == 1 and "listGroups failed" in warned[0] and "hi all" not in warned[0]
+
+
 def test_exceptions_and_broken_lines_are_quarantined_with_their_bytes(tmp_path: Path) -> None:
     """An exception envelope and a line that is not JSON are kept in quarantine with the raw line; the rest is stored."""
     cfg, folder = setup(tmp_path)
