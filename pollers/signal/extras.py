@@ -7,7 +7,8 @@ Each function takes plain values, already picked out of signal-cli's JSON (``Jso
 
 - ``sticker``: ``{"pack_id": hex, "sticker_id": n, "emoji": e}`` (emoji where known); its image is an attachment
   with the ID ``sticker:<pack_id>:<sticker_id>``;
-- ``mentions``: ``[{"aci", "start", "length", "name"?}]`` (offsets into the text as sent, one U+FFFC per mention);
+- ``mentions``: ``[{"aci", "start", "length", "name"?}]`` (offsets into the text as sent, one U+FFFC per mention, in
+  UTF-16 code units as Signal counts them);
 - ``quote``: ``{"id": sent ms, "author": ACI, "text": ...}`` (the quoted message is also ``reply_to``);
 - ``server_at`` / ``received_at``: when Signal's server received it, when this device received it (RFC 3339);
 - ``previews``: ``[{"url", "title", "description"}]``; ``contacts``: ``[{"name", "phones", "emails", "organization"}]``;
@@ -49,12 +50,14 @@ def mention(aci: Any, start: Any, length: Any, name: Any = None) -> dict[str, An
 
 
 def with_names(text: str, mentions: list[dict[str, Any]]) -> str:
-    """``text`` with each mention's placeholder replaced by ``@name`` where the name is known."""
+    """``text`` with each mention's placeholder replaced by ``@name`` where the name is known. Offsets count UTF-16
+    code units, as Signal's clients (JavaScript, Java) do: an emoji before a mention counts two."""
+    units = text.encode("utf-16-le")
     for m in sorted(mentions, key=lambda m: m["start"], reverse=True):
-        start, end = m["start"], m["start"] + max(m["length"], 1)
-        if m.get("name") and text[start:end] == PLACEHOLDER * (end - start):
-            text = text[:start] + "@" + m["name"] + text[end:]
-    return text
+        start, end = 2 * m["start"], 2 * (m["start"] + max(m["length"], 1))
+        if m.get("name") and units[start:end] == PLACEHOLDER.encode("utf-16-le") * ((end - start) // 2):
+            units = units[:start] + ("@" + m["name"]).encode("utf-16-le") + units[end:]
+    return units.decode("utf-16-le", "replace")
 
 
 def quote(quoted_id: Any, author: Any, text: Any) -> dict[str, Any] | None:

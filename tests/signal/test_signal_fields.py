@@ -34,8 +34,8 @@ def live_lines() -> list[dict[str, Any]]:
     return [
         sc.message(sc.ALICE, T0, "the original"),
         sc.envelope(sc.ALICE, STICKER_AT, dataMessage=sc.data(STICKER_AT, None, sticker={"packId": PACK, "stickerId": 3})),
-        sc.message(sc.ALICE, MENTION_AT, "\ufffc look at this",
-                   mentions=[{"name": sc.BOB, "number": None, "uuid": sc.BOB, "start": 0, "length": 1}]),
+        sc.message(sc.ALICE, MENTION_AT, "😀 \ufffc look at this",
+                   mentions=[{"name": sc.BOB, "number": None, "uuid": sc.BOB, "start": 3, "length": 1}]),
         sc.message(sc.ALICE, QUOTE_AT, "replying", quote=quoted),
         sc.message(sc.ALICE, PREVIEW_AT, "https://example.org/a",
                    previews=[{"url": "https://example.org/a", "title": "A page", "description": "About A", "image": None}]),
@@ -58,8 +58,8 @@ def desktop(root: Path) -> Desktop:
     msg(T0, "the original")
     sticker = msg(STICKER_AT, None, sticker={"packId": PACK, "stickerId": 3, "packKey": "a" * 64, "emoji": "🐱"})
     d.attach_row(sticker, d.encrypted_file(STICKER, content_type="image/webp", file_name=None), kind="sticker")
-    msg(MENTION_AT, "\ufffc look at this", bodyRanges=[{"start": 0, "length": 1, "mentionAci": sc.BOB, "replacementText": "Bob",
-                                                       "conversationID": "x"}, {"start": 2, "length": 4, "style": 1}])  # fmt: skip
+    msg(MENTION_AT, "😀 \ufffc look at this", bodyRanges=[{"start": 3, "length": 1, "mentionAci": sc.BOB, "replacementText": "Bob",
+                                                          "conversationID": "x"}, {"start": 5, "length": 4, "style": 1}])  # fmt: skip
     msg(QUOTE_AT, "replying", quote={"id": T0, "authorAci": sc.ALICE, "text": "the original", "attachments": [], "isViewOnce": False,
                                      "referencedMessageNotFound": False})  # fmt: skip
     msg(PREVIEW_AT, "https://example.org/a",
@@ -116,10 +116,11 @@ def check_sticker(live: dict[str, Any], desk: dict[str, Any]) -> None:
 
 def check_mentions(live: dict[str, Any], desk: dict[str, Any]) -> None:
     """Who was mentioned (the ACI, where in the text) in extra.mentions; Desktop also knows the name shown and puts it
-    in the text, signal-cli's text keeps the placeholder. A style range is not a mention."""
-    assert live["extra"]["mentions"] == [{"aci": sc.BOB, "start": 0, "length": 1}]
-    assert desk["extra"]["mentions"] == [{"aci": sc.BOB, "start": 0, "length": 1, "name": "Bob"}]
-    assert live["text"] == "\ufffc look at this" and desk["text"] == "@Bob look at this"
+    in the text (offsets in UTF-16 units, as Signal counts them), signal-cli's text keeps the placeholder. A style range
+    is not a mention."""
+    assert live["extra"]["mentions"] == [{"aci": sc.BOB, "start": 3, "length": 1}]  # UTF-16 units: the emoji counts two
+    assert desk["extra"]["mentions"] == [{"aci": sc.BOB, "start": 3, "length": 1, "name": "Bob"}]
+    assert live["text"] == "😀 \ufffc look at this" and desk["text"] == "😀 @Bob look at this"
 
 
 def check_quote(live: dict[str, Any], desk: dict[str, Any]) -> None:
