@@ -186,7 +186,8 @@ class Renderer:
         folder = data_dir(self.config_dir) / "stickers" / re.sub(r"[^0-9a-f]", "_", found["pack_id"])
         try:
             manifest = json.loads((folder / "manifest.json").read_bytes())
-            entry = next(x for x in manifest.get("stickers") or [] if isinstance(x, dict) and x.get("id") == found["sticker_id"])
+            n = found["sticker_id"]  # older manifests name a sticker by its file only
+            entry = next(x for x in manifest.get("stickers") or [] if isinstance(x, dict) and (x.get("id") == n or x.get("file") == str(n)))
         except (OSError, ValueError, StopIteration, AttributeError):
             entry = {}
         if isinstance(entry.get("emoji"), str) and entry["emoji"] and "emoji" not in found:
