@@ -768,6 +768,18 @@ MUTANTS = [
         id="typedstream-fast-path-lenient-utf8",
     ),
     pytest.param(
+        "pollers/signal/process.py",
+        [("            if WAITING.search(seen):\n", "            if False:\n")],
+        ["tests/signal/test_signal.py::test_a_running_daemon_ends_the_receive_at_once_as_busy"],
+        id="signal-daemon-waiting-line-not-watched",
+    ),
+    pytest.param(
+        "pollers/signal/desktop.py",
+        [('            conn.execute("PRAGMA cipher_log_level = NONE")\n', "")],
+        ["tests/signal/test_signal_desktop.py::test_a_wrong_key_or_password_is_one_clear_line_and_nothing_is_written"],
+        id="signal-desktop-sqlcipher-log-on-stderr",
+    ),
+    pytest.param(
         "memex/uploader.py",
         [("                if item.whole and message.revision is not None:\n", "                if False:\n")],
         ["tests/core/test_revision_original.py::test_a_whole_revision_whose_original_is_missing_stores_the_original_first[file]",
