@@ -16,7 +16,7 @@ from memex.errors import ConfigError
 from memex.registry import make_poller
 from memex.runner import poll
 from pollers.messenger.parse import repair
-from tests.conftest import file_objects, run_cli, write_config
+from tests.conftest import assert_valid, file_objects, run_cli, write_config
 from tests.messenger.messenger_fixtures import ALICE, ME, T0, Export, Thread, e2ee_files, e2ee_msg, fb, msg, write_dir, write_zip
 
 BOB = "Bob Ørsted"
@@ -154,6 +154,24 @@ def test_reactions_added_later_are_a_revision_replayed_as_a_duplicate(tmp_path: 
     assert {len(r["extra"]["reactions"]) for r in revs} == {1, 2}
     [original] = originals(tmp_path).values()
     assert original["text"] == "hi" and "reactions" not in original["extra"]
+    assert_valid([original, *revs])  # memex.message/1, never an invented type "messenger"
+    assert original["type"] == "message" and {r["type"] for r in revs} == {"reaction"}
+
+
+def test_calls_and_members_joining_are_events_unsent_is_a_message_tombstone(tmp_path: Path) -> None:
+    """The standard export's ``Call``, ``Subscribe`` and ``Unsubscribe`` messages are records of type ``event``, the
+    rest ``message``; an unsent message's tombstone keeps ``message``; every stored record validates."""
+    cfg = setup(tmp_path)
+    messages = [{**msg(ALICE, T0, "The video call ended."), "type": "Call", "call_duration": 61},
+                {**msg(ALICE, T0 + 1, "Alice added Bob to the group."), "type": "Subscribe"},
+                {**msg(ALICE, T0 + 2, "hello"), "type": "Generic"}, msg(ALICE, T0 + 3, unsent=True)]  # fmt: skip
+    write_zip(tmp_path / "inbox" / "a.zip", Export([alice_thread(messages)]).files())
+    assert poll(cfg, "fbm").status == "ok"
+    texts = by_text(tmp_path)
+    assert [texts[t]["type"] for t in ("The video call ended.", "Alice added Bob to the group.", "hello")] == ["event", "event", "message"]
+    [gone] = revisions(tmp_path)
+    assert gone["type"] == "message" and gone["deleted"] is True
+    assert_valid([*originals(tmp_path).values(), gone])
 
 
 def test_media_present_is_stored_content_addressed_and_missing_media_is_recorded(tmp_path: Path) -> None:
