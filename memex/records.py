@@ -80,7 +80,7 @@ class Message:
     """One normalized message, as stored at ``messages/<source>/<id>.json``."""
 
     source: str
-    type: str
+    type: str  # one of TYPES: message, reaction, event (never the source's name)
     native_id: str
     sent_at: str | None
     conversation: Conversation = field(default_factory=lambda: Conversation(id=None, name=None, participants=[]))

@@ -13,10 +13,11 @@ import pytest
 
 from memex import config as memex_config
 from memex.errors import ConfigError
+from memex.records import canonical_json
 from memex.registry import make_poller
 from memex.runner import poll
 from pollers.messenger.parse import repair
-from tests.conftest import assert_valid, file_objects, run_cli, write_config
+from tests.conftest import assert_valid, file_objects, run_cli, stored_records, write_config
 from tests.messenger.messenger_fixtures import ALICE, ME, T0, Export, Thread, e2ee_files, e2ee_msg, fb, msg, write_dir, write_zip
 
 BOB = "Bob Ørsted"
@@ -289,3 +290,31 @@ def test_config_is_checked_without_io(tmp_path: Path) -> None:
     poller = make_poller(cfg.source("fbm"))
     assert poller.watch_paths() == [tmp_path / "nowhere"]  # type: ignore[attr-defined]
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_store_from_before_the_schema_check_is_made_consistent_by_backfill_rewrite(tmp_path: Path) -> None:
+    """Records an older memex stored with ``type: "messenger"`` (originals and revisions) are what ``memex verify`` reports
+    as not the record schema, naming ``backfill --rewrite``; ``memex backfill fbm --rewrite`` replaces each of them,
+    after which everything stored validates and verify finds the index whole."""
+    cfg_path = write_config(tmp_path, {"fbm": {"type": "messenger", "inbox": str(tmp_path / "inbox"), "settle_seconds": 0}})
+    (tmp_path / "inbox").mkdir()
+    write_zip(
+        tmp_path / "inbox" / "a.zip",
+        Export([alice_thread([msg(ALICE, T0, "hi", reactions=[(ME, "❤")]), msg(ALICE, T0 + 1, "yo")])]).files(),
+    )
+    assert poll(memex_config.load(cfg_path), "fbm").new == 3
+    store = tmp_path / "state" / "store"
+    for key, body in stored_records(store).items():  # as an older memex wrote them
+        old = store / f"{key}.old"
+        old.write_bytes(canonical_json({**json.loads(body), "type": "messenger"}))
+        os.replace(old, store / key)
+    before = run_cli("verify", "fbm", "--repair", "--json", config=cfg_path)
+    assert before.returncode == 1, before.stderr
+    report = json.loads(before.stdout)["sources"]["fbm"]
+    assert report["damage"]["not_schema"] == 3 and "memex backfill fbm --rewrite" in report["not_repaired"][0]
+    out = run_cli("backfill", "fbm", "--rewrite", "--json", config=cfg_path)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["rewritten"] == 3
+    assert {d["type"] for d in assert_valid(stored_records(store))} == {"message", "reaction"}
+    after = run_cli("verify", "fbm", "-q", config=cfg_path)
+    assert (after.returncode, after.stdout) == (0, "")
