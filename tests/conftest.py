@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import http.client
 import http.server
 import json
@@ -364,6 +365,16 @@ def any_s3(request: pytest.FixtureRequest) -> tuple[str, str]:
     return endpoint, name
 
 
+@functools.cache
+def _reference_validator() -> Any:
+    """jsonschema's Draft 2020-12 validator for the shipped schema file (built once per test process)."""
+    import jsonschema
+
+    from memex.schema import schema
+
+    return jsonschema.Draft202012Validator(schema())
+
+
 def assert_valid(objects: dict[str, Any] | list[Any]) -> list[dict[str, Any]]:
     """Every stored record and revision in ``objects`` conforms to the published schema; return them parsed.
 
@@ -373,16 +384,12 @@ def assert_valid(objects: dict[str, Any] | list[Any]) -> list[dict[str, Any]]:
     not the core's own fastjsonschema), so the core and the published file cannot drift apart unnoticed.
     At least one record must be there: a test that stored nothing proves nothing.
     """
-    import jsonschema
-
-    from memex.schema import schema
-
     if isinstance(objects, dict):
         bodies = [b for k, b in objects.items() if k.endswith(".json") and k.startswith(("messages/", "revisions/"))]
     else:
         bodies = list(objects)
     assert bodies, "no stored record to validate"
-    validator = jsonschema.Draft202012Validator(schema())
+    validator = _reference_validator()
     docs = [json.loads(body) if isinstance(body, bytes | str) else body for body in bodies]
     for doc in docs:
         errors = [f"{e.json_path}: {e.validator}" for e in validator.iter_errors(doc)]  # the rule, not the value
