@@ -8,8 +8,8 @@ on every object it reads.
 The validator is ``fastjsonschema``: it compiles the schema once per process into plain Python, about twenty
 times cheaper per record than ``jsonschema``'s interpreter (``bench/schema_cost.py``). The schema uses only
 keywords whose meaning is the same in Draft 2020-12 and in the drafts fastjsonschema implements (7, 2019-09), and
-the tests check it against the 2020-12 meta-schema and against ``jsonschema`` itself. Nothing is imported or compiled until a
-record is checked: an idle poll never loads the validator.
+the tests check it against the 2020-12 meta-schema and against ``jsonschema`` itself. Nothing is imported or
+compiled until a record is checked: an idle poll never loads the validator.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def problem(doc: Any) -> str | None:
     """Why ``doc`` does not conform to ``memex.message/1`` (the validator's one-line message), or None if it does.
 
     The message names the field and the rule it breaks (``data.type must be one of [...]``), never the
-    field's value, which may be message text.
+    field's value, which may be message text (a field the schema lacks is named by its name).
     """
     check, invalid = _validator()
     try:
