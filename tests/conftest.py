@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import http.client
 import http.server
 import json
@@ -362,3 +363,40 @@ def any_s3(request: pytest.FixtureRequest) -> tuple[str, str]:
         endpoint = request.getfixturevalue("seaweed_endpoint")
         create_bucket(endpoint, name)
     return endpoint, name
+
+
+@functools.cache
+def _reference_validator() -> Any:
+    """jsonschema's Draft 2020-12 validator for the shipped schema file (built once per test process)."""
+    import jsonschema
+
+    from memex.schema import schema
+
+    return jsonschema.Draft202012Validator(schema())
+
+
+def assert_valid(objects: dict[str, Any] | list[Any]) -> list[dict[str, Any]]:
+    """Every stored record and revision in ``objects`` conforms to the published schema; return them parsed.
+
+    ``objects`` is what a test read back from a store (key to bytes: only ``messages/`` and ``revisions/`` JSON
+    objects are records; blobs, quarantine entries and attachments are left out) or a list of record bodies.
+    The check is ``jsonschema``'s Draft 2020-12 validator on the shipped file (the reference implementation,
+    not the core's own fastjsonschema), so the core and the published file cannot drift apart unnoticed.
+    At least one record must be there: a test that stored nothing proves nothing.
+    """
+    if isinstance(objects, dict):
+        bodies = [b for k, b in objects.items() if k.endswith(".json") and k.startswith(("messages/", "revisions/"))]
+    else:
+        bodies = list(objects)
+    assert bodies, "no stored record to validate"
+    validator = _reference_validator()
+    docs = [json.loads(body) if isinstance(body, bytes | str) else body for body in bodies]
+    for doc in docs:
+        errors = [f"{e.json_path}: {e.validator}" for e in validator.iter_errors(doc)]  # the rule, not the value
+        assert not errors, f"a stored {doc.get('source')} record does not conform to memex.message/1: {errors}"
+    return docs
+
+
+def stored_records(root: Path) -> dict[str, bytes]:
+    """Every record and revision of a file store at ``root``, key to bytes."""
+    return file_objects(root, "messages/") | file_objects(root, "revisions/")

@@ -143,7 +143,13 @@ class Fixer:
         self.fixed: set[str] = set()
 
     def store_items(self, items: Iterator[Item]) -> None:
-        """Store each re-read item; then make everything durable."""
+        """Store each re-read item; then make everything durable.
+
+        A re-read record that breaks the schema goes through the uploader, which quarantines it: a damaged object
+        is never replaced by another that is not the schema.
+        """
+        from memex.uploader import conforms
+
         for item in items:
             message = item.message
             if message is None:
@@ -152,7 +158,8 @@ class Fixer:
                 continue
             key = message.key()
             blob_keys = {key[: -len(".json")] + suffix: blob for suffix, blob in item.blobs.items()}
-            if key not in self.damaged and not (blob_keys.keys() & self.damaged.keys()):
+            damaged = key in self.damaged or bool(blob_keys.keys() & self.damaged.keys())
+            if not damaged or conforms(message)[1] is not None:
                 if self.uploader.put(item) == "new":
                     self._count("restored")
                     self.log.warning("object.restored", key=key)

@@ -217,7 +217,7 @@ class DesktopHistory:
             listed = None  # not in message_attachments (older layout, or not migrated yet): the version's JSON lists them
             if files:  # the table: -1 holds the row's own (newest) version, i the editHistory entry i
                 listed = files.get(index, files.get(-1, []) if index in (-1, 0) else [])
-            message = Message(source=self.name, type="signal", native_id=own, sent_at=at, conversation=conversation, sender=sender)
+            message = Message(source=self.name, type="message", native_id=own, sent_at=at, conversation=conversation, sender=sender)
             contents: list[Content] = []
             if erased:
                 message.extra["erased"] = True  # Signal Desktop keeps no text or files of it (a view-once message once viewed)
@@ -235,7 +235,7 @@ class DesktopHistory:
         if doc.get("deletedForEveryone"):
             when = doc.get("deletedForEveryoneTimestamp")
             rev = delete_revision(when) if when else Revision(id="delete:desktop", kind="delete", at=None)
-            tomb = Message(source=self.name, type="signal", native_id=own, sent_at=sent_time(int(when or sent)),
+            tomb = Message(source=self.name, type="message", native_id=own, sent_at=sent_time(int(when or sent)),
                            conversation=conversation, sender=sender, deleted=True, revision=rev)  # fmt: skip
             out.append(Item(None, message=tomb))
         for reaction in sorted(doc.get("reactions") or [], key=lambda x: (int(x.get("timestamp") or 0), str(x.get("fromId")))):
@@ -283,7 +283,7 @@ class DesktopHistory:
             return Item(None, failure=Failure(f"desktop:{row['id']}:reaction:{reaction.get('fromId')}", reason, raw=raw,
                                               ref=f"messages.id {row['id']}"))  # fmt: skip
         how = {"emoji": reaction.get("emoji"), "by": aci, "remove": False}
-        message = Message(source=self.name, type="signal", native_id=target, sent_at=sent_time(int(ts)), conversation=conversation,
+        message = Message(source=self.name, type="reaction", native_id=target, sent_at=sent_time(int(ts)), conversation=conversation,
                           sender=Sender(id=aci, name=_display(reactor), is_me=aci == self.me),
                           revision=reaction_revision(aci, int(ts)), extra={"reaction": how})  # fmt: skip
         return Item(None, message=message)

@@ -151,15 +151,15 @@ class Renderer:
         sender = Sender(id=author, name=env.get("sourceName"), is_me=is_me)
         at = sent_time(ts)
 
-        def record(nid: str, **kw: Any) -> Message:
-            return Message(source=self.name, type="signal", native_id=nid, sent_at=at, conversation=conversation, sender=sender, **kw)
+        def record(nid: str, kind: str = "message", **kw: Any) -> Message:
+            return Message(source=self.name, type=kind, native_id=nid, sent_at=at, conversation=conversation, sender=sender, **kw)
 
         reaction, delete = data.get("reaction"), data.get("remoteDelete")
         if reaction is not None:
             target = native_id(reaction["targetAuthorUuid"], reaction["targetSentTimestamp"])
             rev = reaction_revision(author, ts)
             how = {"emoji": reaction.get("emoji"), "by": author, "remove": bool(reaction.get("isRemove"))}
-            return Item(cursor, message=record(target, revision=rev, extra={"reaction": how}))
+            return Item(cursor, message=record(target, "reaction", revision=rev, extra={"reaction": how}))  # the reactor's record
         if delete is not None:
             return Item(cursor, message=record(native_id(author, delete["timestamp"]), revision=delete_revision(ts), deleted=True))
         attachments, contents = self._attachments(data.get("attachments") or [])

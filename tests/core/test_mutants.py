@@ -806,6 +806,24 @@ MUTANTS = [
         ["tests/teams/test_teams_originals.py::test_verify_finds_a_revision_without_its_original_and_repair_or_the_next_change_heals_it"],
         id="verify-repair-leaves-revisions-without-originals",
     ),
+    pytest.param(
+        "memex/uploader.py",
+        [("                doc, why = conforms(message)\n", "                doc, why = message.to_dict(), None\n")],
+        ["tests/core/test_schema.py::test_a_record_that_breaks_the_schema_is_quarantined_never_stored"],
+        id="record-stored-without-schema-check",
+    ),
+    pytest.param(
+        "memex/verify/checks.py",
+        [("    return problem(doc)\n", "    return problem({**doc, \"type\": \"message\"}) if isinstance(doc, dict) else problem(doc)\n")],
+        ["tests/core/test_verify.py::test_each_kind_of_damage_is_found_and_repaired[file-invented_type]"],
+        id="verify-accepts-any-record-type",
+    ),
+    pytest.param(
+        "pollers/teams/render.py",
+        [('        type="event" if extra.get("system") else "message",', '        type="teams",')],
+        ["tests/teams/test_teams.py::test_system_messages_images_and_files"],
+        id="teams-invents-its-own-record-type",
+    ),
 ]  # fmt: skip
 
 

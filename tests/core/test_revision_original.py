@@ -38,7 +38,7 @@ def store(tmp_path: Path, request: pytest.FixtureRequest) -> ObjectStore:
 
 
 def _revision(text: str, rid: str = "edit-1") -> Message:
-    return Message(source="src", type="chat", native_id="chat/42", sent_at="2026-01-05T09:00:00Z", text=text,
+    return Message(source="src", type="message", native_id="chat/42", sent_at="2026-01-05T09:00:00Z", text=text,
                    edited_at="2026-01-05T10:00:00Z", revision=Revision(id=rid, kind="edit", at="2026-01-05T10:00:00Z"))  # fmt: skip
 
 
@@ -68,7 +68,7 @@ def test_a_whole_revision_whose_original_is_missing_stores_the_original_first(st
 def test_an_original_already_stored_is_never_touched(store: ObjectStore) -> None:
     """A whole revision of a stored message adds only the revision: the original keeps its first bytes."""
     up, log = _uploader(store)
-    first = Message(source="src", type="chat", native_id="chat/42", sent_at="2026-01-05T09:00:00Z", text="first text")
+    first = Message(source="src", type="message", native_id="chat/42", sent_at="2026-01-05T09:00:00Z", text="first text")
     assert up.put(Item(cursor=None, message=first)) == "new"
     up.sync()
     assert up.put(Item(cursor=None, message=_revision("second text"), whole=True)) == "new"

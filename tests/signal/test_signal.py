@@ -14,7 +14,7 @@ from typing import Any
 
 from memex.records import encode_id, message_key, revision_key
 from memex.state.spool import Spool
-from tests.conftest import ROOT, Gate, file_objects, need_strace, read_log, run_cli, wait_until, write_config
+from tests.conftest import ROOT, Gate, assert_valid, file_objects, need_strace, read_log, run_cli, wait_until, write_config
 from tests.signal import signal_standin as sc
 
 T0 = 1744235749734
@@ -81,6 +81,12 @@ def test_each_kind_of_envelope_becomes_its_record(tmp_path: Path) -> None:
     tomb = revisions[revision_key("sig", f"{sc.ALICE}:{T0 + 1}", f"delete:{T0 + 5}")]
     assert tomb["deleted"] is True and tomb["revision"]["kind"] == "delete"
     assert len(objects) == 3 and len(revisions) == 3
+    assert_valid({**objects, **revisions})  # memex.message/1, never an invented type "signal"
+    assert {r["type"] for r in objects.values()} == {"message"} and (edit["type"], tomb["type"], react["type"]) == (
+        "message",
+        "message",
+        "reaction",
+    )
     line = last_poll(tmp_path)
     assert line["new"] == 6 and line["skipped"] == {"receipt": 1, "typing": 1}
     assert line["spool_count"] == 0 and line["receive"] == "ok"
@@ -167,6 +173,7 @@ def test_attachments_are_stored_content_addressed_from_signal_clis_folder(tmp_pa
 
     sha = hashlib.sha256(b"\xff\xd8jpeg bytes").hexdigest()
     assert record["attachments"][0]["sha256"] == sha and record["attachments"][1]["missing"] is True
+    assert_valid([record])
     assert (tmp_path / "state" / "store" / "attachments" / sha).read_bytes() == b"\xff\xd8jpeg bytes"
 
 

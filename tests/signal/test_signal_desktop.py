@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memex.records import encode_id, message_key, revision_key
-from tests.conftest import Gate, file_objects, run_cli, write_config
+from tests.conftest import Gate, assert_valid, file_objects, run_cli, write_config
 from tests.core.test_backfill import interrupt_when, popen_cli
 from tests.signal import signal_standin as sc
 from tests.signal.signal_desktop_db import Desktop, key_cmd_script, wrap_key
@@ -93,6 +93,9 @@ def test_desktop_rows_become_the_live_pollers_records(tmp_path: Path) -> None:
     reaction = revs[revision_key("sig", f"{sc.ALICE}:{T0}", f"reaction:{sc.ME}:{T0 + 4}")]
     assert reaction["extra"]["reaction"] == {"emoji": "👍", "by": sc.ME, "remove": False}
     assert len(revs) == 4
+    assert_valid({**msgs, **revs})  # the same schema as the live poller's records
+    assert {m["type"] for m in msgs.values()} == {"message"} and reaction["type"] == "reaction"
+    assert {r["type"] for k, r in revs.items() if r["revision"]["kind"] != "reactions"} == {"message"}
     for nid, data in ((f"{sc.ALICE}:{T0 + 11}", PHOTO), (f"{sc.ALICE}:{T0 + 12}", PNG)):
         (att,) = by_id[nid]["attachments"]
         sha = hashlib.sha256(data).hexdigest()

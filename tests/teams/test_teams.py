@@ -22,7 +22,7 @@ from memex.records import decode_id
 from memex.registry import make_poller
 from memex.runner import poll
 from memex.state.cursors import CursorStore
-from tests.conftest import patience
+from tests.conftest import assert_valid, patience
 from tests.servers.graph import ME, TENANT, Fault, GraphServer
 
 CHAT_A = "19:2da4c29f6d7041eca70b638b43d45437@thread.v2"
@@ -155,6 +155,8 @@ def test_incremental_poll_stores_new_messages_and_changes_as_revisions(
     assert kinds == {(first[0], "edit"), (first[1], "delete"), (first[2], "reactions")}
     edit = next(r for r in revisions.values() if r["revision"]["kind"] == "edit")
     assert edit["text"] == "m0 (edited)" and edit["edited_at"]
+    every = assert_valid({**stored(tmp_path), **revisions})  # originals and revisions: memex.message/1
+    assert {r["type"] for r in every} == {"message"}  # never an invented "teams"
     assert next(r for r in revisions.values() if r["revision"]["kind"] == "delete")["deleted"] is True
     walk = graph.requests(f"/v1.0/me/chats/{CHAT_A}/messages")[-1]
     assert walk["query"]["$filter"].startswith("lastModifiedDateTime gt ")
@@ -195,6 +197,8 @@ def test_system_messages_images_and_files(tmp_path: Path, setup: tuple[config_mo
     records = list(stored(tmp_path).values())
     system = next(r for r in records if r["extra"].get("system"))
     assert system["text"] is None and system["extra"]["event_detail"]["chatDisplayName"] == "Falcon 2"
+    assert_valid(records)
+    assert system["type"] == "event" and {r["type"] for r in records if r is not system} == {"message"}
     assert system["sender"]["id"] is None
     pic = next(r for r in records if r["native_id"].endswith(img))
     (att,) = pic["attachments"]
