@@ -48,11 +48,18 @@ def test_a_cursor_given_by_hand_is_checked(tmp_path: Path, value: str, says: str
 
 
 def test_moving_a_cursor_back_by_hand_asks_first_and_is_logged(tmp_path: Path) -> None:
-    """Backward `cursor set` needs a yes (like reset); with --yes it is saved and logged as cursor.set."""
+    """Backward `cursor set` needs a yes (like reset): with no terminal to ask on, one line saying to pass --yes, exit 2
+    (not click's bare `Aborted!`, exit 1); with --yes it is saved and logged as cursor.set.
+    """
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(tmp_path / "chat.db")}})
     assert run_cli("cursor", "set", "imessage", '{"rowid": 50}', config=cfg).returncode == 0
-    refused = run_cli("cursor", "set", "imessage", '{"rowid": 10}', config=cfg, input="n\n")
-    assert refused.returncode == 1 and "moves the cursor of 'imessage' back (50 -> 10)" in refused.stdout + refused.stderr
+    for stdin in ("n\n", ""):  # an answer on a pipe, or stdin closed: neither is a terminal
+        refused = run_cli("cursor", "set", "imessage", '{"rowid": 10}', config=cfg, input=stdin)
+        assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+        assert _one_line(refused.stderr) and "moves the cursor of 'imessage' back (50 -> 10)" in refused.stderr
+        assert refused.stderr.rstrip().endswith("pass --yes") and "Aborted" not in refused.stderr
+    reset = run_cli("cursor", "reset", "imessage", config=cfg)
+    assert reset.returncode == 2 and _one_line(reset.stderr) and "pass --yes" in reset.stderr
     assert json.loads(run_cli("cursor", "show", "imessage", "--json", config=cfg).stdout) == {"rowid": 50}
     assert run_cli("cursor", "set", "imessage", '{"rowid": 10}', "--yes", config=cfg).returncode == 0
     assert [e["positions_after"] for e in read_log(tmp_path / "state", "imessage") if e["event"] == "cursor.set"][-1] == {"rowid": 10}
