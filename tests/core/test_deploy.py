@@ -68,6 +68,7 @@ def test_cron_lines_follow_each_source_interval_and_skip_disabled(tmp_path: Path
     [(3600, "0 * * * *", None), (7200, "0 */2 * * *", None), (86400, "0 0 * * *", None), (300, "*/5 * * * *", None),
      (90, None, "interval = 60 or interval = 120"), (420, None, "interval = 360 or interval = 600"),
      (5400, None, "interval = 3600 or interval = 7200")],
+    ids=["3600", "7200", "86400", "300", "90", "420", "5400"],
 )  # fmt: skip
 def test_cron_keeps_an_interval_exactly_or_refuses_it_naming_the_nearest(tmp_path: Path, interval: int, schedule: str | None,
                                                                          nearest: str | None) -> None:  # fmt: skip

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import boto3
 
+from memex import config
 from pollers.imessage import samples as imessage_samples
 from tests.conftest import FaultProxy, read_log, run_cli, write_config
 
@@ -68,3 +70,23 @@ def test_another_hosts_release_costs_two_requests_more_and_the_cursor_stays_exac
     section = json.loads(s3.get_object(Bucket=s3_bucket, Key="state/cursors/imessage.json")["Body"].read())["section"]
     assert section["positions"] == {"rowid": 9} and section["epoch"] == 4
     assert len([k for k in s3.list_objects_v2(Bucket=s3_bucket, Prefix="store/messages/").get("Contents", [])]) == 9
+
+
+def test_a_write_judged_on_a_remembered_copy_reads_the_object_before_it_decides_nothing_changes(s3_endpoint: str, s3_bucket: str,
+                                                                                              tmp_path: Path) -> None:  # fmt: skip
+    """A store remembers what it wrote (its next write then needs no GET); another writer changes the object since. A change that
+    is a no-op on the remembered copy is not a no-op on the object: the store reads it and writes, it does not skip the write.
+    """
+    from memex.state.s3state import S3CursorStore, open_state
+
+    cfg = config.load(write_config(tmp_path, {}, store={"url": f"s3://{s3_bucket}/store", "endpoint_url": s3_endpoint},
+                                   state_url=f"s3://{s3_bucket}/state"))  # fmt: skip
+    mine, theirs = S3CursorStore(open_state(cfg)), S3CursorStore(open_state(cfg))
+
+    def setting(value: int) -> Any:
+        return lambda section: {**section, "k": value}
+
+    mine.update("src", setting(1))
+    theirs.update("src", setting(2))
+    mine.update("src", setting(1))  # on the remembered copy k is 1 already
+    assert S3CursorStore(open_state(cfg)).section("src")["k"] == 1
