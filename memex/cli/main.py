@@ -39,6 +39,9 @@ def main(ctx: click.Context, config_path: Path | None, debug: bool) -> None:
     becomes one JSON object keyed by its native ID, so re-uploads are no-ops.
     Exit codes: 0 done, 1 runtime error, 2 usage or config error.
     """
+    from memex.liblog import route_library_logs
+
+    route_library_logs()  # the libraries a command uses (boto3, watchdog, msal) log in memex's form
     ctx.obj = {"config_path": config_path}
     if debug:
         import os

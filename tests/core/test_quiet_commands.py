@@ -119,3 +119,54 @@ def test_a_lease_taken_from_a_holder_that_did_not_release_is_a_warning_naming_it
     )
     assert event["previous_released"] is False and event["epoch"] == 6
     assert event in read_log(tmp_path / "state", "imessage")
+
+
+LIBRARY_WARNING = """
+import logging
+from memex.liblog import route_library_logs
+route_library_logs()
+logging.getLogger("urllib3.connectionpool").warning("Connection pool is full, discarding connection: %s", "secret-host.example")
+logging.getLogger("botocore.credentials").info("Found credentials in environment variables.")
+"""
+
+
+def test_a_librarys_warning_is_one_json_line_without_its_arguments() -> None:
+    """A library's own ``logging`` warning (urllib3's full pool) reaches stderr as one JSON line naming the logger, with the message
+    template only (its arguments could name a host or a key); info records stay out. Unrouted, it was a bare text line.
+    """
+    out = subprocess.run([sys.executable, "-c", LIBRARY_WARNING], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+                         cwd=ROOT)  # fmt: skip
+    assert (out.returncode, out.stdout) == (0, ""), out.stderr
+    (line,) = out.stderr.splitlines()
+    event = json.loads(line)
+    assert (event["event"], event["logger"], event["level"]) == ("library.log", "urllib3.connectionpool", "warning")
+    assert event["message"] == "Connection pool is full, discarding connection: %s" and "secret-host" not in line
+
+
+ALLOWED_TO_PRINT = ("memex/cli/", "memex/observe/logs.py", "memex/liblog.py")
+
+
+def test_no_module_prints_or_logs_around_the_pipeline() -> None:
+    """No module of the core or a poller calls ``print``, imports structlog or makes a ``logging`` logger of its own: events go
+    through :mod:`memex.observe.logs` (the CLI, which prints its own output, and the sink itself excepted).
+    """
+    import ast
+
+    offenders = []
+    for path in sorted([*(ROOT / "memex").rglob("*.py"), *(ROOT / "pollers").rglob("*.py")]):
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "print"
+                and not rel.startswith(ALLOWED_TO_PRINT)
+            ):
+                offenders.append(f"{rel}:{node.lineno}: print")
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+                if any(n.split(".")[0] == "structlog" for n in names):
+                    offenders.append(f"{rel}:{node.lineno}: structlog")
+            if isinstance(node, ast.Attribute) and node.attr == "getLogger" and rel != "memex/liblog.py":
+                offenders.append(f"{rel}:{node.lineno}: logging.getLogger")
+    assert offenders == []
