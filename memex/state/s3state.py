@@ -26,9 +26,9 @@ refusal loses nothing.
 
 Requests. A poll with nothing new costs four: the lease PUT, one GET of the cursor object (which is both the
 epoch floor and the poll's cursor), the claim PUT and the release PUT. The lease GET is skipped when this host
-released the lease last: the release's ETag and epoch are kept in ``<state_dir>/locks/<lease>.lease.json`` and
-the next acquire writes with ``If-Match`` on that ETag, which succeeds only if nobody wrote the lease since (a
-412 falls back to reading it: one request more). A cursor write remembers what it wrote, so the next write of the
+released the lease last: the release's ETag and epoch are kept beside the local lock file
+(``<state_dir>/locks/<source>.poll.lease.json``) and the next acquire writes with ``If-Match`` on that ETag, which
+succeeds only if nobody wrote the lease since (a 412 falls back to reading it: two requests more). A cursor write remembers what it wrote, so the next write of the
 same store tries ``If-Match`` on it without a GET first (a stale one meets 412 and reads).
 
 Logs. The lease's events go to the poll's (or backfill's) source log: ``lease.taken_over`` is info after a clean
