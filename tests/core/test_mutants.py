@@ -804,6 +804,45 @@ MUTANTS = [
         ["tests/core/test_cli_errors.py::test_moving_a_cursor_back_by_hand_asks_first_and_is_logged"],
         id="cursor-move-without-a-terminal-is-a-bare-abort",
     ),
+    pytest.param(
+        "pollers/signal/process.py",
+        [("            if WAITING.search(seen):\n", "            if False:\n")],
+        ["tests/signal/test_signal.py::test_a_running_daemon_ends_the_receive_at_once_as_busy"],
+        id="signal-daemon-waiting-line-not-watched",
+    ),
+    pytest.param(
+        "pollers/signal/desktop.py",
+        [('            conn.execute("PRAGMA cipher_log_level = NONE")\n', "")],
+        ["tests/signal/test_signal_desktop.py::test_a_wrong_key_or_password_is_one_clear_line_and_nothing_is_written"],
+        id="signal-desktop-sqlcipher-log-on-stderr",
+    ),
+    pytest.param(
+        "memex/uploader.py",
+        [("                if item.whole and message.revision is not None:\n", "                if False:\n")],
+        ["tests/core/test_revision_original.py::test_a_whole_revision_whose_original_is_missing_stores_the_original_first[file]",
+         "tests/teams/test_teams_originals.py::test_a_message_changed_while_the_first_walk_is_between_pages_gets_its_original"],
+        id="revision-without-original-no-stand-in",
+    ),
+    pytest.param(
+        "pollers/teams/poller.py",
+        [('            params["$orderby"] = "createdDateTime desc"\n            params["$filter"] = f"createdDateTime lt ',
+          '            params["$filter"] = f"lastModifiedDateTime lt '),
+         ("            at = modified if created is None else created\n", "")],
+        ["tests/teams/test_teams_originals.py::test_a_message_changed_after_an_interrupted_first_sync_is_stored_as_an_original[sigkill]"],
+        id="teams-resume-by-modification",
+    ),
+    pytest.param(
+        "pollers/teams/poller.py",
+        [("        if not moved:  # a moved message", "        if True:  # a moved message")],
+        ["tests/teams/test_teams_originals.py::test_a_message_changed_after_an_interrupted_first_sync_is_stored_as_an_original[sigkill]"],
+        id="teams-resume-cursor-takes-moved-messages",
+    ),
+    pytest.param(
+        "memex/verify/inventory.py",
+        [('        if repair and getattr(poller, "whole_revisions", False):\n', "        if False:\n")],
+        ["tests/teams/test_teams_originals.py::test_verify_finds_a_revision_without_its_original_and_repair_or_the_next_change_heals_it"],
+        id="verify-repair-leaves-revisions-without-originals",
+    ),
 ]  # fmt: skip
 
 
