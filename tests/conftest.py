@@ -7,6 +7,7 @@ import http.client
 import http.server
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -110,6 +111,13 @@ class Gate:
 @contextmanager
 def moto_server(log: Path) -> Iterator[str]:
     """Run a moto S3 server in its own process on a free loopback port (output to ``log``); yield its URL."""
+    with moto_process(log) as (url, _proc):
+        yield url
+
+
+@contextmanager
+def moto_process(log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """:func:`moto_server`, yielding (URL, process): for a test that stops it (SIGSTOP); it is resumed before it is ended."""
     port = free_port()
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "tests.servers.moto", "127.0.0.1", str(port)], stdout=out, cwd=ROOT,
@@ -127,8 +135,9 @@ def moto_server(log: Path) -> Iterator[str]:
 
     try:
         wait_until(up, 30, "moto server to listen")
-        yield url
+        yield url, proc
     finally:
+        os.kill(proc.pid, signal.SIGCONT)
         proc.terminate()
         try:
             proc.wait(10)
@@ -234,6 +243,7 @@ class FaultProxy:
         self.delay = 0.0  # seconds added to every PUT (makes a run long enough to interrupt)
         self.faults: list[tuple[str, str]] = []
         self.puts = 0  # PUTs seen, counted before the rule is asked (a rule may read it)
+        self.requests: list[tuple[str, str]] = []  # every request seen: (method, object key), in order
         self.lock = threading.Lock()
         proxy = self
         local = threading.local()
@@ -263,6 +273,7 @@ class FaultProxy:
                 if self.command == "PUT" and proxy.delay:
                     time.sleep(proxy.delay)
                 with proxy.lock:
+                    proxy.requests.append((self.command, key))
                     if self.command == "PUT":
                         proxy.puts += 1
                 fault = proxy.rule(self.command, key)

@@ -161,6 +161,21 @@ def require_state_dir(path: Path) -> Path:
     from memex.errors import StateError
 
     try:
-        return ensure_private_dir(path)
+        ensure_private_dir(path)
     except OSError as exc:
         raise StateError(f"cannot use the state folder ({exc.strerror}); fix its permissions or set state_dir", path=path) from None
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):  # a private folder of another user (the one cron runs memex as)
+        raise StateError(f"cannot use the state folder: it is {_owner(path)}'s and this user ({_owner(None)}) cannot read it; run "
+                         f"memex as {_owner(path)}, or set state_dir to a folder of this user's", path=path)  # fmt: skip
+    return path
+
+
+def _owner(path: Path | None) -> str:
+    """The name of ``path``'s owner (None: of this process), or its uid when it has no name."""
+    import pwd
+
+    uid = os.geteuid() if path is None else path.stat().st_uid
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"

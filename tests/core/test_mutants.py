@@ -768,6 +768,43 @@ MUTANTS = [
         id="typedstream-fast-path-lenient-utf8",
     ),
     pytest.param(
+        "memex/deadline.py",
+        [("        return SaveTimedOut(what) if self.saving else Interrupted(reason, what)\n", "        return Interrupted(reason, what)\n")],
+        ["tests/core/test_state_deadline.py::test_a_cursor_save_that_misses_the_state_deadline_is_an_error_naming_the_object"],
+        id="state-deadline-taken-for-the-polls-normal-stop",
+    ),
+    pytest.param(
+        "memex/state/s3state.py",
+        [("        if previous.released:\n", "        if True:\n")],
+        ["tests/core/test_quiet_commands.py::test_a_lease_taken_from_a_holder_that_did_not_release_is_a_warning_naming_it"],
+        id="lease-taken-from-a-dead-holder-is-only-info",
+    ),
+    pytest.param(
+        "memex/state/s3state.py",
+        [("                if remembered is not None:\n                    continue  # judged on a remembered copy", "                if False:\n                    continue  # judged on a remembered copy")],
+        ["tests/core/test_s3state_requests.py::test_a_write_judged_on_a_remembered_copy_reads_the_object_before_it_decides_nothing_changes"],
+        id="cas-trusts-a-remembered-copy-for-a-no-op",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("    primed = (name, claimed) if claimed is not None else None", "    primed = None")],
+        ["tests/core/test_s3state_requests.py::test_an_idle_poll_with_state_url_costs_at_most_four_requests"],
+        id="idle-poll-rereads-the-claimed-cursor",
+    ),
+    pytest.param(
+        "memex/cli/recipes.py",
+        [("    if interval not in CRON_INTERVALS:\n        raise ValueError(interval)\n",
+          "    interval = min(CRON_INTERVALS, key=lambda i: abs(i - interval))\n")],
+        ["tests/core/test_deploy.py::test_cron_keeps_an_interval_exactly_or_refuses_it_naming_the_nearest[420]"],
+        id="cron-rounds-an-interval-silently",
+    ),
+    pytest.param(
+        "memex/cli/main.py",
+        [("    if not sys.stdin.isatty():\n", "    if False:\n")],
+        ["tests/core/test_cli_errors.py::test_moving_a_cursor_back_by_hand_asks_first_and_is_logged"],
+        id="cursor-move-without-a-terminal-is-a-bare-abort",
+    ),
+    pytest.param(
         "pollers/signal/process.py",
         [("            if WAITING.search(seen):\n", "            if False:\n")],
         ["tests/signal/test_signal.py::test_a_running_daemon_ends_the_receive_at_once_as_busy"],
