@@ -530,7 +530,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/store/files.py",
-        [("            sync_files(list(pending.values()))\n", "            pass\n")],
+        [("                sync_files(list(pending.values()), method)\n", "                pass\n")],
         ["tests/core/test_filestore_safety.py::test_a_cursor_never_passes_an_object_that_is_not_durable"],
         id="file-store-links-names-before-their-bytes-are-durable",
     ),
@@ -766,6 +766,18 @@ MUTANTS = [
         [('        return blob[start:end].decode("utf-8")\n', '        return blob[start:end].decode("utf-8", "replace")\n')],
         ["tests/imessage/test_typedstream_fast.py::test_invalid_utf8_falls_back_to_pytypedstreams_error"],
         id="typedstream-fast-path-lenient-utf8",
+    ),
+    pytest.param(
+        "memex/store/files.py",
+        [("                sync_files(list(pending.values()), method)\n", "                sync_files(list(pending.values()), \"syncfs\")\n")],
+        ["tests/core/test_filestore_flush.py::test_a_store_on_fuse_fsyncs_every_object_before_its_name_and_never_calls_syncfs"],
+        id="file-store-trusts-syncfs-on-fuse",
+    ),
+    pytest.param(
+        "memex/store/files.py",
+        [('            reason = _damage(path, len(body), json_object=key.endswith(".json"))\n', "            reason = None\n")],
+        ["tests/core/test_filestore_repair.py::test_an_empty_and_a_truncated_object_are_repaired_by_the_next_read_not_counted_as_duplicates"],
+        id="file-store-taken-name-is-a-duplicate-unchecked",
     ),
 ]  # fmt: skip
 
