@@ -37,6 +37,7 @@ OTHER_NAMES: dict[int, str] = {
     0xF2F52010: "f2fs",
 }
 
+FSYNC_THREADS = 8  # the per-file path's fsyncs in flight at once (for a batch of at least twice as many files)
 SYNCFS = "syncfs"
 PER_FILE = "fsync per file"
 
@@ -95,6 +96,29 @@ def sync_files(files: list[str] | list[Path], method: str) -> None:
         return
     if method == SYNCFS and _syncfs(files[0]):
         return
+    if len(files) < 2 * FSYNC_THREADS:
+        _fsync_each(files)
+        return
+    # Several fsyncs in flight: a journalling file system commits them together, a network one overlaps round trips.
+    slices = [files[i::FSYNC_THREADS] for i in range(FSYNC_THREADS)]
+    errors: list[BaseException] = []
+
+    def one(part: list[str] | list[Path]) -> None:
+        try:
+            _fsync_each(part)
+        except BaseException as exc:  # handed to the caller below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(part,), name="memex-fsync", daemon=True) for part in slices]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def _fsync_each(files: list[str] | list[Path]) -> None:
     for f in files:
         fd = os.open(f, os.O_RDONLY)
         try:

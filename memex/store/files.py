@@ -253,7 +253,8 @@ class FileStore:
             fsync_dir(d)
 
     def _log_flush(self, method: str, fs: str) -> None:
-        if self.log is not None:
+        """Log the flush chosen for this store's file system (once per process), a debug event: only with ``--debug``."""
+        if self.log is not None and os.environ.get("MEMEX_DEBUG", "") not in ("", "0"):
             self.log.debug("store.flush", method=method, fs=fs, store=self.url)
 
     def replace_damaged(self, key: str, body: bytes) -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from memex.state.flush import PER_FILE, SYNCFS, SYNCFS_PROVEN, fs_type, plan_for
 from tests.conftest import ROOT, need_strace, read_log, write_config
-from tests.core.test_filestore_safety import _ordering_violations
+from tests.core.test_filestore_safety import _ordering_violations, joined
 
 FUSE_MAGIC = 0x65735546
 TRACED = "openat,syncfs,fsync,fdatasync,link,linkat,rename,renameat,renameat2"
@@ -61,9 +61,9 @@ def _traced_poll(tmp_path: Path, store: Path, messages: int) -> tuple[list[str],
     trace = tmp_path / "trace"
     cmd = ["strace", "-f", "-y", "-qq", "-s", "4096", "-e", f"trace={TRACED}", "-o", str(trace),
            sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage", "--max-seconds", "600"]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, env={**os.environ, "MEMEX_DEBUG": "1"})
     assert out.returncode == 0, out.stderr
-    lines = trace.read_text().splitlines()
+    lines = joined(trace.read_text().splitlines())
     linked = [ln for ln in lines if re.search(r"\blink(?:at)?\(.*/messages/imessage/.* = 0$", ln)]
     assert len(linked) == messages, f"the trace shows {len(linked)} objects linked, not {messages}"
     return lines, tmp_path / "state"
@@ -77,7 +77,8 @@ def _temp_fsyncs(trace: list[str]) -> int:
 def test_a_store_on_fuse_fsyncs_every_object_before_its_name_and_never_calls_syncfs(tmp_path: Path, fuse_dir: Path) -> None:
     """A poll into a file store on a real FUSE mount (bindfs), traced: no syncfs at all (FUSE returns 0 from it without
     flushing), every object's temp file is fsynced before its name is linked, every folder before the cursor moves,
-    and the poll's log says once which flush it chose (``store.flush``: fsync per file, fuse).
+    and the poll's log says once which flush it chose (``store.flush``: fsync per file, fuse; a debug event, so
+    only with ``--debug``).
     """
     assert fs_type(fuse_dir) == _kernel_type(fuse_dir) == FUSE_MAGIC
     trace, state = _traced_poll(tmp_path, fuse_dir / "store", 300)
