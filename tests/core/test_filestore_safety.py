@@ -13,7 +13,7 @@ import pytest
 
 from memex.errors import ConfigError
 from memex.store.files import FileStore
-from tests.conftest import ROOT, need_strace, write_config
+from tests.conftest import ROOT, need_strace, need_syncfs, write_config
 
 
 def _modes(root: Path) -> dict[str, int]:
@@ -155,6 +155,8 @@ def test_a_poll_killed_inside_a_group_commit_loses_nothing(tmp_path: Path, sysca
     from pollers.imessage import samples as imessage_samples
 
     need_strace()
+    if syscall == "syncfs":
+        need_syncfs(tmp_path)
     db = tmp_path / "chat.db"
     total = 6000  # more than one group commit (COMMIT_ITEMS = 5000), however fast the machine
     imessage_samples.build(db, total, seed=7)
