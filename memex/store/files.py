@@ -31,7 +31,7 @@ class FileStore:
     then fsyncs each folder touched once. A name therefore never appears before its
     bytes are durable, and a crash before :meth:`sync` leaves no name at all (the
     cursor did not move, so the next poll writes it again). A name found taken is
-    a duplicate only if what is there is sound (:meth:`_damage`); a damaged object
+    a duplicate only if what is there is sound (:func:`_damage`); a damaged object
     is replaced at once and counted in :attr:`repaired`. Paths are kept as strings
     inside: a poll writes hundreds of thousands of objects and ``pathlib`` cost more CPU than the writes.
     """
@@ -161,7 +161,7 @@ class FileStore:
         with self._dirty_lock:
             self.repaired += 1
         if self.log is not None:
-            self.log.warning("object.repaired", key=key, reason=reason)
+            self.log.warning("object.repaired", key=key, damage=reason)
 
     def _written_elsewhere(self, path: str) -> None:
         """``path`` was already there: whoever wrote it (a killed poll, a backfill), make it durable before the cursor passes it."""

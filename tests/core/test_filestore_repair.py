@@ -21,7 +21,7 @@ from tests.conftest import read_log, run_cli, write_config
 def test_an_empty_and_a_truncated_object_are_repaired_by_the_next_read_not_counted_as_duplicates(tmp_path: Path, again: str) -> None:
     """After a poll, one message's object is emptied and another's cut in half; the next full read (a poll from a lost
     cursor, or a backfill) writes both again (2 new, of which 2 repaired, the rest dup), byte for byte as before, and
-    logs ``object.repaired`` for each with its key and reason, no message text.
+    logs ``object.repaired`` for each with its key and damage (as memex verify --repair does), no message text.
     """
     db = tmp_path / "chat.db"
     imessage_samples.build(db, 40, seed=4)
@@ -45,10 +45,10 @@ def test_an_empty_and_a_truncated_object_are_repaired_by_the_next_read_not_count
     assert (counts["new"], counts.get("repaired"), counts["dup"]) == (2, 2, 38)
     assert {p: p.read_bytes() for p in (empty, cut)} == before
     repaired = [e for e in read_log(tmp_path / "state", "imessage") if e["event"] == "object.repaired"]
-    assert sorted((e["key"], e["reason"]) for e in repaired) == sorted(
+    assert sorted((e["key"], e["damage"]) for e in repaired) == sorted(
         [(f"messages/imessage/{empty.name}", "empty"), (f"messages/imessage/{cut.name}", "not_json")]
     )
-    assert all(e["level"] == "warning" and set(e) == {"event", "level", "ts", "source", "key", "reason"} for e in repaired)
+    assert all(e["level"] == "warning" and set(e) == {"event", "level", "ts", "source", "key", "damage"} for e in repaired)
 
 
 def test_a_sound_object_at_a_taken_name_is_left_as_it_is(tmp_path: Path) -> None:
