@@ -76,7 +76,9 @@ MUTANTS = [
     pytest.param(
         "memex/store/files.py",
         [("        path = self._path(key)\n        with self._dirty_lock:\n            if path in self._pending:\n                return False\n"
-          "        if os.path.lexists(path):\n            self._written_elsewhere(path)\n            return False\n        tmp = self._temp_file",
+          "        if os.path.lexists(path):\n            reason = _damage(path, len(body), json_object=key.endswith(\".json\"))\n"
+          "            if reason is None:\n                self._written_elsewhere(path)\n                return False\n"
+          "            self._repair(key, body, reason)\n            return True\n        tmp = self._temp_file",
           "        path = self._path(key)\n        tmp = self._temp_file"),
          ("            if path in self._pending:  # another thread", "            if False:  # another thread"),
          ("                    os.link(tmp, path)\n", "                    os.replace(tmp, path)\n")],
