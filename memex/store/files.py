@@ -307,7 +307,7 @@ def _damage(path: str, size: int, *, json_object: bool) -> str | None:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        return None  # gone meanwhile: the caller's create-only write will meet whatever comes next
+        return "missing"  # gone since the caller saw the name (nothing memex runs deletes objects): written again
     if not stat.S_ISREG(st.st_mode):
         return None  # a folder or a link: nothing memex writes, left alone
     if st.st_size == 0:
