@@ -57,6 +57,7 @@ class PollResult:
     new: int = 0
     dup: int = 0
     dup_expected: int = 0  # of ``dup``: duplicates the poller said it expected (a renamed Maildir file, ...)
+    repaired: int = 0  # of ``new``: objects that replaced a damaged one (empty, truncated) found at their name
     quarantined: int = 0
     cursor_before: str = "-"
     cursor_after: str = "-"
@@ -88,6 +89,8 @@ class PollResult:
         }
         if self.dup_expected:
             fields["dup_expected"] = self.dup_expected
+        if self.repaired:
+            fields["repaired"] = self.repaired
         fields.update({k: v for k, v in self.extra.items() if k not in fields})
         for key in ("error", "reset", "stopped", "holder_pid", "holder_host", "lease_epoch", "auth_required"):
             value = getattr(self, key)
@@ -299,6 +302,8 @@ def _run(
         except BadCursor:
             pass  # logged as poller.bad_cursor by commit()
         raise
+    finally:
+        result.repaired = uploader.repaired
     if result.new or result.dup or result.quarantined:
         result.status = "ok"
     else:

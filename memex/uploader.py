@@ -65,6 +65,13 @@ def conforms(message: Message) -> tuple[dict[str, object], str | None]:
     return doc, schema_problem(doc)
 
 
+def _use_log(store: ObjectStore, log: Any) -> None:
+    """Let a store that logs (the file store: ``object.repaired``, ``store.flush``) log through the source's logger."""
+    use_log = getattr(store, "use_log", None)
+    if use_log is not None:
+        use_log(log)
+
+
 class Uploader:
     """Stores items for one source: blobs, then the record (create-only), or quarantine."""
 
@@ -75,6 +82,8 @@ class Uploader:
         self._store: ObjectStore | None = store  # given: shared by backfill's upload threads
         self.deadline = deadline  # a poll's: every request to the store is bounded by it
         self._hold = hold_from_env()  # None unless a test asked to hold an item (memex.hold)
+        if store is not None:
+            _use_log(store, log)
 
     @property
     def store(self) -> ObjectStore:
@@ -84,8 +93,14 @@ class Uploader:
             use_deadline = getattr(store, "use_deadline", None)
             if self.deadline is not None and use_deadline is not None:
                 use_deadline(self.deadline)
+            _use_log(store, self.log)
             self._store = store
         return self._store
+
+    @property
+    def repaired(self) -> int:
+        """Objects found damaged at their name (empty, truncated) and replaced by this uploader's store; 0 on S3."""
+        return int(getattr(self._store, "repaired", 0))
 
     @property
     def opened(self) -> bool:

@@ -48,6 +48,15 @@ def need_strace() -> None:
         pytest.skip("strace is not installed")
 
 
+def need_syncfs(folder: Path) -> None:
+    """Skip a test that kills a poll at its ``syncfs`` where ``folder``'s file system gets the per-file flush instead."""
+    from memex.state.flush import SYNCFS, flush_plan
+
+    method, fs = flush_plan(folder)
+    if method != SYNCFS:
+        pytest.skip(f"{folder} is on {fs}, whose batches get an fsync per file: no syncfs to kill the poll at")
+
+
 # How long a test waits for a condition, as a share of its deadline. The mutant table (test_mutants.py) sets 0.25:
 # under a mutant the awaited condition typically never comes, so a shorter wait only fails sooner. Never below 10 s.
 PATIENCE = float(os.environ.get("MEMEX_TEST_PATIENCE", "1"))

@@ -30,7 +30,7 @@ from memex.cli.watch import watch
     help="Config file (default: $MEMEX_CONFIG, else ~/.config/memex/config.toml; on macOS ~/Library/Application Support/memex/config.toml).",
 )
 @click.option("--debug", is_flag=True, envvar="MEMEX_DEBUG",
-              help="On an internal error, also print its traceback (to report a bug; it may show message data).")  # fmt: skip
+              help="On an internal error, also print its traceback (to report a bug; it may show message data); log debug events.")  # fmt: skip
 @click.version_option(package_name="memex", message="memex %(version)s")
 @click.pass_context
 def main(ctx: click.Context, config_path: Path | None, debug: bool) -> None:

@@ -76,7 +76,9 @@ MUTANTS = [
     pytest.param(
         "memex/store/files.py",
         [("        path = self._path(key)\n        with self._dirty_lock:\n            if path in self._pending:\n                return False\n"
-          "        if os.path.lexists(path):\n            self._written_elsewhere(path)\n            return False\n        tmp = self._temp_file",
+          "        if os.path.lexists(path):\n            reason = _damage(path, len(body), json_object=key.endswith(\".json\"))\n"
+          "            if reason is None:\n                self._written_elsewhere(path)\n                return False\n"
+          "            self._repair(key, body, reason)\n            return True\n        tmp = self._temp_file",
           "        path = self._path(key)\n        tmp = self._temp_file"),
          ("            if path in self._pending:  # another thread", "            if False:  # another thread"),
          ("                    os.link(tmp, path)\n", "                    os.replace(tmp, path)\n")],
@@ -530,7 +532,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/store/files.py",
-        [("            sync_files(list(pending.values()))\n", "            pass\n")],
+        [("                sync_files(list(pending.values()), method)\n", "                pass\n")],
         ["tests/core/test_filestore_safety.py::test_a_cursor_never_passes_an_object_that_is_not_durable"],
         id="file-store-links-names-before-their-bytes-are-durable",
     ),
@@ -860,6 +862,18 @@ MUTANTS = [
         [('        type="event" if extra.get("system") else "message",', '        type="teams",')],
         ["tests/teams/test_teams.py::test_system_messages_images_and_files"],
         id="teams-invents-its-own-record-type",
+    ),
+    pytest.param(
+        "memex/store/files.py",
+        [("                sync_files(list(pending.values()), method)\n", "                sync_files(list(pending.values()), \"syncfs\")\n")],
+        ["tests/core/test_filestore_flush.py::test_a_store_on_fuse_fsyncs_every_object_before_its_name_and_never_calls_syncfs"],
+        id="file-store-trusts-syncfs-on-fuse",
+    ),
+    pytest.param(
+        "memex/store/files.py",
+        [('            reason = _damage(path, len(body), json_object=key.endswith(".json"))\n', "            reason = None\n")],
+        ["tests/core/test_filestore_repair.py::test_an_empty_and_a_truncated_object_are_repaired_by_the_next_read_not_counted_as_duplicates"],
+        id="file-store-taken-name-is-a-duplicate-unchecked",
     ),
 ]  # fmt: skip
 

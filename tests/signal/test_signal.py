@@ -14,7 +14,7 @@ from typing import Any
 
 from memex.records import encode_id, message_key, revision_key
 from memex.state.spool import Spool
-from tests.conftest import ROOT, Gate, assert_valid, file_objects, need_strace, read_log, run_cli, wait_until, write_config
+from tests.conftest import ROOT, Gate, assert_valid, file_objects, need_strace, need_syncfs, read_log, run_cli, wait_until, write_config
 from tests.signal import signal_standin as sc
 
 T0 = 1744235749734
@@ -293,6 +293,7 @@ def test_a_poll_killed_before_its_store_sync_keeps_every_spooled_message(tmp_pat
     not durable yet, so their spool entry must still be there; a clean poll then stores every acknowledged message
     exactly once. Deterministic, where the random kills above only sometimes land in this window."""
     need_strace()
+    need_syncfs(tmp_path)
     cfg, folder = setup(tmp_path)
     sc.queue(folder, *(sc.message(sc.ALICE, T0 + i, f"m{i}") for i in range(40)))
     poll = [sys.executable, "-m", "memex", "--config", str(cfg), "poll", "sig"]
