@@ -717,11 +717,11 @@ def test_message_text_never_reaches_logs_or_errors(tmp_path: Path, setup: tuple[
     graph.post(CHAT_A, f"<p>secret {canary}</p>", html=True)
     graph.post(CHAT_B, f"plain {canary}", files=[{"id": "f1", "contentType": "reference", "name": f"{canary}.docx",
                                                  "contentUrl": f"https://contoso.sharepoint.com/{canary}.docx"}])  # fmt: skip
-    graph.chats[CHAT_C].messages["bad"] = {"id": "bad", "lastModifiedDateTime": "not a time", "body": {"content": canary}}
-    graph.fault(f"/me/chats/{CHAT_B}/messages", 500, times=1000)  # one chat fails: its error line is printed too
+    graph.chats[CHAT_C].messages["bad"] = {"id": "bad", "lastModifiedDateTime": "not a time", "body": {"contentType": "text", "content": canary}}
+    graph.fault(f"/me/chats/{CHAT_B}/messages", 400, times=1000)  # one chat fails at once (no retry): its error line is printed too
     env = {**os.environ, "MEMEX_CONFIG": str(cfg.path), "REQUESTS_CA_BUNDLE": str(graph.cert)}
     proc = subprocess.run(
-        [sys.executable, "-m", "memex", "poll", "teams", "--max-seconds", "4"], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "memex", "poll", "teams", "--max-seconds", "60"], env=env, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 1 and CHAT_B in proc.stderr
     assert any(canary in json.dumps(r) for r in stored(tmp_path).values())  # it was stored
