@@ -717,7 +717,11 @@ def test_message_text_never_reaches_logs_or_errors(tmp_path: Path, setup: tuple[
     graph.post(CHAT_A, f"<p>secret {canary}</p>", html=True)
     graph.post(CHAT_B, f"plain {canary}", files=[{"id": "f1", "contentType": "reference", "name": f"{canary}.docx",
                                                  "contentUrl": f"https://contoso.sharepoint.com/{canary}.docx"}])  # fmt: skip
-    graph.chats[CHAT_C].messages["bad"] = {"id": "bad", "lastModifiedDateTime": "not a time", "body": {"contentType": "text", "content": canary}}
+    graph.chats[CHAT_C].messages["bad"] = {
+        "id": "bad",
+        "lastModifiedDateTime": "not a time",
+        "body": {"contentType": "text", "content": canary},
+    }
     graph.fault(f"/me/chats/{CHAT_B}/messages", 400, times=1000)  # one chat fails at once (no retry): its error line is printed too
     env = {**os.environ, "MEMEX_CONFIG": str(cfg.path), "REQUESTS_CA_BUNDLE": str(graph.cert)}
     proc = subprocess.run(
