@@ -38,6 +38,7 @@ import json
 import secrets
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -379,7 +380,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = unquote(url.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         with s.lock:
-            s.log.append({"method": "GET", "path": path, "query": query, "headers": dict(self.headers.items())})
+            s.log.append({"method": "GET", "path": path, "query": query, "headers": dict(self.headers.items()), "at": time.monotonic()})
         if self._fault(path):
             return
         if path == f"/{TENANT}/v2.0/.well-known/openid-configuration":
