@@ -9,6 +9,7 @@ propagate (and stop the cursor before the item).
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import asdict
 from typing import Any
 
@@ -50,6 +51,10 @@ class Uploader:
         self._store: ObjectStore | None = store  # given: shared by backfill's upload threads
         self.deadline = deadline  # a poll's: every request to the store is bounded by it
         self._hold = hold_from_env()  # None unless a test asked to hold an item (memex.hold)
+        # (key, bytes) of each record stored or found already stored, for the search index (memex.search.build);
+        # None: nobody asked. Appended from several threads in a backfill (list.append is atomic).
+        self.stored: list[tuple[str, bytes]] | None = None
+        self._stored_lock = threading.Lock()
 
     @property
     def store(self) -> ObjectStore:
@@ -95,6 +100,7 @@ class Uploader:
                         self.store.put_new(blob_key, blob)
                 if rewrite:
                     existing = self.store.get(key)
+                    self._handed(key, body)
                     if existing == body:
                         return "dup"
                     self.store.put(key, body)
@@ -110,10 +116,16 @@ class Uploader:
                     blobs = {key[: -len(".json")] + suffix: blob for suffix, blob in item.blobs.items()}
                     for blob_key, blob in blobs.items():
                         self.store.put_new(blob_key, blob)
-                    return "new" if self.store.put_new(key, body) else "dup"
+                    if self.store.put_new(key, body):
+                        self._handed(key, body)
+                        return "new"
+                    return "dup"
                 elif isinstance(mine, str):
+                    self._handed(key, body)
                     return "new"
-                return "new" if self.store.put_new(key, body) else "dup"
+                outcome = "new" if self.store.put_new(key, body) else "dup"
+                self._handed(key, body)  # a duplicate too: stored before a crash, it may not be in the index yet
+                return outcome
         if item.failure is not None:
             failure = item.failure
             base = f"quarantine/{encode_id(self.source)}/{encode_id(failure.native_id)}"
@@ -130,6 +142,19 @@ class Uploader:
             self.log.warning("record.quarantined", ref=failure.ref, native_id=repair_text(failure.native_id), reason=failure.reason)
             return "quarantined"
         return "skip"
+
+    def _handed(self, key: str, body: bytes) -> None:
+        if self.stored is not None:
+            with self._stored_lock:
+                self.stored.append((key, body))
+
+    def take_stored(self) -> list[tuple[str, bytes]]:
+        """What was handed over since the last call (each record once), and start a new list."""
+        with self._stored_lock:
+            if not self.stored:
+                return []
+            taken, self.stored = self.stored, []
+            return taken
 
     def _stored_already(self, item: Item, key: str, mine: str) -> bool:
         """Whether the record at ``key``, or a collision beside it stored under an earlier fingerprint rule, is ours."""

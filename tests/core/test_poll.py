@@ -93,7 +93,21 @@ def test_idle_poll_makes_no_s3_request_and_imports_no_boto3(tmp_path: Path) -> N
 # click (the entry parses a plain poll itself), structlog and the asyncio it pulls in (memex.observe.logs), inspect
 # (memex.lean_import: dataclasses imports it for what memex never asks of it), and
 # what only storing a message needs (hashing, file copies, tracebacks, random names, iMessage edit plists).
-IDLE_POLL_NEVER_IMPORTS = frozenset({"click", "structlog", "asyncio", "inspect", "hashlib", "shutil", "secrets", "traceback", "plistlib"})
+IDLE_POLL_NEVER_IMPORTS = frozenset(
+    {
+        "click",
+        "structlog",
+        "asyncio",
+        "inspect",
+        "hashlib",
+        "shutil",
+        "secrets",
+        "traceback",
+        "plistlib",
+        "memex.search.index",
+        "memex.search.build",
+    }
+)
 
 
 def test_an_idle_poll_imports_neither_click_nor_structlog_nor_what_storing_needs(tmp_path: Path) -> None:
