@@ -41,7 +41,7 @@ def _result(row: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-@click.command()
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})  # options first: -term is a term
 @click.argument("query", nargs=-1, required=True)
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Show at most N messages.")
 @click.option("--rank", is_flag=True, help="Best match first (BM25) instead of newest first.")

@@ -49,7 +49,7 @@ class Query:
         params: list[Any] = []
         if self.match:
             start, end = HIGHLIGHT
-            sql = f"SELECT {cols}, snippet(fts, -1, '{start}', '{end}', '…', 12) AS snippet FROM fts JOIN messages m ON m.id = fts.rowid"
+            sql = f"SELECT {cols}, snippet(fts, 0, '{start}', '{end}', '…', 12) AS snippet FROM fts JOIN messages m ON m.id = fts.rowid"
             where.insert(0, "fts MATCH ?")
             params.append(" AND ".join(self.match))
         else:

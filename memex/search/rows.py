@@ -132,4 +132,4 @@ def latest_text(revisions: list[RevisionRow]) -> str | None:
     texts = [r for r in revisions if r.text is not None]
     if not texts:
         return None
-    return max(texts, key=lambda r: (r.at, r.key)).text
+    return max(texts, key=lambda r: (timestamp(r.at) or 0.0, r.key)).text

@@ -767,6 +767,36 @@ MUTANTS = [
         ["tests/imessage/test_typedstream_fast.py::test_invalid_utf8_falls_back_to_pytypedstreams_error"],
         id="typedstream-fast-path-lenient-utf8",
     ),
+    pytest.param(
+        "memex/runner.py",
+        [('    if has_pending(cfg.state_dir, name, "poll"):', '    if False:')],
+        ["tests/core/test_search.py::test_a_crash_between_the_store_commit_and_the_index_update_is_repaired_by_the_next_poll"],
+        id="search-no-catch-up-from-the-journal",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("            follower.before_commit(batch)", "            pass")],
+        ["tests/core/test_search.py::test_a_crash_between_the_store_commit_and_the_index_update_is_repaired_by_the_next_poll"],
+        id="search-no-journal-before-the-store-commit",
+    ),
+    pytest.param(
+        "memex/search/index.py",
+        [("        text = original if latest is None else latest\n", "        text = original\n")],
+        ["tests/core/test_search.py::test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message"],
+        id="search-original-text-kept-after-an-edit",
+    ),
+    pytest.param(
+        "memex/search/rows.py",
+        [("    return max(texts, key=lambda r: (timestamp(r.at) or 0.0, r.key)).text", "    return texts[0].text")],
+        ["tests/core/test_search.py::test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message"],
+        id="search-first-edit-not-the-latest",
+    ),
+    pytest.param(
+        "memex/search/query.py",
+        [('        if not self.deleted:\n            where.append("m.deleted = 0")\n', "")],
+        ["tests/core/test_search.py::test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message"],
+        id="search-unsent-messages-not-left-out",
+    ),
 ]  # fmt: skip
 
 
