@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -18,9 +17,8 @@ import pytest
 
 from pollers.imessage import samples as imessage_samples
 from tests.conftest import ROOT, Gate, file_objects, read_log, run_cli, s3_objects, write_config
-
-EDITED = (ROOT / "tests" / "imessage" / "data" / "imessage" / "Edited.plist").read_bytes()
-NS = 1_000_000_000
+from tests.imessage.test_imessage_edits import EDITED, NS
+from tests.imessage.test_imessage_edits import _edit as edit
 
 
 def mail(msgid: str, sender: str, to: str, subject: str, date: str, body: str, *, refs: str = "", attachment: str = "") -> bytes:
@@ -156,27 +154,18 @@ def test_show_prints_a_message_with_its_attachments_and_revisions(tmp_path: Path
     assert out.returncode == 2 and "no stored message has the native ID" in out.stderr
 
 
-def _edit(db: Path, rowid: int, **cols: Any) -> str:
-    conn = sqlite3.connect(db)
-    conn.execute(f"UPDATE message SET {', '.join(f'{k} = ?' for k in cols)} WHERE ROWID = ?", (*cols.values(), rowid))
-    guid = conn.execute("SELECT guid FROM message WHERE ROWID = ?", (rowid,)).fetchone()[0]
-    conn.commit()
-    conn.close()
-    return str(guid)
-
-
 def test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message(tmp_path: Path) -> None:
     """After an edit only the latest version's text is found (not the original, not an earlier edit); an unsent
     message is left out unless the query says is:deleted; `memex show` lists the revisions."""
     db = tmp_path / "chat.db"
     imessage_samples.build(db, 6, seed=24)
-    edited = _edit(db, 3, text="zebra crossing plan", attributedBody=None)
-    unsent = _edit(db, 4, text="walrus tusk story", attributedBody=None)
+    edited = edit(db, 3, text="zebra crossing plan", attributedBody=None)
+    unsent = edit(db, 4, text="walrus tusk story", attributedBody=None)
     config = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}})
     assert run_cli("poll", "imessage", config=config).returncode == 0
     assert ids(config, "zebra") == [edited] and ids(config, "walrus") == [unsent]
-    _edit(db, 3, text="Edited message", date_edited=690513494 * NS, message_summary_info=EDITED)
-    _edit(db, 4, text=None, attributedBody=None, date_retracted=690513600 * NS)
+    edit(db, 3, text="Edited message", date_edited=690513494 * NS, message_summary_info=EDITED)
+    edit(db, 4, text=None, attributedBody=None, date_retracted=690513600 * NS)
     assert run_cli("poll", "imessage", config=config).returncode == 0
     assert ids(config, "zebra") == [] and ids(config, '"Edit 2"') == []
     assert ids(config, '"edited message"') == [edited] == ids(config, "is:edited")
