@@ -230,9 +230,9 @@ def _run(
     uploader = Uploader(cfg, name, log, deadline=deadline)
     stored = getattr(poller, "stored", None)  # memex.source.Spooling
 
-    uploader.stored = []  # what is stored, handed to the search index after each commit (memex.search.build)
+    uploader.stored = [] if cfg.search_index else None  # handed to the search index after each commit (memex.search.build)
     follower: Any = None
-    if has_pending(cfg.state_dir, name, "poll"):  # a journal left by a crash: one stat; no SQLite when there is none
+    if cfg.search_index and has_pending(cfg.state_dir, name, "poll"):  # a journal left by a crash: one stat; no SQLite when there is none
         follower = _follower(cfg, name, log)
         follower.catch_up(uploader.store)
 

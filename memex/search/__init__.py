@@ -9,7 +9,7 @@ Where things are:
 
 Kept in step: the runner (and the backfill) appends the keys it stored to a journal,
 ``<state_dir>/search/pending/<source>.<writer>.keys`` (0600), made durable *before* the store's own commit; after
-the commit (and the cursor) the records are added to the index and the journal is removed. A crash between the two
+the commit (and the cursor) the records are added to the index and the journal is emptied. A crash between the two
 leaves the journal: the next run of that writer (idle or not: one ``stat``, no SQLite) reads those keys back from
 the store and adds them. This module holds only the paths, so the idle poll can ask without importing the index.
 """
@@ -41,5 +41,9 @@ def journal_path(state_dir: Path, source: str, writer: str) -> Path:
 
 
 def has_pending(state_dir: Path, source: str, writer: str) -> bool:
-    """Whether a journal is left to catch up (one ``stat``; the idle poll's only cost)."""
-    return os.path.exists(journal_path(state_dir, source, writer))
+    """Whether a journal holds keys to catch up (one ``stat``; the idle poll's only cost). An emptied journal is
+    kept (truncated, not removed), so the next append need not make a new name durable."""
+    try:
+        return os.stat(journal_path(state_dir, source, writer)).st_size > 0
+    except FileNotFoundError:
+        return False

@@ -7,7 +7,7 @@ read, so a second host, or someone with only the bucket, builds the same index.
 
 **In step** (:class:`Follower`): the runner and the backfill hand over what they stored (key and bytes). Before the
 store's commit the keys are appended to the writer's journal (fsynced); after the commit they are added to the index
-and the journal is removed. A crash (or a failed index update) in between leaves the journal, and the writer's next
+and the journal is emptied. A crash (or a failed index update) in between leaves the journal, and the writer's next
 run reads those keys back from the store and adds them (:meth:`Follower.catch_up`). On S3, where a PUT is durable
 before any commit, a record stored just before a crash is not journaled; the next run stores it again, finds it a
 duplicate, and duplicates are handed over too, so it is indexed then.
@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +58,8 @@ def journal_keys(path: Path) -> list[str]:
 
 def read_records(store: ObjectStore, keys: Iterator[str] | list[str], workers: int) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(key, record)`` of each key that holds a readable record (gone or unreadable ones are left out)."""
+    from concurrent.futures import ThreadPoolExecutor  # here: a poll that only adds what it stored never needs it
+
     from memex.verify.walk import Reader, ordered_map
 
     reader = Reader(store)
@@ -124,10 +125,10 @@ class Follower:
     def __init__(self, cfg: Config, source: str, writer: str, log: Any) -> None:
         self.cfg, self.source, self.log = cfg, source, log
         self.journal = journal_path(cfg.state_dir, source, writer)
-        self.whole = True  # the journal holds only keys of records handed to index() since it was last removed
+        self.whole = True  # the journal holds only keys of records handed to index() since it was last emptied
 
     def catch_up(self, store: ObjectStore) -> int:
-        """Add the records a journal left by an earlier run names (read back from the store); then remove it."""
+        """Add the records a journal left by an earlier run names (read back from the store); then empty it."""
         keys = journal_keys(self.journal)
         if not keys:
             self._remove()
@@ -153,7 +154,7 @@ class Follower:
             self.log.warning("search.journal_failed", path=str(self.journal), error=exc.strerror or type(exc).__name__)
 
     def after_commit(self, stored: list[tuple[str, bytes]], store: ObjectStore) -> None:
-        """Add ``stored`` (now durable) to the index, then remove the journal; a failure keeps it for the next run."""
+        """Add ``stored`` (now durable) to the index, then empty the journal; a failure keeps it for the next run."""
         hold = point_from_env("index")
         if hold is not None:
             hold.reached(None)
@@ -170,7 +171,8 @@ class Follower:
         self._remove()
 
     def _remove(self) -> None:
+        """Empty the journal (kept: the next append then needs no folder sync); lost in a crash, it replays harmlessly."""
         try:
-            os.unlink(self.journal)
+            os.truncate(self.journal, 0)
         except FileNotFoundError:
             pass

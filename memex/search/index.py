@@ -21,11 +21,10 @@ from memex.search.rows import RevisionRow, Row, is_record_key, latest_text, mess
 from memex.state.cursors import utc_now
 from memex.state.files import ensure_private_dir
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = 1
 BUSY_SECONDS = 10.0  # a poll adding records waits this long for a rebuild's transaction, then leaves its journal
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS messages(
   id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, source TEXT NOT NULL, native_id TEXT NOT NULL, sent_at TEXT,
   ts REAL, conv_id TEXT NOT NULL, conv_name TEXT NOT NULL, sender_id TEXT NOT NULL, sender_name TEXT NOT NULL,
@@ -46,6 +45,9 @@ CREATE TABLE IF NOT EXISTS sources(source TEXT PRIMARY KEY, added_at TEXT, rebui
 COLUMNS = ("key", "source", "native_id", "sent_at", "ts", "conv_id", "conv_name", "sender_id", "sender_name", "is_me",
            "recipients", "subject", "attachments", "n_attachments", "original", "original_deleted", "text", "edited",
            "deleted")  # fmt: skip
+_INSERT = f"INSERT INTO messages({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) ON CONFLICT(key) DO NOTHING"
+_UPDATE = f"UPDATE messages SET {', '.join(c + ' = ?' for c in COLUMNS)} WHERE id = ?"
+_INSERT_FTS = "INSERT INTO fts(rowid, body, subject, sender, recipients, conversation, attachments) VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 
 class SearchIndex:
@@ -53,6 +55,7 @@ class SearchIndex:
 
     def __init__(self, path: Path, *, create: bool = True) -> None:
         self.path = path
+        self._any_revisions = True
         if not create and not path.exists():
             raise StateError("no search index yet; build it with `memex index rebuild` (polls then keep it in step)", path=path)
         try:
@@ -60,10 +63,11 @@ class SearchIndex:
             if not path.exists():
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # 0600 before SQLite writes a byte
             self.db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = NORMAL")
-            self.db.executescript(_SCHEMA)
-            self.db.execute("INSERT OR IGNORE INTO meta(k, v) VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:  # a new file (or an older schema)
+                self.db.execute("PRAGMA journal_mode = WAL")  # kept in the file
+                self.db.executescript(_SCHEMA)
+                self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except (OSError, sqlite3.Error) as exc:
             raise StateError(f"cannot open the search index ({exc}); `memex index rebuild` makes a new one", path=path) from None
 
@@ -88,6 +92,7 @@ class SearchIndex:
         """Add or refresh records (originals and revisions, in any order) in one transaction; how many were records."""
         n = 0
         touched: set[str] = set()
+        self._any_revisions = self.db.execute("SELECT 1 FROM revisions LIMIT 1").fetchone() is not None
         self.db.execute("BEGIN IMMEDIATE")
         try:
             for key, doc in records:
@@ -102,6 +107,7 @@ class SearchIndex:
                     rev = revision_row(key, doc, parent)
                     self.db.execute("INSERT OR REPLACE INTO revisions VALUES (?, ?, ?, ?, ?, ?)",
                                     (rev.key, rev.message_key, rev.kind, rev.at, rev.text, int(rev.deleted)))  # fmt: skip
+                    self._any_revisions = True
                     self._refresh(parent)
                     touched.add(_source_of(key))
             now = utc_now()
@@ -115,18 +121,16 @@ class SearchIndex:
         return n
 
     def _put_message(self, row: Row) -> None:
-        found = self.db.execute("SELECT id FROM messages WHERE key = ?", (row.key,)).fetchone()
         values = _values(row)
-        if found is None:
-            cur = self.db.execute(f"INSERT INTO messages({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})", values)
+        cur = self.db.execute(_INSERT, values)
+        if cur.rowcount == 1:  # a new message (the common case): one statement, and its text
             rowid = cur.lastrowid
         else:
-            rowid = found[0]
-            self.db.execute(f"UPDATE messages SET {', '.join(c + ' = ?' for c in COLUMNS)} WHERE id = ?", (*values, rowid))
+            rowid = self.db.execute("SELECT id FROM messages WHERE key = ?", (row.key,)).fetchone()[0]
+            self.db.execute(_UPDATE, (*values, rowid))
             self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
-        self.db.execute("INSERT INTO fts(rowid, body, subject, sender, recipients, conversation, attachments) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (rowid, *_fts(row.text, row)))  # fmt: skip
-        if self.db.execute("SELECT 1 FROM revisions WHERE message_key = ? LIMIT 1", (row.key,)).fetchone():
+        self.db.execute(_INSERT_FTS, (rowid, *_fts(row.text, row)))
+        if self._any_revisions and self.db.execute("SELECT 1 FROM revisions WHERE message_key = ? LIMIT 1", (row.key,)).fetchone():
             self._refresh(row.key)
 
     def _refresh(self, message_key: str) -> None:
@@ -146,8 +150,7 @@ class SearchIndex:
         row = self.db.execute("SELECT subject, sender_name, sender_id, recipients, conv_name, conv_id, attachments FROM messages WHERE id = ?",
                               (rowid,)).fetchone()  # fmt: skip
         self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
-        self.db.execute("INSERT INTO fts(rowid, body, subject, sender, recipients, conversation, attachments) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (rowid, text, row[0], f"{row[1]}\n{row[2]}", row[3], f"{row[4]}\n{row[5]}", row[6]))  # fmt: skip
+        self.db.execute(_INSERT_FTS, (rowid, text, row[0], f"{row[1]}\n{row[2]}", row[3], f"{row[4]}\n{row[5]}", row[6]))
 
     def clear(self, sources: list[str] | None) -> None:
         """Forget every row of ``sources`` (all when None), in its own transaction (a rebuild's first step)."""

@@ -769,7 +769,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/runner.py",
-        [('    if has_pending(cfg.state_dir, name, "poll"):', '    if False:')],
+        [('    if cfg.search_index and has_pending(cfg.state_dir, name, "poll"):', '    if False:')],
         ["tests/core/test_search.py::test_a_crash_between_the_store_commit_and_the_index_update_is_repaired_by_the_next_poll"],
         id="search-no-catch-up-from-the-journal",
     ),
