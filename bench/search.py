@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import Run, run
-from memex.records import Message, encode_id
+from bench._common import Run, run, write_records
+from memex.records import Message
 
 WORDS = [f"w{n}" for n in range(20000)]  # a Zipf-like vocabulary: w0 is common, w19999 rare
 REAL = ("lease", "lunch", "photos", "tomorrow", "meeting", "flight", "dinner", "birthday", "contract", "invoice")
@@ -71,17 +71,9 @@ def record(i: int, rng: random.Random) -> bytes:
 
 
 def make_store(root: Path, n: int) -> None:
-    """N records in the file store's layout (0700 folders), written directly (no fsync: a fixture)."""
-    folder = root / "messages" / "bench"
-    folder.mkdir(parents=True, mode=0o700)
-    for p in (root, root / "messages"):
-        p.chmod(0o700)
+    """N varied records in the file store's layout, written directly (a fixture)."""
     rng = random.Random(23)
-    for i in range(n):
-        body = record(i, rng)
-        fd = os.open(folder / f"{encode_id(f'B{i:09d}-5E0C-4C4B-9F1A-6A0B1C2D3E4F')}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.write(fd, body)
-        os.close(fd)
+    write_records(root, ((f"B{i:09d}-5E0C-4C4B-9F1A-6A0B1C2D3E4F.json", record(i, rng)) for i in range(n)))
 
 
 def config(d: Path, store: Path, extra: str = "") -> Path:
