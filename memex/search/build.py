@@ -101,17 +101,8 @@ def rebuild(cfg: Config, store: ObjectStore, sources: list[str] | None, *, worke
     tops = [f"{top}/" for top in ("messages", "revisions")] if not sources else [
         f"{top}/{encode_id(s)}/" for top in ("messages", "revisions") for s in sources]  # fmt: skip
     keys = (key for prefix in tops for key in store.list_keys(prefix) if is_record_key(key))
-    n = 0
-    seen: set[str] = set()
     with SearchIndex.open(cfg.state_dir) as index:
-        index.clear(sources)
-        for batch in _batches(read_records(store, keys, workers), BATCH):
-            n += index.add(batch)
-            seen.update(str(doc.get("source")) for _, doc in batch)
-            if tick is not None:
-                tick(n)
-        index.rebuilt(sources or sorted(seen))
-    return n
+        return index.rebuild(_batches(read_records(store, keys, workers), BATCH), sources, tick)
 
 
 def store_counts(store: ObjectStore, source: str) -> int:

@@ -9,13 +9,15 @@ Adding a record is idempotent (by key), so a journal replayed after a crash, or 
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from memex.errors import StateError
+from memex.records import decode_id, encode_id
 from memex.search import index_path
 from memex.search.rows import RevisionRow, Row, is_record_key, latest_text, message_row, revision_parent, revision_row
 from memex.state.cursors import utc_now
@@ -31,9 +33,6 @@ CREATE TABLE IF NOT EXISTS messages(
   is_me INTEGER NOT NULL, recipients TEXT NOT NULL, subject TEXT NOT NULL, attachments TEXT NOT NULL,
   n_attachments INTEGER NOT NULL, original TEXT NOT NULL, original_deleted INTEGER NOT NULL, text TEXT NOT NULL,
   edited INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS messages_ts ON messages(ts);
-CREATE INDEX IF NOT EXISTS messages_native ON messages(native_id);
-CREATE INDEX IF NOT EXISTS messages_source ON messages(source, ts);
 CREATE TABLE IF NOT EXISTS revisions(key TEXT PRIMARY KEY, message_key TEXT NOT NULL, kind TEXT NOT NULL, at TEXT NOT NULL,
   text TEXT, deleted INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS revisions_message ON revisions(message_key);
@@ -41,12 +40,18 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, subject, sender, recipie
   tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3');
 CREATE TABLE IF NOT EXISTS sources(source TEXT PRIMARY KEY, added_at TEXT, rebuilt_at TEXT);
 """
+_SECONDARY = {  # dropped during a rebuild, made again at its end
+    "messages_ts": "CREATE INDEX IF NOT EXISTS messages_ts ON messages(ts)",
+    "messages_native": "CREATE INDEX IF NOT EXISTS messages_native ON messages(native_id)",
+    "messages_source": "CREATE INDEX IF NOT EXISTS messages_source ON messages(source, ts)",
+}
 
 COLUMNS = ("key", "source", "native_id", "sent_at", "ts", "conv_id", "conv_name", "sender_id", "sender_name", "is_me",
            "recipients", "subject", "attachments", "n_attachments", "original", "original_deleted", "text", "edited",
            "deleted")  # fmt: skip
 _INSERT = f"INSERT INTO messages({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) ON CONFLICT(key) DO NOTHING"
 _UPDATE = f"UPDATE messages SET {', '.join(c + ' = ?' for c in COLUMNS)} WHERE id = ?"
+_INSERT_ID = f"INSERT INTO messages(id, {', '.join(COLUMNS)}) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})"
 _INSERT_FTS = "INSERT INTO fts(rowid, body, subject, sender, recipients, conversation, attachments) VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 
@@ -67,6 +72,8 @@ class SearchIndex:
             if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:  # a new file (or an older schema)
                 self.db.execute("PRAGMA journal_mode = WAL")  # kept in the file
                 self.db.executescript(_SCHEMA)
+                for stmt in _SECONDARY.values():
+                    self.db.execute(stmt)
                 self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except (OSError, sqlite3.Error) as exc:
             raise StateError(f"cannot open the search index ({exc}); `memex index rebuild` makes a new one", path=path) from None
@@ -90,35 +97,87 @@ class SearchIndex:
 
     def add(self, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
         """Add or refresh records (originals and revisions, in any order) in one transaction; how many were records."""
-        n = 0
-        touched: set[str] = set()
         self._any_revisions = self.db.execute("SELECT 1 FROM revisions LIMIT 1").fetchone() is not None
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            for key, doc in records:
-                if not is_record_key(key) or not isinstance(doc, dict):
-                    continue
-                n += 1
-                parent = revision_parent(key)
-                if parent is None:
-                    self._put_message(message_row(key, doc))
-                    touched.add(_source_of(key))
-                else:
-                    rev = revision_row(key, doc, parent)
-                    self.db.execute("INSERT OR REPLACE INTO revisions VALUES (?, ?, ?, ?, ?, ?)",
-                                    (rev.key, rev.message_key, rev.kind, rev.at, rev.text, int(rev.deleted)))  # fmt: skip
-                    self._any_revisions = True
-                    self._refresh(parent)
-                    touched.add(_source_of(key))
-            now = utc_now()
-            for source in touched:
-                self.db.execute("INSERT INTO sources(source, added_at) VALUES (?, ?) "
-                                "ON CONFLICT(source) DO UPDATE SET added_at = excluded.added_at", (source, now))  # fmt: skip
+            n = self._add(records, bulk=False)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
         return n
+
+    def rebuild(self, batches: Iterable[list[tuple[str, dict[str, Any]]]], sources: list[str] | None,
+                tick: Callable[[int], None] | None = None) -> int:  # fmt: skip
+        """Replace every row of ``sources`` (all when None) with ``batches`` of records, in one transaction.
+
+        Searches go on answering from the old rows until it commits; a poll adding records meanwhile waits
+        (:data:`BUSY_SECONDS`) and then leaves its journal for its next run. The secondary indexes are dropped and
+        made again at the end, and new messages are inserted many at a time: most of a rebuild is FTS5's own work.
+        """
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self._clear(sources)
+            for name in _SECONDARY:
+                self.db.execute(f"DROP INDEX IF EXISTS {name}")
+            self._any_revisions = self.db.execute("SELECT 1 FROM revisions LIMIT 1").fetchone() is not None
+            n = 0
+            for batch in batches:
+                n += self._add(batch, bulk=True)
+                if tick is not None:
+                    tick(n)
+            for stmt in _SECONDARY.values():
+                self.db.execute(stmt)
+            self.rebuilt(sources or [r[0] for r in self.db.execute("SELECT DISTINCT source FROM messages")])
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return n
+
+    def _add(self, records: Iterable[tuple[str, dict[str, Any]]], *, bulk: bool) -> int:
+        n = 0
+        touched: set[str] = set()
+        pending: list[Row] = []  # bulk: new messages, inserted together
+        for key, doc in records:
+            if not is_record_key(key) or not isinstance(doc, dict):
+                continue
+            n += 1
+            parent = revision_parent(key)
+            touched.add(_source_of(key))
+            if parent is None:
+                row = message_row(key, doc)
+                if bulk:
+                    pending.append(row)
+                else:
+                    self._put_message(row)
+                continue
+            if pending:
+                self._insert_many(pending)
+                pending = []
+            rev = revision_row(key, doc, parent)
+            self.db.execute("INSERT OR REPLACE INTO revisions VALUES (?, ?, ?, ?, ?, ?)",
+                            (rev.key, rev.message_key, rev.kind, rev.at, rev.text, int(rev.deleted)))  # fmt: skip
+            self._any_revisions = True
+            self._refresh(parent)
+        if pending:
+            self._insert_many(pending)
+        now = utc_now()
+        for source in touched:
+            self.db.execute("INSERT INTO sources(source, added_at) VALUES (?, ?) "
+                            "ON CONFLICT(source) DO UPDATE SET added_at = excluded.added_at", (source, now))  # fmt: skip
+        return n
+
+    def _insert_many(self, rows: list[Row]) -> None:
+        """Insert messages (a rebuild's: keys not in the index, as it was just cleared) with ids given here."""
+        if self._any_revisions:  # a message whose revisions came first takes the one-by-one path (it is refreshed)
+            for row in rows:
+                self._put_message(row)
+            return
+        (top,) = self.db.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()
+        ids = range(top + 1, top + 1 + len(rows))
+        self.db.executemany(_INSERT_ID, [(i, *_values(row)) for i, row in zip(ids, rows, strict=True)])
+        self.db.executemany(_INSERT_FTS, [(i, *_fts(row.text, row)) for i, row in zip(ids, rows, strict=True)])
 
     def _put_message(self, row: Row) -> None:
         values = _values(row)
@@ -152,22 +211,16 @@ class SearchIndex:
         self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
         self.db.execute(_INSERT_FTS, (rowid, text, row[0], f"{row[1]}\n{row[2]}", row[3], f"{row[4]}\n{row[5]}", row[6]))
 
-    def clear(self, sources: list[str] | None) -> None:
-        """Forget every row of ``sources`` (all when None), in its own transaction (a rebuild's first step)."""
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            if sources is None:
-                for table in ("messages", "revisions", "fts"):
-                    self.db.execute(f"DELETE FROM {table}")
-            else:
-                for source in sources:
-                    self.db.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM messages WHERE source = ?)", (source,))
-                    self.db.execute("DELETE FROM messages WHERE source = ?", (source,))
-                    self.db.execute("DELETE FROM revisions WHERE key LIKE ? ESCAPE '\\'", (_like_prefix(f"revisions/{source}/"),))
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
+    def _clear(self, sources: list[str] | None) -> None:
+        """Forget every row of ``sources`` (all when None), inside the caller's transaction."""
+        if sources is None:
+            for table in ("messages", "revisions", "fts"):
+                self.db.execute(f"DELETE FROM {table}")
+            return
+        for source in sources:
+            self.db.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM messages WHERE source = ?)", (source,))
+            self.db.execute("DELETE FROM messages WHERE source = ?", (source,))
+            self.db.execute("DELETE FROM revisions WHERE key LIKE ? ESCAPE '\\'", (_like_prefix(f"revisions/{encode_id(source)}/"),))
 
     def rebuilt(self, sources: Iterable[str]) -> None:
         """Record that ``sources`` were rebuilt now."""
@@ -213,11 +266,13 @@ def _fts(text: str, row: Row) -> tuple[str, ...]:
     return (text, row.subject, f"{row.sender_name}\n{row.sender_id}", row.recipients, f"{row.conv_name}\n{row.conv_id}", row.attachments)
 
 
-def _source_of(key: str) -> str:
-    from memex.records import decode_id
-
-    segment = key.split("/")[1]
+@functools.lru_cache(maxsize=64)
+def _segment_source(segment: str) -> str:
     return decode_id(segment) or segment
+
+
+def _source_of(key: str) -> str:
+    return _segment_source(key.split("/", 2)[1])
 
 
 def _like_prefix(prefix: str) -> str:

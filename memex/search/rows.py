@@ -55,13 +55,16 @@ def timestamp(value: Any) -> float | None:
     if not isinstance(value, str) or not value:
         return None
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(value).timestamp()  # Python 3.11 reads the "Z" suffix
     except ValueError:
         return None
 
 
+_EMPTY: dict[str, Any] = {}
+
+
 def _s(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+    return value if type(value) is str else ""
 
 
 def _names(values: Any) -> list[str]:
@@ -69,35 +72,25 @@ def _names(values: Any) -> list[str]:
 
 
 def message_row(key: str, doc: dict[str, Any]) -> Row:
-    """The row of an original record stored at ``key``."""
-    conv = doc.get("conversation") if isinstance(doc.get("conversation"), dict) else {}
-    sender = doc.get("sender") if isinstance(doc.get("sender"), dict) else {}
-    extra = doc.get("extra") if isinstance(doc.get("extra"), dict) else {}
-    assert isinstance(conv, dict) and isinstance(sender, dict) and isinstance(extra, dict)
+    """The row of an original record stored at ``key`` (fields of the wrong type read as empty)."""
+    conv = doc.get("conversation")
+    conv = conv if type(conv) is dict else _EMPTY
+    sender = doc.get("sender")
+    sender = sender if type(sender) is dict else _EMPTY
+    extra = doc.get("extra")
+    extra = extra if type(extra) is dict else _EMPTY
     sender_id = _s(sender.get("id"))
-    recipients = _names(extra.get("to")) + _names(extra.get("cc"))
+    recipients = _names(extra.get("to")) + _names(extra.get("cc")) if "to" in extra or "cc" in extra else []
     if not recipients:
         recipients = [p for p in _names(conv.get("participants")) if p != sender_id]
-    attachments = [a for a in doc.get("attachments") or [] if isinstance(a, dict)]
-    names = [_s(a.get("filename")) for a in attachments]
-    return Row(
-        key=key,
-        source=_s(doc.get("source")),
-        native_id=_s(doc.get("native_id")),
-        sent_at=doc.get("sent_at") if isinstance(doc.get("sent_at"), str) else None,
-        ts=timestamp(doc.get("sent_at")),
-        conv_id=_s(conv.get("id")),
-        conv_name=_s(conv.get("name")),
-        sender_id=sender_id,
-        sender_name=_s(sender.get("name")),
-        is_me=sender.get("is_me") is True,
-        recipients="\n".join(recipients),
-        subject=_s(extra.get("subject")),
-        attachments="\n".join(n for n in names if n),
-        n_attachments=len(attachments),
-        text=_s(doc.get("text")),
-        deleted=doc.get("deleted") is True,
-    )
+    attachments = doc.get("attachments")
+    attachments = [a for a in attachments if type(a) is dict] if type(attachments) is list else []
+    sent_at = doc.get("sent_at")
+    sent_at = sent_at if type(sent_at) is str else None
+    return Row(key, _s(doc.get("source")), _s(doc.get("native_id")), sent_at, timestamp(sent_at), _s(conv.get("id")),
+               _s(conv.get("name")), sender_id, _s(sender.get("name")), sender.get("is_me") is True, "\n".join(recipients),
+               _s(extra.get("subject")), "\n".join(n for a in attachments if (n := _s(a.get("filename")))), len(attachments),
+               _s(doc.get("text")), doc.get("deleted") is True)  # fmt: skip
 
 
 def revision_row(key: str, doc: dict[str, Any], message_key: str) -> RevisionRow:

@@ -156,7 +156,7 @@ def test_show_prints_a_message_with_its_attachments_and_revisions(tmp_path: Path
 
 def test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message(tmp_path: Path) -> None:
     """After an edit only the latest version's text is found (not the original, not an earlier edit); an unsent
-    message is left out unless the query says is:deleted; `memex show` lists the revisions."""
+    message is left out unless the query says is:deleted; `memex show` lists the revisions; a rebuild answers the same."""
     db = tmp_path / "chat.db"
     imessage_samples.build(db, 6, seed=24)
     edited = edit(db, 3, text="zebra crossing plan", attributedBody=None)
@@ -172,6 +172,8 @@ def test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message(t
     assert ids(config, "walrus") == [] and ids(config, "walrus", "is:deleted") == [unsent] == ids(config, "is:deleted")
     out = run_cli("show", edited, config=config)
     assert "zebra crossing plan" in out.stdout and "revisions (3):" in out.stdout and "edit: Edited message" in out.stdout
+    assert run_cli("index", "rebuild", config=config).returncode == 0  # the same answers from the store alone
+    assert ids(config, "zebra") == [] and ids(config, '"edited message"') == [edited] and ids(config, "is:deleted") == [unsent]
 
 
 def test_a_crash_between_the_store_commit_and_the_index_update_is_repaired_by_the_next_poll(tmp_path: Path) -> None:
