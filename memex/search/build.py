@@ -125,7 +125,7 @@ class Follower:
             self._remove()
             return 0
         try:
-            with SearchIndex.open(self.cfg.state_dir) as index:
+            with SearchIndex.open(self.cfg.state_dir, durable=True) as index:
                 n = index.add(read_records(store, keys, 1))
         except Exception as exc:
             self.log.warning("search.catch_up_failed", keys=len(keys), error=type(exc).__name__)
@@ -153,7 +153,7 @@ class Follower:
             self.catch_up(store)
             return
         try:
-            with SearchIndex.open(self.cfg.state_dir) as index:
+            with SearchIndex.open(self.cfg.state_dir, durable=True) as index:
                 index.add((key, json.loads(body)) for key, body in stored)
         except Exception as exc:
             self.log.warning("search.index_failed", records=len(stored), error=type(exc).__name__)

@@ -1,7 +1,7 @@
 """The search index file: SQLite with an FTS5 table, in ``<state_dir>/search/index.sqlite`` (folder 0700, file 0600).
 
 Tables: ``messages`` (one row per stored message: the fields queries filter on, the original and the latest text),
-``fts`` (FTS5, rowid = ``messages.id``: body, subject, sender, recipients, conversation, attachment names),
+``fts`` (FTS5, rowid = ``messages.id``, which is in time order (:func:`time_id`): body, subject, sender, recipients, conversation, attachment names),
 ``revisions`` (every revision seen, so one that arrives before its message is applied when the message comes) and
 ``sources`` (per source: when records were last added and the index last rebuilt; the counts are the rows).
 Adding a record is idempotent (by key), so a journal replayed after a crash, or a record seen twice, is harmless.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import sqlite3
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from memex.state.cursors import utc_now
 from memex.state.files import ensure_private_dir
 
 SCHEMA_VERSION = 1
+ID_SPREAD = 1024  # row ids per millisecond (time_id)
 BUSY_SECONDS = 10.0  # a poll adding records waits this long for a rebuild's transaction, then leaves its journal
 
 _SCHEMA = """
@@ -49,7 +51,6 @@ _SECONDARY = {  # dropped during a rebuild, made again at its end
 COLUMNS = ("key", "source", "native_id", "sent_at", "ts", "conv_id", "conv_name", "sender_id", "sender_name", "is_me",
            "recipients", "subject", "attachments", "n_attachments", "original", "original_deleted", "text", "edited",
            "deleted")  # fmt: skip
-_INSERT = f"INSERT INTO messages({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) ON CONFLICT(key) DO NOTHING"
 _UPDATE = f"UPDATE messages SET {', '.join(c + ' = ?' for c in COLUMNS)} WHERE id = ?"
 _INSERT_ID = f"INSERT INTO messages(id, {', '.join(COLUMNS)}) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})"
 _INSERT_FTS = "INSERT INTO fts(rowid, body, subject, sender, recipients, conversation, attachments) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -58,7 +59,9 @@ _INSERT_FTS = "INSERT INTO fts(rowid, body, subject, sender, recipients, convers
 class SearchIndex:
     """One open index file (one connection; open one per thread)."""
 
-    def __init__(self, path: Path, *, create: bool = True) -> None:
+    def __init__(self, path: Path, *, create: bool = True, durable: bool = False) -> None:
+        """Open (or with ``create`` make) the index at ``path``; ``durable``: each commit is fsynced before it returns
+        (a poll's update: its journal is emptied right after, so the update must survive a power loss)."""
         self.path = path
         self._any_revisions = True
         if not create and not path.exists():
@@ -68,7 +71,7 @@ class SearchIndex:
             if not path.exists():
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # 0600 before SQLite writes a byte
             self.db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
-            self.db.execute("PRAGMA synchronous = NORMAL")
+            self.db.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
             if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:  # a new file (or an older schema)
                 self.db.execute("PRAGMA journal_mode = WAL")  # kept in the file
                 self.db.executescript(_SCHEMA)
@@ -79,9 +82,9 @@ class SearchIndex:
             raise StateError(f"cannot open the search index ({exc}); `memex index rebuild` makes a new one", path=path) from None
 
     @classmethod
-    def open(cls, state_dir: Path, *, create: bool = True) -> SearchIndex:
+    def open(cls, state_dir: Path, *, create: bool = True, durable: bool = False) -> SearchIndex:
         """The index of ``state_dir`` (created when absent unless ``create`` is False)."""
-        return cls(index_path(state_dir), create=create)
+        return cls(index_path(state_dir), create=create, durable=durable)
 
     def close(self) -> None:
         """Close the connection."""
@@ -169,23 +172,35 @@ class SearchIndex:
         return n
 
     def _insert_many(self, rows: list[Row]) -> None:
-        """Insert messages (a rebuild's: keys not in the index, as it was just cleared) with ids given here."""
+        """Insert messages (a rebuild's: keys not in the index, as it was just cleared), many at a time."""
         if self._any_revisions:  # a message whose revisions came first takes the one-by-one path (it is refreshed)
             for row in rows:
                 self._put_message(row)
             return
-        (top,) = self.db.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()
-        ids = range(top + 1, top + 1 + len(rows))
+        wanted = [time_id(row.ts, row.key) for row in rows]
+        taken: set[int] = set()
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            taken.update(r[0] for r in self.db.execute(f"SELECT id FROM messages WHERE id IN ({', '.join('?' * len(chunk))})", chunk))
+        ids = []
+        for want in wanted:
+            while want in taken:  # another message at the same millisecond: the next free id after it
+                want += 1
+            taken.add(want)
+            ids.append(want)
         self.db.executemany(_INSERT_ID, [(i, *_values(row)) for i, row in zip(ids, rows, strict=True)])
         self.db.executemany(_INSERT_FTS, [(i, *_fts(row.text, row)) for i, row in zip(ids, rows, strict=True)])
 
     def _put_message(self, row: Row) -> None:
         values = _values(row)
-        cur = self.db.execute(_INSERT, values)
-        if cur.rowcount == 1:  # a new message (the common case): one statement, and its text
-            rowid = cur.lastrowid
+        found = self.db.execute("SELECT id FROM messages WHERE key = ?", (row.key,)).fetchone()
+        if found is None:  # a new message (the common case)
+            rowid = time_id(row.ts, row.key)
+            while self.db.execute("SELECT 1 FROM messages WHERE id = ?", (rowid,)).fetchone():
+                rowid += 1
+            self.db.execute(_INSERT_ID, (rowid, *values))
         else:
-            rowid = self.db.execute("SELECT id FROM messages WHERE key = ?", (row.key,)).fetchone()[0]
+            rowid = found[0]
             self.db.execute(_UPDATE, (*values, rowid))
             self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
         self.db.execute(_INSERT_FTS, (rowid, *_fts(row.text, row)))
@@ -254,6 +269,21 @@ class SearchIndex:
             yield from self.db.execute(sql, params)
         finally:
             self.db.row_factory = None
+
+
+def time_id(ts: float | None, key: str) -> int:
+    """A message's first-choice row id: its time in milliseconds times 1024 plus 10 bits of its key's hash, so
+    that id order is time order (the FTS5 table then gives the newest matches first without sorting them all);
+    a message with no time gets a negative id (last). Taken ids move up by one (:meth:`SearchIndex._put_message`)."""
+    spread = zlib.crc32(key.encode("utf-8", "surrogatepass"))
+    if ts is None:
+        return -1 - spread
+    return max(0, int(ts * 1000)) * ID_SPREAD + (spread % ID_SPREAD)
+
+
+def id_at(ts: float) -> int:
+    """The lowest row id of a message sent at or after ``ts`` (after:/before: become row id ranges)."""
+    return max(0, int(ts * 1000)) * ID_SPREAD
 
 
 def _values(row: Row) -> tuple[Any, ...]:

@@ -45,24 +45,27 @@ class Query:
         """The SELECT answering this query, newest first (or best match first with ``rank`` and words to rank by)."""
         cols = "m.key, m.source, m.native_id, m.sent_at, m.conv_id, m.conv_name, m.sender_id, m.sender_name, m.is_me, " \
                "m.subject, m.text, m.edited, m.deleted, m.n_attachments"  # fmt: skip
-        where = list(self.where)
+        rowid = "fts.rowid" if self.match else "m.id"  # ids are in time order (memex.search.index.time_id)
+        where = [w.replace("{rowid}", rowid) for w in self.where]
         params: list[Any] = []
         if self.match:
             start, end = HIGHLIGHT
             sql = f"SELECT {cols}, snippet(fts, 0, '{start}', '{end}', '…', 12) AS snippet FROM fts JOIN messages m ON m.id = fts.rowid"
             where.insert(0, "fts MATCH ?")
-            params.append(" AND ".join(self.match))
+            expr = " AND ".join(self.match)
+            params.append("".join([f"({expr})", *(f" NOT {term}" for term in self.exclude)]) if self.exclude else expr)
         else:
             sql = f"SELECT {cols}, NULL AS snippet FROM messages m"
         params += self.params
-        for term in self.exclude:
-            where.append("m.id NOT IN (SELECT rowid FROM fts WHERE fts MATCH ?)")
-            params.append(term)
+        if not self.match:
+            for term in self.exclude:
+                where.append("m.id NOT IN (SELECT rowid FROM fts WHERE fts MATCH ?)")
+                params.append(term)
         if not self.deleted:
             where.append("m.deleted = 0")
         if where:
             sql += " WHERE " + " AND ".join(where)
-        order = "bm25(fts), m.ts DESC" if rank and self.match else "m.ts IS NULL, m.ts DESC, m.key"
+        order = f"bm25(fts), {rowid} DESC" if rank and self.match else f"{rowid} DESC"
         sql += f" ORDER BY {order} LIMIT ?"
         params.append(limit)
         return sql, params
@@ -154,8 +157,10 @@ def _filter(q: Query, op: str, value: str, sql_ors: dict[str, list[str]]) -> Non
             raise QueryError(f"has:{value}: unknown; has:attachment is the one there is")
         q.where.append("m.n_attachments > 0")
     elif op in ("after", "before"):
-        q.where.append("m.ts >= ?" if op == "after" else "m.ts < ?")
-        q.params.append(_date(value, op))
+        from memex.search.index import id_at
+
+        q.where.append("{rowid} >= ?" if op == "after" else "{rowid} >= 0 AND {rowid} < ?")
+        q.params.append(id_at(_date(value, op)))
     elif op == "is":
         what = value.lower()
         if what == "me":
