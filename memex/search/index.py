@@ -185,8 +185,9 @@ class SearchIndex:
             taken.update(r[0] for r in self.db.execute(f"SELECT id FROM messages WHERE id IN ({', '.join('?' * len(chunk))})", chunk))
         ids = []
         for want in wanted:
-            while want in taken:  # another message at the same millisecond: the next free id after it
-                want += 1
+            if want in taken:  # another message at the same millisecond: the next free id after it (rare)
+                while want in taken or self.db.execute("SELECT 1 FROM messages WHERE id = ?", (want,)).fetchone():
+                    want += 1
             taken.add(want)
             ids.append(want)
         # In id order: FTS5 flushes its in-memory segment whenever a rowid is lower than the last one written.

@@ -243,3 +243,22 @@ def test_an_index_rebuilt_from_s3_on_a_second_host_answers_as_the_first(tmp_path
         answer = run_cli("search", "--json", "-n", "500", *query, config=config_a)
         assert answer.returncode == 0 and json.loads(answer.stdout)
         assert json.loads(run_cli("search", "--json", "-n", "500", *query, config=config_b).stdout) == json.loads(answer.stdout)
+
+
+def test_messages_sent_at_the_same_moment_are_each_indexed_once(tmp_path: Path) -> None:
+    """Forty mails with one Date header (row ids are time-ordered, so they contend for one millisecond's ids), and
+    one without a date: a poll indexes each once, a rebuild the same, and all come back."""
+    root = tmp_path / "Maildir"
+    for sub in ("cur", "new", "tmp"):
+        (root / sub).mkdir(parents=True)
+    for n in range(40):
+        raw = mail(f"same{n}@example.com", "a@example.com", "b@example.com", "same", "Tue, 01 Nov 2022 10:00:00 +0000", f"moment {n}")
+        (root / "new" / f"{1700000000 + n}.M{n}.host").write_bytes(raw)
+    (root / "new" / "1700000099.M99.host").write_bytes(b"From: a@example.com\nSubject: undated\nMessage-ID: <undated@x>\n\nmoment\n")
+    config = write_config(tmp_path, {"md": {"type": "maildir", "path": str(root), "settle_seconds": 0}})
+    assert run_cli("poll", "md", config=config).returncode == 0
+    expected = {f"same{n}@example.com" for n in range(40)} | {"undated@x"}
+    found = ids(config, "moment")
+    assert len(found) == 41 and set(found) == expected and found[-1] == "undated@x"  # no time: last
+    assert run_cli("index", "rebuild", config=config).returncode == 0
+    assert ids(config, "moment") == found
