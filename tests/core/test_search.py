@@ -262,3 +262,29 @@ def test_messages_sent_at_the_same_moment_are_each_indexed_once(tmp_path: Path) 
     assert len(found) == 41 and set(found) == expected and found[-1] == "undated@x"  # no time: last
     assert run_cli("index", "rebuild", config=config).returncode == 0
     assert ids(config, "moment") == found
+
+
+def test_duckdb_reads_the_bucket_with_no_memex_code(tmp_path: Path, seaweed_endpoint: str) -> None:
+    """docs/searching.md's DuckDB path on SeaweedFS: memex polls into the bucket, then DuckDB's `read_json` over
+    `messages/*/*.json` (the .eml blobs and revisions left out) counts what each source stored and reads a record."""
+    import importlib.util
+
+    import duckdb
+
+    from tests.servers.seaweed import create_bucket
+
+    create_bucket(seaweed_endpoint, "duck")
+    config = write_config(tmp_path, sources(tmp_path, 30), store={"url": "s3://duck/idx", "endpoint_url": seaweed_endpoint})
+    for source in ("md", "imessage"):
+        assert run_cli("poll", source, config=config).returncode == 0
+    spec = importlib.util.find_spec("duckdb_ext")
+    assert spec is not None and spec.submodule_search_locations is not None
+    (httpfs,) = Path(next(iter(spec.submodule_search_locations))).glob(f"extensions/v{duckdb.__version__}/*/httpfs.duckdb_extension")
+    con = duckdb.connect()
+    con.execute(f"LOAD '{httpfs}'")
+    con.execute(f"CREATE SECRET (TYPE s3, KEY_ID 'testing', SECRET 'testing', REGION 'us-east-1', "
+                f"ENDPOINT '{seaweed_endpoint.split('://')[1]}', URL_STYLE 'path', USE_SSL false)")  # fmt: skip
+    table = "read_json('s3://duck/idx/messages/*/*.json', format = 'newline_delimited', union_by_name = true)"
+    assert con.execute(f"SELECT source, count(*) FROM {table} GROUP BY ALL ORDER BY ALL").fetchall() == [("imessage", 30), ("md", 4)]
+    (row,) = con.execute(f"SELECT sender.name, extra.subject, text FROM {table} WHERE native_id = 'lunch@example.net'").fetchall()
+    assert row == ("Bob", "Lunch", "lunch on friday? bring the pictures")
