@@ -57,8 +57,11 @@ def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, a
     deleted messages are left out unless the query says is:deleted. A query memex cannot read is one line, exit 2.
     """
     from memex.search.index import SearchIndex
-    from memex.search.query import parse
+    from memex.search.query import QueryError, parse
 
+    late = [t for t in query if t in ("-n", "--limit", "--json", "--rank", "-h", "--help") or t.startswith("--limit=")]
+    if late:
+        raise QueryError(f"{late[0]} after the query: options go first (memex search -n 5 --json WORDS...)")
     q = parse(" ".join(query))
     cfg = load_config(ctx)
     sql, params = q.sql(limit, rank=rank)
@@ -84,8 +87,10 @@ def _conversation(r: dict[str, Any]) -> str:
 
 
 def _sender(r: dict[str, Any]) -> str:
-    who = r["sender"]["name"] or r["sender"]["id"] or "?"
-    return f"{who} (me)" if r["sender"]["is_me"] else str(who)
+    who = r["sender"]["name"] or r["sender"]["id"]
+    if r["sender"]["is_me"]:
+        return f"{who} (me)" if who else "me"
+    return str(who or "?")
 
 
 def _rich(results: list[dict[str, Any]]) -> None:

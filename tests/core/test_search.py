@@ -123,6 +123,7 @@ def test_each_operator_finds_what_it_says(tmp_path: Path) -> None:
     (["foo:bar"], "unknown operator foo:"), (["after:2025-13-01"], "after:2025-13-01: not a date"),
     (['"unclosed'], "unclosed quote"), (["has:pictures"], "has:pictures: unknown"), (["is:starred"], "is:starred: unknown"),
     (["a", "OR", "b"], "'OR' is not supported"), (["!!!"], "no letter or digit"), (["-source:md"], "-source: is not supported"),
+    (["lease", "-n", "5"], "-n after the query: options go first"),
 ])  # fmt: skip
 def test_a_query_memex_cannot_read_is_one_line_and_exit_2(tmp_path: Path, query: list[str], says: str) -> None:
     """Each malformed query is refused before the index is opened: one stderr line saying why, exit 2, no traceback."""
