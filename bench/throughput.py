@@ -3,8 +3,10 @@
 Prints messages per second, client CPU and peak RSS for memex, next to a naive baseline measured in the
 same run on the same rows (file store: one json.dump per row to a file, no fsync, no dedup, the median of
 ``--repeat`` alternated runs of each; S3: one plain put_object per row, no conditional header), and the peak
-RSS for a history 10x smaller, to show memory does not grow with history size.
-Run: .venv/bin/python bench/throughput.py [--messages 100000] [--file-only] [--repeat 3]
+RSS for a history 10x smaller, to show memory does not grow with history size. One more row runs the same poll with
+the file store's per-file flush (an fsync per object, what FUSE, NFS, SMB and overlay get) on the same disk: the
+syncfs allow-list is emptied in that process only (``memex.state.flush.SYNCFS_PROVEN``).
+Run: .venv/bin/python bench/throughput.py [--messages 100000] [--file-only] [--repeat 3] [--per-file]
 """
 
 from __future__ import annotations
@@ -37,11 +39,22 @@ for rowid, guid, text, date in conn.execute("SELECT ROWID, guid, text, date FROM
 """
 
 
-def memex_poll(d: Path, db: Path, store: str, name: str) -> Run:
-    """Poll ``db`` into ``store`` until caught up, in one process with no time limit."""
+# memex's command line with no file system proven to flush on syncfs: every batch takes the per-file path.
+PER_FILE_MAIN = """
+import runpy, sys
+import memex.state.flush
+memex.state.flush.SYNCFS_PROVEN.clear()
+sys.argv[0] = "memex"
+runpy.run_module("memex", run_name="__main__")
+"""
+
+
+def memex_poll(d: Path, db: Path, store: str, name: str, *, per_file: bool = False) -> Run:
+    """Poll ``db`` into ``store`` until caught up, in one process with no time limit (``per_file``: an fsync per object)."""
     cfg = d / f"{name}.toml"
     cfg.write_text(f'state_dir = "{d}/{name}-state"\n[store]\n{store}\n[sources.imessage]\ntype = "imessage"\ndb = "{db}"\n')
-    r = run([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage", "--max-seconds", "100000"])
+    memex = ["-c", PER_FILE_MAIN] if per_file else ["-m", "memex"]
+    r = run([sys.executable, *memex, "--config", str(cfg), "poll", "imessage", "--max-seconds", "100000"])
     assert r.returncode == 0, f"memex poll failed ({name})"
     return r
 
@@ -73,6 +86,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--file-only", action="store_true", help="skip the S3 rows (moto start-up and its CPU)")
     parser.add_argument("--repeat", type=int, default=3, help="alternated naive/memex file runs; the median is shown")
+    parser.add_argument("--per-file", action="store_true", help="add the per-file flush row (an fsync per object)")
     args = parser.parse_args()
     n, small = args.messages, args.messages // 10
     import boto3
@@ -84,18 +98,25 @@ def main() -> None:
         print(f"poll throughput, {n:,} messages (client process only; the S3 server is moto on the same 2 cores)")
         rows = Rows()
         rows.append(f"{'':34}{'msg/s':>10}{'CPU ms/msg':>12}{'RSS MiB':>10}{'vs base':>8}")
-        naives, polls = [], []
-        for i in range(args.repeat):  # alternated, so a file system that slows down mid-run slows both alike
+        naives, polls, per_files = [], [], []
+        for i in range(args.repeat):  # alternated, so a file system that slows down mid-run slows all alike
             naives.append(run([sys.executable, "-c", NAIVE_FILE, str(d / "big.db"), str(d / f"naive{i}")]))
             polls.append(memex_poll(d, d / "big.db", f'url = "{d}/store{i}"', f"file{i}"))
+            if args.per_file:
+                per_files.append(memex_poll(d, d / "big.db", f'url = "{d}/per-file{i}"', f"per-file{i}", per_file=True))
+                shutil.rmtree(d / f"per-file{i}")
             shutil.rmtree(d / f"naive{i}")
             shutil.rmtree(d / f"store{i}")
         naive, poll = typical(naives), typical(polls)
         if args.repeat > 1:
             spread = ", ".join(f"{n / a.wall:.0f}/{n / b.wall:.0f}" for a, b in zip(naives, polls, strict=True))
             print(f"(median of {args.repeat} alternated runs; naive/memex msg/s per run: {spread})")
+            if per_files:
+                print(f"(fsync per object, msg/s per run: {', '.join(f'{n / r.wall:.0f}' for r in per_files)})")
         rows.append(line("file: naive json writes (base)", n, naive))
         rows.append(line("file: memex poll", n, poll, naive))
+        if per_files:
+            rows.append(line("file: memex poll, fsync per object", n, typical(per_files), naive))
         small_run = memex_poll(d, d / "small.db", f'url = "{d}/store-small"', "file-small")
         rows.append(line(f"file: memex poll, {small:,} msgs", small, small_run))
         if args.file_only:

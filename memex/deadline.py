@@ -28,8 +28,10 @@ Each of them raises :class:`Interrupted` once the poll must end: with reason
 treats it as the end of the poll, not as a fault: what was stored before is
 saved, and the next poll resumes.
 
-A deadline never applies to saving the cursor: progress is saved after the
-poll was interrupted, always.
+Saving what the poll did (the cursor and the lease on S3 state) has its own deadline,
+:meth:`Deadline.for_saving`: :data:`SAVE_SECONDS` past the poll's end and deaf to the stop request.
+When that one runs out the cursor was not saved, which is not the normal end of a poll: it raises
+:class:`SaveTimedOut`, an error of its own (exit 1, naming the object), never :class:`Interrupted`.
 """
 
 from __future__ import annotations
@@ -64,11 +66,26 @@ class Interrupted(MemexError):
         super().__init__(text)
 
 
+class SaveTimedOut(MemexError):
+    """Saving a poll's results (its cursor, its lease) got no answer within :data:`SAVE_SECONDS` of the poll's end.
+
+    Not an :class:`Interrupted`: the poll's progress is *not* recorded, so it must never pass for the normal stop.
+    """
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(
+            f"{what}: no answer from the state server {SAVE_SECONDS:g}s past the poll's time limit, so the cursor is not saved "
+            "(what was stored stays; the next poll goes over it again and skips it as duplicates); check the state server"
+        )
+
+
 class Deadline:
     """When a poll must end (``at``, a :func:`time.monotonic` value, None for never) and its stop request."""
 
-    def __init__(self, at: float | None = None, stop: threading.Event | None = None, *, grace: float = GRACE) -> None:
+    def __init__(self, at: float | None = None, stop: threading.Event | None = None, *, grace: float = GRACE, saving: bool = False) -> None:
         self.at = at
+        self.saving = saving  # the deadline of saving the results: its end raises SaveTimedOut
         self.grace = grace
         self.unbounded = at is None and stop is None  # nothing can ever interrupt it: guards and calls cost nothing
         self.stop = stop if stop is not None else threading.Event()
@@ -92,7 +109,7 @@ class Deadline:
         SIGTERM or at the end of the time, yet a hung state server cannot hold the poll forever.
         """
         if self._saving is None:
-            self._saving = Deadline(None if self.at is None else self.at + SAVE_SECONDS, None, grace=self.grace)
+            self._saving = Deadline(None if self.at is None else self.at + SAVE_SECONDS, None, grace=self.grace, saving=True)
         return self._saving
 
     # -- asking ------------------------------------------------------------------------------------
@@ -111,11 +128,15 @@ class Deadline:
             return "deadline"
         return None
 
+    def _ended(self, reason: str, what: str) -> MemexError:
+        """The error for a wait cut short: :class:`Interrupted`, or :class:`SaveTimedOut` for the saving deadline."""
+        return SaveTimedOut(what) if self.saving else Interrupted(reason, what)
+
     def check(self, what: str) -> None:
-        """Raise :class:`Interrupted` (naming ``what``) if the poll must end now."""
+        """Raise :class:`Interrupted` (naming ``what``) if the poll must end now (:class:`SaveTimedOut` when saving)."""
         reason = self.reason
         if reason is not None:
-            raise Interrupted(reason, what)
+            raise self._ended(reason, what)
 
     def timeout(self, cap: float, what: str) -> float:
         """A socket timeout: ``cap`` or the time left plus the grace, whichever is shorter; raises if no time is left."""
@@ -129,9 +150,9 @@ class Deadline:
         """
         self.check(what)
         if seconds >= self.remaining():
-            raise Interrupted("deadline", what)
+            raise self._ended("deadline", what)
         if self.stop.wait(seconds):
-            raise Interrupted("signal", what)
+            raise self._ended("signal", what)
 
     # -- cutting a request short -------------------------------------------------------------------
     @contextmanager
@@ -191,7 +212,7 @@ class Deadline:
             if now - ended >= self.grace:
                 if abandon is not None:
                     _quietly(abandon)
-                raise Interrupted(reason, what)
+                raise self._ended(reason, what)
         if failure:
             raise failure[0]
         return box[0]

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-SCHEMA = "memex.message/1"
+SCHEMA = "memex.message/1"  # the published schema's $id: memex/schema/message-1.json (``memex schema``)
+TYPES = ("message", "reaction", "event")  # a record's ``type``, whatever its source (the schema's enum)
 
 # An encoded id longer than this is shortened and suffixed with a hash: S3
 # keys are limited to 1024 bytes and file names to 255.
@@ -79,7 +80,7 @@ class Message:
     """One normalized message, as stored at ``messages/<source>/<id>.json``."""
 
     source: str
-    type: str
+    type: str  # one of TYPES: message, reaction, event (never the source's name)
     native_id: str
     sent_at: str | None
     conversation: Conversation = field(default_factory=lambda: Conversation(id=None, name=None, participants=[]))
@@ -137,11 +138,10 @@ def repair_text(text: str) -> str:
 
 
 def rfc3339(dt: datetime) -> str:
-    """Format an aware datetime as RFC 3339 UTC with a ``Z`` suffix."""
+    """Format an aware datetime as RFC 3339 UTC with a ``Z`` suffix (a four-digit year, also before 1000)."""
     dt = dt.astimezone(UTC)
-    if dt.microsecond:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # The year by hand: strftime's %Y does not pad on glibc, and "5-01-01" is not RFC 3339.
+    return f"{dt.year:04d}" + dt.strftime("-%m-%dT%H:%M:%S.%fZ" if dt.microsecond else "-%m-%dT%H:%M:%SZ")
 
 
 def encode_id(native_id: str) -> str:

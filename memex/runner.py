@@ -36,7 +36,7 @@ from memex.observe.logs import config_logger
 from memex.registry import open_poller
 from memex.search import has_pending
 from memex.source import Batch, Cursor, Poller, describe, moved_backward
-from memex.state.backend import cursor_store, run_lock
+from memex.state.backend import claimed_section, cursor_store, run_lock
 from memex.state.files import require_state_dir
 from memex.uploader import Uploader
 
@@ -58,6 +58,7 @@ class PollResult:
     new: int = 0
     dup: int = 0
     dup_expected: int = 0  # of ``dup``: duplicates the poller said it expected (a renamed Maildir file, ...)
+    repaired: int = 0  # of ``new``: objects that replaced a damaged one (empty, truncated) found at their name
     quarantined: int = 0
     cursor_before: str = "-"
     cursor_after: str = "-"
@@ -89,6 +90,8 @@ class PollResult:
         }
         if self.dup_expected:
             fields["dup_expected"] = self.dup_expected
+        if self.repaired:
+            fields["repaired"] = self.repaired
         fields.update({k: v for k, v in self.extra.items() if k not in fields})
         for key in ("error", "reset", "stopped", "holder_pid", "holder_host", "lease_epoch", "auth_required"):
             value = getattr(self, key)
@@ -137,11 +140,11 @@ def poll(
     stop = stop or threading.Event()
     deadline = Deadline(started + max_seconds, stop)  # reaches the store client and the poller (memex.deadline)
     require_state_dir(cfg.state_dir)
+    log = config_logger(cfg, name, console=console)
     try:
-        lock = run_lock(cfg, name, run_lock_path(cfg.state_dir, name), fenced_source=name, deadline=deadline.for_saving())
+        lock = run_lock(cfg, name, run_lock_path(cfg.state_dir, name), fenced_source=name, deadline=deadline.for_saving(), log=log)
     except OSError as exc:
         raise StateError(f"cannot use its locks folder ({exc.strerror}); fix its permissions", path=cfg.state_dir / "locks") from None
-    log = config_logger(cfg, name, console=console)
     result = PollResult(source=name, extra=dict(note or {}))
     try:
         lock.acquire()
@@ -163,7 +166,8 @@ def poll(
     try:
         with open_poller(cfg.source(name)) as poller:
             try:
-                _run(cfg, name, poller, result, log, deadline=deadline, stop=stop, batch_size=batch_size, epoch=lock.epoch)
+                _run(cfg, name, poller, result, log, deadline=deadline, stop=stop, batch_size=batch_size, epoch=lock.epoch,
+                     claimed=claimed_section(lock))  # fmt: skip
             finally:
                 report = getattr(poller, "report", None)  # memex.source.Spooling
                 if report is not None:
@@ -212,8 +216,10 @@ def _run(
     stop: threading.Event,
     batch_size: int,
     epoch: int | None = None,
+    claimed: Any = None,
 ) -> None:
-    cursors = cursor_store(cfg, epoch=epoch, deadline=deadline.for_saving())
+    primed = (name, claimed) if claimed is not None else None  # what the lease's claim wrote: the first read needs no GET
+    cursors = cursor_store(cfg, epoch=epoch, deadline=deadline.for_saving(), primed=primed)
     committed: Cursor = cursors.cursor(name)
     use_deadline = getattr(poller, "use_deadline", None)  # memex.source.Interruptible
     set_deadline = getattr(poller, "set_deadline", None)  # memex.source.DeadlineAware (the time limit only)
@@ -315,6 +321,8 @@ def _run(
         except BadCursor:
             pass  # logged as poller.bad_cursor by commit()
         raise
+    finally:
+        result.repaired = uploader.repaired
     if result.new or result.dup or result.quarantined:
         result.status = "ok"
     else:

@@ -2,22 +2,24 @@
 
 :class:`Uploader` is shared by the live poll (:mod:`memex.runner`) and the backfill (:mod:`memex.backfill`): the
 same item is stored the same way whichever of them meets it first, so the overlap is absorbed as duplicates.
-A record that cannot be turned into bytes is quarantined with its raw bytes; only the store's own failures
-propagate (and stop the cursor before the item).
+Every record and revision is checked against the published schema (:mod:`memex.schema`) before anything of it is
+stored; one that does not conform, or cannot be turned into bytes, is quarantined with its raw bytes and the reason,
+never stored. Only the store's own failures propagate (and stop the cursor before the item).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from memex.config import Config
 from memex.deadline import Deadline
 from memex.errors import describe_exc
 from memex.hold import hold_from_env
-from memex.records import canonical_json, encode_id, repair_text
+from memex.records import SCHEMA, Message, canonical_json, encode_id, message_key, repair_text
+from memex.schema import problem as schema_problem
 from memex.source import Failure, Item
 from memex.state.cursors import utc_now
 from memex.store import open_store
@@ -32,13 +34,43 @@ def unrenderable(item: Item, exc: Exception) -> Item:
     The raw bytes are the item's first blob (the mail as received) or else the record rendered with every
     non-ASCII character escaped, which always encodes; the reason names the exception's type only.
     """
+    return quarantined(item, f"cannot render the record ({describe_exc(exc)})")
+
+
+def nonconforming(item: Item, why: str) -> Item:
+    """The item as a quarantine entry: a record that breaks the schema (``why``: the validator's message, no values)."""
+    return quarantined(item, f"the record does not conform to the schema {SCHEMA}: {why}")
+
+
+def quarantined(item: Item, reason: str) -> Item:
+    """The item's record as a quarantine entry with ``reason``: its first blob, or else the record as escaped JSON.
+
+    A revision gets an entry of its own beside its original's (``<id> revision <revision id>``), so two
+    revisions of one message that both fail are two entries.
+    """
     message = item.message
     assert message is not None
     raw = next(iter(item.blobs.values()), None)
     if raw is None:
         raw = json.dumps(asdict(message), sort_keys=True, ensure_ascii=True, default=repr).encode()
-    reason = f"cannot render the record ({describe_exc(exc)})"
-    return Item(cursor=item.cursor, failure=Failure(native_id=message.native_id, reason=reason, raw=raw, ref=message.native_id))
+    nid = message.native_id if isinstance(message.native_id, str) else repr(message.native_id)
+    rev = message.revision
+    if isinstance(rev, dict):
+        nid = f"{nid} revision {rev.get('id')}"
+    return Item(cursor=item.cursor, failure=Failure(native_id=nid, reason=reason, raw=raw, ref=nid))
+
+
+def conforms(message: Message) -> tuple[dict[str, object], str | None]:
+    """The record as a dict and why it breaks the schema (None: it conforms); the one check before a record is stored."""
+    doc = message.to_dict()
+    return doc, schema_problem(doc)
+
+
+def _use_log(store: ObjectStore, log: Any) -> None:
+    """Let a store that logs (the file store: ``object.repaired``, ``store.flush``) log through the source's logger."""
+    use_log = getattr(store, "use_log", None)
+    if use_log is not None:
+        use_log(log)
 
 
 class Uploader:
@@ -55,6 +87,8 @@ class Uploader:
         # None: nobody asked. Appended from several threads in a backfill (list.append is atomic).
         self.stored: list[tuple[str, bytes]] | None = None
         self._stored_lock = threading.Lock()
+        if store is not None:
+            _use_log(store, log)
 
     @property
     def store(self) -> ObjectStore:
@@ -64,8 +98,14 @@ class Uploader:
             use_deadline = getattr(store, "use_deadline", None)
             if self.deadline is not None and use_deadline is not None:
                 use_deadline(self.deadline)
+            _use_log(store, self.log)
             self._store = store
         return self._store
+
+    @property
+    def repaired(self) -> int:
+        """Objects found damaged at their name (empty, truncated) and replaced by this uploader's store; 0 on S3."""
+        return int(getattr(self._store, "repaired", 0))
 
     @property
     def opened(self) -> bool:
@@ -75,24 +115,31 @@ class Uploader:
     def put(self, item: Item, *, rewrite: bool = False) -> str:
         """Store one item; return ``new``, ``dup``, ``rewritten`` or ``quarantined``.
 
-        Whatever fails while the record is turned into bytes (key, JSON, encoding) quarantines that record
-        with its raw bytes; only the store's own failures propagate (and stop the cursor before the item).
+        A record that breaks the schema, or fails while it is turned into bytes (key, JSON, encoding), is
+        quarantined with its raw bytes and nothing else of it is stored; only the store's own failures propagate
+        (and stop the cursor before the item).
         """
         if self._hold is not None:
             self._hold.reached(self.deadline)
         message = item.message
         if message is not None:
-            try:  # everything that turns the record into bytes, before anything is stored
-                key = message.key()
-                body = message.to_json()
-                blobs = {key[: -len(".json")] + suffix: blob for suffix, blob in item.blobs.items()}
+            try:  # everything that checks the record and turns it into bytes, before anything is stored
+                doc, why = conforms(message)
+                if why is not None:
+                    item = nonconforming(item, why)
+                else:
+                    key = message.key()
+                    body = canonical_json(doc)
+                    blobs = {key[: -len(".json")] + suffix: blob for suffix, blob in item.blobs.items()}
             except Exception as exc:
                 item = unrenderable(item, exc)
-            else:
+            if item.message is not None:
                 for content in item.contents:
                     store_content(self.store, content, message.attachments[content.index])
                 if item.contents:  # the record names where the bytes went (sha256, size): render it again
                     body = message.to_json()
+                if item.whole and message.revision is not None:
+                    self._original_first(message)
                 for blob_key, blob in blobs.items():
                     if rewrite:
                         self.store.put(blob_key, blob)
@@ -155,6 +202,21 @@ class Uploader:
                 return []
             taken, self.stored = self.stored, []
             return taken
+
+    def _original_first(self, message: Message) -> None:
+        """Never a revision without its original: a missing original is stored first, as this whole revision's record.
+
+        One existence check per revision (a stat, or a HEAD on S3; revisions are rare). The original is written
+        create-only before the revision, so no crash leaves the revision alone, and a replay finds both (duplicates).
+        """
+        key = message_key(message.source, message.native_id)
+        if self.store.exists(key):
+            return
+        original = replace(message, revision=None).to_json()
+        if self.store.put_new(key, original):
+            self._handed(key, original)
+            rid = message.revision["id"] if message.revision is not None else None
+            self.log.info("revision.original_stored", native_id=repair_text(message.native_id), revision=rid)
 
     def _stored_already(self, item: Item, key: str, mine: str) -> bool:
         """Whether the record at ``key``, or a collision beside it stored under an earlier fingerprint rule, is ours."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import http.client
 import http.server
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -44,6 +46,15 @@ def need_strace() -> None:
         if os.environ.get("CI"):
             raise AssertionError("strace is missing on CI")
         pytest.skip("strace is not installed")
+
+
+def need_syncfs(folder: Path) -> None:
+    """Skip a test that kills a poll at its ``syncfs`` where ``folder``'s file system gets the per-file flush instead."""
+    from memex.state.flush import SYNCFS, flush_plan
+
+    method, fs = flush_plan(folder)
+    if method != SYNCFS:
+        pytest.skip(f"{folder} is on {fs}, whose batches get an fsync per file: no syncfs to kill the poll at")
 
 
 # How long a test waits for a condition, as a share of its deadline. The mutant table (test_mutants.py) sets 0.25:
@@ -109,6 +120,13 @@ class Gate:
 @contextmanager
 def moto_server(log: Path) -> Iterator[str]:
     """Run a moto S3 server in its own process on a free loopback port (output to ``log``); yield its URL."""
+    with moto_process(log) as (url, _proc):
+        yield url
+
+
+@contextmanager
+def moto_process(log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """:func:`moto_server`, yielding (URL, process): for a test that stops it (SIGSTOP); it is resumed before it is ended."""
     port = free_port()
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "tests.servers.moto", "127.0.0.1", str(port)], stdout=out, cwd=ROOT,
@@ -126,8 +144,9 @@ def moto_server(log: Path) -> Iterator[str]:
 
     try:
         wait_until(up, 30, "moto server to listen")
-        yield url
+        yield url, proc
     finally:
+        os.kill(proc.pid, signal.SIGCONT)
         proc.terminate()
         try:
             proc.wait(10)
@@ -233,6 +252,7 @@ class FaultProxy:
         self.delay = 0.0  # seconds added to every PUT (makes a run long enough to interrupt)
         self.faults: list[tuple[str, str]] = []
         self.puts = 0  # PUTs seen, counted before the rule is asked (a rule may read it)
+        self.requests: list[tuple[str, str]] = []  # every request seen: (method, object key), in order
         self.lock = threading.Lock()
         proxy = self
         local = threading.local()
@@ -262,6 +282,7 @@ class FaultProxy:
                 if self.command == "PUT" and proxy.delay:
                     time.sleep(proxy.delay)
                 with proxy.lock:
+                    proxy.requests.append((self.command, key))
                     if self.command == "PUT":
                         proxy.puts += 1
                 fault = proxy.rule(self.command, key)
@@ -362,3 +383,40 @@ def any_s3(request: pytest.FixtureRequest) -> tuple[str, str]:
         endpoint = request.getfixturevalue("seaweed_endpoint")
         create_bucket(endpoint, name)
     return endpoint, name
+
+
+@functools.cache
+def _reference_validator() -> Any:
+    """jsonschema's Draft 2020-12 validator for the shipped schema file (built once per test process)."""
+    import jsonschema
+
+    from memex.schema import schema
+
+    return jsonschema.Draft202012Validator(schema())
+
+
+def assert_valid(objects: dict[str, Any] | list[Any]) -> list[dict[str, Any]]:
+    """Every stored record and revision in ``objects`` conforms to the published schema; return them parsed.
+
+    ``objects`` is what a test read back from a store (key to bytes: only ``messages/`` and ``revisions/`` JSON
+    objects are records; blobs, quarantine entries and attachments are left out) or a list of record bodies.
+    The check is ``jsonschema``'s Draft 2020-12 validator on the shipped file (the reference implementation,
+    not the core's own fastjsonschema), so the core and the published file cannot drift apart unnoticed.
+    At least one record must be there: a test that stored nothing proves nothing.
+    """
+    if isinstance(objects, dict):
+        bodies = [b for k, b in objects.items() if k.endswith(".json") and k.startswith(("messages/", "revisions/"))]
+    else:
+        bodies = list(objects)
+    assert bodies, "no stored record to validate"
+    validator = _reference_validator()
+    docs = [json.loads(body) if isinstance(body, bytes | str) else body for body in bodies]
+    for doc in docs:
+        errors = [f"{e.json_path}: {e.validator}" for e in validator.iter_errors(doc)]  # the rule, not the value
+        assert not errors, f"a stored {doc.get('source')} record does not conform to memex.message/1: {errors}"
+    return docs
+
+
+def stored_records(root: Path) -> dict[str, bytes]:
+    """Every record and revision of a file store at ``root``, key to bytes."""
+    return file_objects(root, "messages/") | file_objects(root, "revisions/")

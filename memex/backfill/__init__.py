@@ -98,7 +98,7 @@ def backfill(
     require_state_dir(cfg.state_dir)
     log = source_logger(cfg.state_dir, source, console=console)
     result = BackfillResult(source=source)
-    lock = run_lock(cfg, f"{source}.backfill", lock_path(cfg.state_dir, source))
+    lock = run_lock(cfg, f"{source}.backfill", lock_path(cfg.state_dir, source), log=log)
     try:
         lock.acquire()
     except AlreadyRunning as exc:
@@ -132,6 +132,8 @@ def backfill(
     fields = {k: v for k, v in result.summary().items() if k != "source"}
     if result.exit_code == 1 or result.status == "error":
         log.error("backfill.finished", **fields)
+    elif result.exit_code:  # stopped (130): said on stderr off a terminal, where the summary line is not printed
+        log.warning("backfill.finished", **fields)
     else:
         log.info("backfill.finished", **fields)
     return result

@@ -21,6 +21,7 @@ class BackfillResult:
     rewritten: int = 0
     quarantined: int = 0
     failed: int = 0
+    repaired: int = 0  # of ``new``: objects that replaced a damaged one (empty, truncated) found at their name
     elapsed_s: float = 0.0
     rate: float = 0.0
     resumed_from: dict[str, int] = field(default_factory=dict)
@@ -52,6 +53,8 @@ class BackfillResult:
             "done_total": self.done_total,
             "exit_code": self.exit_code,
         }
+        if self.repaired:
+            fields["repaired"] = self.repaired
         for key in ("error", "holder_pid"):
             value = getattr(self, key)
             if value is not None:
@@ -62,7 +65,7 @@ class BackfillResult:
         """One line for a person: ``imessage: backfill done: 120 new, 3 dup ... in 4.2s (28.6/s)``."""
         if self.status == "refused":
             return f"{self.source}: backfill refused: {self.error}"
-        parts = [f"{self.new} new", f"{self.dup} dup"]
+        parts = [f"{self.new} new" + (f" ({self.repaired} repaired)" if self.repaired else ""), f"{self.dup} dup"]
         if self.rewritten:
             parts.append(f"{self.rewritten} rewritten")
         parts += [f"{self.quarantined} quarantined", f"{self.failed} failed"]

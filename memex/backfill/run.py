@@ -128,6 +128,7 @@ class BackfillRun:
             self.checkpoint.save(frontier, uploader, status=status)
         c = self.counts
         result.new, result.dup, result.rewritten, result.quarantined, result.failed = c.new, c.dup, c.rewritten, c.quarantined, c.failed
+        result.repaired = uploader.repaired
         result.status = status
         if status == "failed":
             result.exit_code = 1

@@ -16,6 +16,7 @@ import click
 
 from memex.cli.common import fail, json_option, load_config, reports_errors, stop_on_signals
 from memex.cli.deploy import cron, launchd
+from memex.cli.schema import schema
 from memex.cli.search import index, search, show
 from memex.cli.verify import verify
 from memex.cli.watch import watch
@@ -30,7 +31,7 @@ from memex.cli.watch import watch
     help="Config file (default: $MEMEX_CONFIG, else ~/.config/memex/config.toml; on macOS ~/Library/Application Support/memex/config.toml).",
 )
 @click.option("--debug", is_flag=True, envvar="MEMEX_DEBUG",
-              help="On an internal error, also print its traceback (to report a bug; it may show message data).")  # fmt: skip
+              help="On an internal error, also print its traceback (to report a bug; it may show message data); log debug events.")  # fmt: skip
 @click.version_option(package_name="memex", message="memex %(version)s")
 @click.pass_context
 def main(ctx: click.Context, config_path: Path | None, debug: bool) -> None:
@@ -40,6 +41,9 @@ def main(ctx: click.Context, config_path: Path | None, debug: bool) -> None:
     becomes one JSON object keyed by its native ID, so re-uploads are no-ops.
     Exit codes: 0 done, 1 runtime error, 2 usage or config error.
     """
+    from memex.liblog import route_library_logs
+
+    route_library_logs()  # the libraries a command uses (boto3, watchdog, msal) log in memex's form
     ctx.obj = {"config_path": config_path}
     if debug:
         import os
@@ -146,6 +150,14 @@ def cursor_show(ctx: click.Context, source: str | None, as_json: bool) -> None:
         click.echo(f"{n}\t{json.dumps(data[n], sort_keys=True)}")
 
 
+def _confirm(what: str) -> None:
+    """Ask on the terminal whether to go on (no: abort); with no terminal, one line saying to pass ``--yes`` (exit 2)."""
+    if not sys.stdin.isatty():
+        fail(f"{what}; there is no terminal to confirm it on: pass --yes", 2)
+    if not click.confirm(f"{what}. Continue?", default=False):
+        raise click.Abort()
+
+
 def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: bool = True) -> None:
     from memex.observe.logs import config_logger
     from memex.registry import make_poller
@@ -165,17 +177,9 @@ def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: boo
         except ValueError as exc:
             stored = f"; the stored one is at {describe(pos_before)} (memex cursor show {source} --json)" if before is not None else ""
             fail(f"cursor of {source!r} not set: {exc}{stored}", 2)
-        back = moved_backward(pos_before, pos_after)
-        if (
-            back
-            and not yes
-            and not click.confirm(
-                f"This moves the cursor of {source!r} back ({describe(pos_before)} -> {describe(pos_after)}); the next poll re-reads "
-                "what lies between (stored messages are skipped as duplicates). Continue?",
-                default=False,
-            )
-        ):
-            raise click.Abort()
+        if moved_backward(pos_before, pos_after) and not yes:
+            _confirm(f"This moves the cursor of {source!r} back ({describe(pos_before)} -> {describe(pos_after)}); the next poll "
+                     "re-reads what lies between (stored messages are skipped as duplicates)")  # fmt: skip
     store.set_cursor(source, value, reason=reason, positions=pos_after if value is not None else None)
     log = config_logger(cfg, source)
     log.warning(f"cursor.{reason}", positions_before=pos_before, positions_after=pos_after,
@@ -214,8 +218,8 @@ def cursor_reset(ctx: click.Context, source: str, yes: bool) -> None:
     """Forget SOURCE's cursor: its next poll starts from the beginning (duplicates are skipped)."""
     cfg = load_config(ctx)
     cfg.source(source)
-    if not yes and not click.confirm(f"Reset the cursor of {source!r}? The next poll re-reads its whole history", default=False):
-        raise click.Abort()
+    if not yes:
+        _confirm(f"Resetting the cursor of {source!r} makes the next poll re-read its whole history")
     _explicit_change(cfg, source, None, "reset")
 
 
@@ -267,7 +271,9 @@ def backfill(ctx: click.Context, source: str, since: str | None, until: str | No
     Runs beside cron: it never moves the live cursor or takes the poll's
     lock (duplicates are skipped). Progress is checkpointed: Ctrl-C or
     SIGTERM stops cleanly (exit 130) and the same command continues; other
-    options than the stopped run's are refused until --restart. Exit codes:
+    options than the stopped run's are refused until --restart. The summary
+    line is printed on a terminal; off one, a finished backfill prints nothing
+    and any other ends with its JSON log line on stderr. Exit codes:
     0 done, 1 some messages failed or another backfill of SOURCE is running,
     2 usage or configuration error, 130 interrupted.
     """
@@ -285,7 +291,7 @@ def backfill(ctx: click.Context, source: str, since: str | None, until: str | No
         click.echo(json.dumps(result.summary(), indent=2, sort_keys=True))
     elif result.status == "refused":
         click.echo(f"memex: error: {result.error}", err=True)
-    else:
+    elif sys.stdout.isatty():  # off a terminal the summary is the log's backfill.finished (on stderr too unless it is done)
         click.echo(result.human())
     if result.exit_code:
         sys.exit(result.exit_code)
@@ -364,3 +370,4 @@ main.add_command(verify)
 main.add_command(search)
 main.add_command(show)
 main.add_command(index)
+main.add_command(schema)

@@ -38,14 +38,23 @@ def guarded(func: Callable[[], Any], passthrough: tuple[type[BaseException], ...
         fail(str(exc), exc.exit_code)
     except passthrough:
         raise
+    except PermissionError as exc:  # a file of another user's (a log, a lock): the user's to fix, not a bug
+        if exc.filename is None:
+            fail(_internal(exc), 1)
+        fail(f"{exc.filename}: permission denied; run memex as the user that owns it, or fix its permissions", 1)
     except Exception as exc:  # a bug: one line, no traceback (it could quote message data) unless --debug
-        from memex.runner import debug_enabled, internal_error
+        fail(_internal(exc), 1)
 
-        if debug_enabled():
-            import traceback
 
-            traceback.print_exc()
-        fail(internal_error(exc), 1)
+def _internal(exc: Exception) -> str:
+    """The one line for a bug (its traceback first on stderr with --debug)."""
+    from memex.runner import debug_enabled, internal_error
+
+    if debug_enabled():
+        import traceback
+
+        traceback.print_exc()
+    return internal_error(exc)
 
 
 @contextmanager

@@ -60,6 +60,8 @@ def human_line(event: dict[str, Any]) -> str:
         if status == "error":
             return f"{source}: poll error: {event.get('error', '')}"
         parts = f"{event.get('new', 0)} new"
+        if event.get("repaired"):
+            parts += f" ({event['repaired']} repaired)"
         if event.get("dup"):
             parts += f", {event['dup']} dup"
         if event.get("quarantined"):

@@ -114,6 +114,10 @@ class S3Bucket:
             import boto3
             from botocore.config import Config
 
+            from memex.liblog import route_library_logs
+
+            route_library_logs()  # botocore's and urllib3's warnings in memex's form
+
             session = boto3.session.Session(profile_name=self.profile, region_name=self.region)
             self._client = session.client(
                 "s3",

@@ -394,6 +394,10 @@ def boto_credentials(profile: str | None, region: str | None) -> tuple[Credentia
     import boto3
     from botocore.exceptions import BotoCoreError
 
+    from memex.liblog import route_library_logs
+
+    route_library_logs()
+
     try:
         session = boto3.session.Session(profile_name=profile, region_name=region)
         found = session.get_credentials()

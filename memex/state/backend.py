@@ -8,7 +8,7 @@ and ``epoch``, the fencing token cursor writes carry: None for the local flock, 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memex.config import Config
 from memex.state.cursors import CursorStore
@@ -21,29 +21,45 @@ if TYPE_CHECKING:
     from memex.state.s3state import LeaseInfo, S3CursorStore, S3Lease
 
 
-def cursor_store(cfg: Config, *, epoch: int | None = None, deadline: Deadline | None = None) -> CursorStore | S3CursorStore:
-    """The cursor store of this configuration; ``epoch`` fences its writes, ``deadline`` bounds its requests (S3 state only)."""
+def cursor_store(cfg: Config, *, epoch: int | None = None, deadline: Deadline | None = None,
+                 primed: tuple[str, Any] | None = None) -> CursorStore | S3CursorStore:  # fmt: skip
+    """The cursor store of this configuration; ``epoch`` fences its writes, ``deadline`` bounds its requests (S3 state only).
+
+    ``primed``: (source, what the lease's claim wrote of it): the store's first read of that source uses it, no GET.
+    """
     if cfg.state_url is None:
         return CursorStore(cfg.state_dir)
     from memex.state.s3state import S3CursorStore, open_state
 
-    return S3CursorStore(_bounded(open_state(cfg), deadline), sources=sorted(cfg.sources), epoch=epoch)
+    store = S3CursorStore(_bounded(open_state(cfg), deadline), sources=sorted(cfg.sources), epoch=epoch)
+    if primed is not None:
+        store.prime(*primed)
+    return store
 
 
 def run_lock(cfg: Config, lease: str, local_path: Path, *, fenced_source: str | None = None,
-             deadline: Deadline | None = None) -> RunLock | S3Lease:  # fmt: skip
+             deadline: Deadline | None = None, log: Any = None) -> RunLock | S3Lease:  # fmt: skip
     """A run lock: the flock at ``local_path``, or with S3 state the lease ``leases/<lease>.json``.
 
     ``fenced_source``: the source whose cursor writes carry this lease's epoch; a new lease starts above
     the epoch already stored there, so a deleted lease object cannot restart the count below the fence.
+    ``log``: the source logger the lease's events (taken over, lost) go to. With S3 state the lease's
+    last release is remembered beside ``local_path`` (``<name>.lease.json``), which saves the next poll a GET.
     """
+    ensure_private_dir(cfg.state_dir)
+    ensure_private_dir(local_path.parent)
     if cfg.state_url is None:
-        ensure_private_dir(cfg.state_dir)
-        ensure_private_dir(local_path.parent)
         return RunLock(local_path)
     from memex.state.s3state import S3Lease, open_state
 
-    return S3Lease(_bounded(open_state(cfg), deadline), lease, ttl=float(cfg.lease_seconds), fenced_source=fenced_source)
+    memo = local_path.with_name(local_path.stem + ".lease.json")
+    return S3Lease(_bounded(open_state(cfg), deadline), lease, ttl=float(cfg.lease_seconds), fenced_source=fenced_source, log=log,
+                   memo=memo)  # fmt: skip
+
+
+def claimed_section(lock: RunLock | S3Lease) -> Any:
+    """What the lease's claim wrote of the fenced source's section (for the poll's first read: no GET), or None."""
+    return getattr(lock, "claimed", None)
 
 
 def _bounded(state: S3Bucket, deadline: Deadline | None) -> S3Bucket:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -53,40 +52,6 @@ def full_fsync(fd: int) -> None:
         except OSError:  # not supported by this file system: fall back
             pass
     os.fsync(fd)
-
-
-def sync_files(files: list[str] | list[Path]) -> None:
-    """Make the data of ``files`` (all on one file system) durable together.
-
-    On Linux one ``syncfs(2)`` flushes them all (one journal commit instead of one per file); elsewhere, or if
-    ``syncfs`` is unavailable or fails, each file gets :func:`full_fsync`.
-    """
-    if not files:
-        return
-    if _syncfs(files[0]):
-        return
-    for f in files:
-        fd = os.open(f, os.O_RDONLY)
-        try:
-            full_fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _syncfs(on: str | Path) -> bool:
-    """``syncfs(2)`` the file system holding ``on``; False where there is none (not Linux) or it failed."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes  # lazily: only a store sync needs it
-
-    fn = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
-    if fn is None:
-        return False
-    fd = os.open(on, os.O_RDONLY)
-    try:
-        return bool(fn(fd) == 0)
-    finally:
-        os.close(fd)
 
 
 def fsync_dir(path: str | Path) -> None:
@@ -161,6 +126,21 @@ def require_state_dir(path: Path) -> Path:
     from memex.errors import StateError
 
     try:
-        return ensure_private_dir(path)
+        ensure_private_dir(path)
     except OSError as exc:
         raise StateError(f"cannot use the state folder ({exc.strerror}); fix its permissions or set state_dir", path=path) from None
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):  # a private folder of another user (the one cron runs memex as)
+        raise StateError(f"cannot use the state folder: it is {_owner(path)}'s and this user ({_owner(None)}) cannot read it; run "
+                         f"memex as {_owner(path)}, or set state_dir to a folder of this user's", path=path)  # fmt: skip
+    return path
+
+
+def _owner(path: Path | None) -> str:
+    """The name of ``path``'s owner (None: of this process), or its uid when it has no name."""
+    import pwd
+
+    uid = os.geteuid() if path is None else path.stat().st_uid
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"

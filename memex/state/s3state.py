@@ -24,6 +24,16 @@ refused (:class:`~memex.errors.LeaseLost`): a holder paused past its TTL (a lapt
 VM) can never move the cursor after another host took over. Its messages are create-only objects, so the
 refusal loses nothing.
 
+Requests. A poll with nothing new costs four: the lease PUT, one GET of the cursor object (which is both the
+epoch floor and the poll's cursor), the claim PUT and the release PUT. The lease GET is skipped when this host
+released the lease last: the release's ETag and epoch are kept beside the local lock file
+(``<state_dir>/locks/<source>.poll.lease.json``) and the next acquire writes with ``If-Match`` on that ETag, which
+succeeds only if nobody wrote the lease since (a 412 falls back to reading it: two requests more). A cursor write remembers what it wrote, so the next write of the
+same store tries ``If-Match`` on it without a GET first (a stale one meets 412 and reads).
+
+Logs. The lease's events go to the poll's (or backfill's) source log: ``lease.taken_over`` is info after a clean
+release and a warning naming the holder that did not release; ``lease.lost`` is an error.
+
 Clocks. Expiry is judged on the S3 server's clock alone: the lease object's ``Last-Modified`` against the
 ``Date`` of the response that read it. No host's wall clock enters any decision, so hosts may disagree by any
 amount (they must stay within S3's 15-minute request-signing window to talk to AWS at all). The design assumes
@@ -42,6 +52,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -50,16 +61,10 @@ from memex.errors import AlreadyRunning, ConfigError, LeaseLost, StateError
 from memex.s3.bucket import S3Bucket
 from memex.s3.cas import Versioned, get_versioned, put_if
 from memex.state.cursors import FORMAT, CursorEdits, Section, utc_now
+from memex.state.files import write_temp
 
 CAS_ATTEMPTS = 12
 GRANULARITY_S = 1.0  # Last-Modified and Date have whole seconds
-
-
-def _log() -> Any:
-    """This module's structlog logger; structlog is imported on first use, never by a poll that needs no lease log."""
-    import structlog
-
-    return structlog.get_logger("memex.state.s3state")
 
 
 def host_name() -> str:
@@ -100,6 +105,8 @@ class S3CursorStore(CursorEdits):
         self.epoch = epoch
         self.retry_delay = retry_delay
         self.path = state.url  # for messages: where the state lives
+        self._primed: dict[str, tuple[Section, Versioned | None]] = {}  # handed over (by a lease): the next read or write uses it
+        self._written: dict[str, tuple[Section, Versioned | None]] = {}  # what this store last wrote: the next write tries it first
 
     def key(self, source: str) -> str:
         """The object key of one source's section."""
@@ -109,8 +116,23 @@ class S3CursorStore(CursorEdits):
         """The full URL of one source's section (for messages)."""
         return f"{self.state.url}/{self.key(source)}"
 
+    def written(self, source: str) -> tuple[Section, Versioned | None] | None:
+        """What this store last wrote of ``source``'s section and its version (to hand to another store), or None."""
+        return self._written.get(source)
+
+    def prime(self, source: str, known: tuple[Section, Versioned | None] | None) -> None:
+        """Let the next read or write of ``source`` use ``known`` (a section and its version, just read or written), not a GET.
+
+        A write from there is still a compare-and-swap on its ETag: if the object changed since, it meets 412 and reads.
+        """
+        if known is not None:
+            self._primed[source] = known
+
     # -- reading -----------------------------------------------------------
     def _read(self, source: str) -> tuple[Section, Versioned | None]:
+        primed = self._primed.pop(source, None)
+        if primed is not None:
+            return copy.deepcopy(primed[0]), primed[1]
         got = get_versioned(self.state, self.key(source))
         if got is None:
             return {}, None
@@ -138,7 +160,11 @@ class S3CursorStore(CursorEdits):
         """Apply ``change`` to ``source``'s section with compare-and-swap, fenced by this store's epoch."""
         write_id = uuid.uuid4().hex
         for attempt in range(CAS_ATTEMPTS):
-            before, got = self._read(source)
+            remembered = self._written.pop(source, None) if source not in self._primed else self._primed.pop(source)
+            if remembered is not None:
+                before, got = copy.deepcopy(remembered[0]), remembered[1]
+            else:
+                before, got = self._read(source)
             if attempt and before.get("write_id") == write_id:
                 return before  # our earlier attempt landed; its response was lost
             stored_epoch = before.get("epoch")
@@ -151,6 +177,8 @@ class S3CursorStore(CursorEdits):
                 )
             after = change(copy.deepcopy(before))
             if after == before:
+                if remembered is not None:
+                    continue  # judged on a remembered copy: read the object itself before deciding nothing changes
                 return after
             if self.epoch is not None:
                 after["epoch"] = self.epoch
@@ -158,9 +186,12 @@ class S3CursorStore(CursorEdits):
             after["written_by"] = {**owner(), "at": utc_now()}
             doc = {"format": FORMAT, "source": source, "section": after}
             data = json.dumps(doc, sort_keys=True, ensure_ascii=False).encode() + b"\n"
-            if put_if(self.state, self.key(source), data, etag=got.etag if got else None) is not None:
+            etag = put_if(self.state, self.key(source), data, etag=got.etag if got else None)
+            if etag is not None:
+                self._written[source] = (copy.deepcopy(after), Versioned(data, etag, 0.0, 0.0))
                 return after
-            _backoff(attempt, self.retry_delay)
+            if remembered is None:  # a remembered copy that was stale: read at once, no one is racing us
+                _backoff(attempt, self.retry_delay)
         raise StateError(f"could not save after {CAS_ATTEMPTS} tries: other writers keep changing it; try again", path=self.where(source))
 
     def claim(self, source: str) -> None:
@@ -231,51 +262,121 @@ def read_lease(state: S3Bucket, key: str) -> tuple[LeaseInfo, Versioned] | None:
 
 
 class S3Lease:
-    """A run lease on S3 with the interface of :class:`memex.state.locks.RunLock`, plus the fencing ``epoch``."""
+    """A run lease on S3 with the interface of :class:`memex.state.locks.RunLock`, plus the fencing ``epoch``.
 
-    def __init__(self, state: S3Bucket, name: str, *, ttl: float, fenced_source: str | None = None) -> None:
+    ``log``: the source logger its events go to (None: not logged). ``memo``: a local file where the release's
+    ETag and epoch are kept, so that this host's next acquire skips the lease GET (None: always read it).
+    """
+
+    def __init__(self, state: S3Bucket, name: str, *, ttl: float, fenced_source: str | None = None, log: Any = None,
+                 memo: Path | None = None) -> None:  # fmt: skip
         self.state = state
         self.key = f"leases/{name}.json"
         self.path = f"{state.url}/{self.key}"
         self.ttl = ttl
         self.fenced_source = fenced_source  # the source whose cursor writes carry this lease's epoch
+        self.log = log
+        self.memo = memo
         self.epoch: int | None = None
         self.lost = threading.Event()
+        self.claimed: tuple[Section, Versioned | None] | None = None  # the fenced section as the claim wrote it
         self._etag: str | None = None
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
+        self._memo_pid: int | None = None
 
     def _doc(self, **extra: Any) -> bytes:
         return json.dumps({**owner(), "epoch": self.epoch, "ttl": self.ttl, "acquired_at": utc_now(), **extra}).encode()
 
     def acquire(self) -> None:
         """Take the lease now or raise :class:`AlreadyRunning` naming the holder."""
-        found = read_lease(self.state, self.key)
-        if found is not None and found[0].live:
-            raise AlreadyRunning(self.path, found[0].pid, host=found[0].host)
         cursors = S3CursorStore(self.state)
-        floor: Any = cursors.section(self.fenced_source).get("epoch") if self.fenced_source else 0
-        # Above both the lease's epoch and the one the cursor saw: a deleted lease must not restart lower.
-        self.epoch = max(found[0].epoch if found else 0, floor if isinstance(floor, int) else 0) + 1
-        etag = put_if(self.state, self.key, self._doc(), etag=found[1].etag if found else None)
-        if etag is None:  # another host took it between our read and write
-            again = read_lease(self.state, self.key)
-            raise AlreadyRunning(self.path, again[0].pid if again else None, host=again[0].host if again else None)
+        previous: LeaseInfo | None = None
+        etag = self._take_remembered()
+        if etag is not None:  # we released it last and nobody wrote it since
+            previous = LeaseInfo(host=host_name(), pid=self._memo_pid, epoch=(self.epoch or 1) - 1, released=True, age=0.0, ttl=self.ttl)
+            floor = self._floor(cursors)
+            if floor >= (self.epoch or 0):  # a cursor fenced above the lease (a lease deleted by hand): go above it
+                self.epoch = floor + 1
+                etag = put_if(self.state, self.key, self._doc(), etag=etag)
+                if etag is None:
+                    again = read_lease(self.state, self.key)
+                    raise AlreadyRunning(self.path, again[0].pid if again else None, host=again[0].host if again else None)
+        else:
+            found = read_lease(self.state, self.key)
+            if found is not None and found[0].live:
+                raise AlreadyRunning(self.path, found[0].pid, host=found[0].host)
+            # Above both the lease's epoch and the one the cursor saw: a deleted lease must not restart lower.
+            self.epoch = max(found[0].epoch if found else 0, self._floor(cursors)) + 1
+            etag = put_if(self.state, self.key, self._doc(), etag=found[1].etag if found else None)
+            if etag is None:  # another host took it between our read and write
+                again = read_lease(self.state, self.key)
+                raise AlreadyRunning(self.path, again[0].pid if again else None, host=again[0].host if again else None)
+            previous = found[0] if found else None
         self._etag = etag
         if self.fenced_source is not None:
+            cursors.epoch = self.epoch
             try:
-                S3CursorStore(self.state, epoch=self.epoch).claim(self.fenced_source)
+                cursors.claim(self.fenced_source)
             except LeaseLost:  # an even newer holder fenced it meanwhile
                 self.release()
                 raise AlreadyRunning(self.path, None) from None
             except BaseException:
                 self.release()
                 raise
-        if found is not None:
-            _log().warning("lease.taken_over", lease=self.path, epoch=self.epoch, previous_host=found[0].host, previous_pid=found[0].pid,
-                        previous_released=found[0].released)  # fmt: skip
+            self.claimed = cursors.written(self.fenced_source)
+        if previous is not None:
+            self._log_takeover(previous)
         self._renewer = threading.Thread(target=self._renew_loop, name=f"lease {self.key}", daemon=True)
         self._renewer.start()
+
+    def _floor(self, cursors: S3CursorStore) -> int:
+        """The epoch stored in the fenced source's cursor section (0 without one); the read is kept for the claim."""
+        if self.fenced_source is None:
+            return 0
+        section, got = cursors._read(self.fenced_source)
+        cursors.prime(self.fenced_source, (section, got))
+        floor = section.get("epoch")
+        return floor if isinstance(floor, int) else 0
+
+    def _take_remembered(self) -> str | None:
+        """Write the lease with ``If-Match`` on the ETag this host's last release left; its new ETag, or None (read it then)."""
+        if self.memo is None:
+            return None
+        try:
+            memo = json.loads(self.memo.read_text())
+            etag, epoch = str(memo["etag"]), int(memo["epoch"])
+            self._memo_pid = memo.get("pid")
+            self.memo.unlink()  # used once: a stale memo costs a request, never a wrong take
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+        self.epoch = epoch + 1
+        taken = put_if(self.state, self.key, self._doc(), etag=etag)
+        if taken is None:
+            self.epoch = None
+        return taken
+
+    def _remember(self, etag: str) -> None:
+        """Keep the release's ETag and epoch for this host's next acquire (best effort: without it, one GET more)."""
+        if self.memo is None:
+            return
+        try:
+            tmp = write_temp(
+                self.memo.parent, self.memo.name, json.dumps({"etag": etag, "epoch": self.epoch, "pid": os.getpid()}).encode(), sync=False
+            )
+            os.replace(tmp, self.memo)
+        except OSError:
+            pass
+
+    def _log_takeover(self, previous: LeaseInfo) -> None:
+        """``lease.taken_over``: info after a clean release, a warning naming a holder that did not release."""
+        if self.log is None:
+            return
+        fields = {"lease": self.path, "epoch": self.epoch, "previous_host": previous.host, "previous_pid": previous.pid}
+        if previous.released:
+            self.log.info("lease.taken_over", previous_released=True, **fields)
+        else:
+            self.log.warning("lease.taken_over", previous_released=False, reason="the holder did not release it and it expired", **fields)
 
     def _renew_loop(self) -> None:
         while not self._stop.wait(self.ttl / 3):
@@ -285,7 +386,8 @@ class S3Lease:
                 continue
             if etag is None:
                 self.lost.set()
-                _log().error("lease.lost", lease=self.path, epoch=self.epoch)
+                if self.log is not None:
+                    self.log.error("lease.lost", lease=self.path, epoch=self.epoch)
                 return
             self._etag = etag
 
@@ -297,9 +399,11 @@ class S3Lease:
             self._renewer = None
         if self._etag is not None and not self.lost.is_set():
             try:
-                put_if(self.state, self.key, self._doc(released=True), etag=self._etag)
+                released = put_if(self.state, self.key, self._doc(released=True), etag=self._etag)
             except Exception:  # it expires by itself
-                pass
+                released = None
+            if released is not None:
+                self._remember(released)
         self._etag = None
 
     def __enter__(self) -> S3Lease:

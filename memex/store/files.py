@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from memex.errors import ConfigError, StoreError
-from memex.state.files import ensure_private_dir, fsync_dir, full_fsync, make_dirs, stream_temp, sync_files, write_new, write_temp
+from memex.state.files import ensure_private_dir, fsync_dir, full_fsync, make_dirs, stream_temp, write_new, write_temp
+from memex.state.flush import flush_plan, sync_files
 from memex.store.objects import STALE_TMP_SECONDS, TMP_DIR
 
 
@@ -23,11 +26,14 @@ class FileStore:
     and is hard-linked to its final name, which fails if the name exists.
     :meth:`put_new` is a group commit: it only writes the temp file, and
     :meth:`sync` (called before a cursor moves) makes every pending temp file's
-    data durable at once, links each to its name, then fsyncs each folder touched
-    once. A name therefore never appears before its bytes are durable, and a
-    crash before :meth:`sync` leaves no name at all (the cursor did not move, so
-    the next poll writes it again). Paths are kept as strings inside: a poll
-    writes hundreds of thousands of objects and ``pathlib`` cost more CPU than the writes.
+    data durable (one ``syncfs`` where the file system is proven to flush on it,
+    an fsync per file elsewhere: :mod:`memex.state.flush`), links each to its name,
+    then fsyncs each folder touched once. A name therefore never appears before its
+    bytes are durable, and a crash before :meth:`sync` leaves no name at all (the
+    cursor did not move, so the next poll writes it again). A name found taken is
+    a duplicate only if what is there is sound (:func:`_damage`); a damaged object
+    is replaced at once and counted in :attr:`repaired`. Paths are kept as strings
+    inside: a poll writes hundreds of thousands of objects and ``pathlib`` cost more CPU than the writes.
     """
 
     def __init__(self, root: Path) -> None:
@@ -42,6 +48,12 @@ class FileStore:
         self._dirty_lock = threading.Lock()  # backfill writes from several threads while sync() runs
         self._temp_names = itertools.count()  # temp file names: <pid>.<this store's token>.<n>
         self._token = secrets.token_hex(4)
+        self.log: Any = None  # the source's logger (Uploader.store sets it): repairs and the flush method are logged
+        self.repaired = 0  # objects found damaged at their name and replaced by put_new (of those it returned True for)
+
+    def use_log(self, log: Any) -> None:
+        """Log this store's events (``object.repaired``, ``store.flush``) through ``log``, the source's logger."""
+        self.log = log
 
     def _tmp_dir(self) -> str:
         if self._tmp is None:
@@ -109,8 +121,12 @@ class FileStore:
             if path in self._pending:
                 return False
         if os.path.lexists(path):
-            self._written_elsewhere(path)
-            return False
+            reason = _damage(path, len(body), json_object=key.endswith(".json"))
+            if reason is None:
+                self._written_elsewhere(path)
+                return False
+            self._repair(key, body, reason)
+            return True
         tmp = self._temp_file(body)
         with self._dirty_lock:
             if path in self._pending:  # another thread of a backfill got there first
@@ -138,6 +154,14 @@ class FileStore:
         with self._dirty_lock:
             self._dirty.add(os.path.dirname(path))
         return True
+
+    def _repair(self, key: str, body: bytes, reason: str) -> None:
+        """Replace the damaged object at ``key`` now (:meth:`replace_damaged`: temp file, fsync, rename, folder fsync); count and log it."""
+        self.replace_damaged(key, body)
+        with self._dirty_lock:
+            self.repaired += 1
+        if self.log is not None:
+            self.log.warning("object.repaired", key=key, damage=reason)
 
     def _written_elsewhere(self, path: str) -> None:
         """``path`` was already there: whoever wrote it (a killed poll, a backfill), make it durable before the cursor passes it."""
@@ -197,7 +221,9 @@ class FileStore:
             pending, self._pending = self._pending, {}
         linked: set[str] = set()
         try:
-            sync_files(list(pending.values()))
+            if pending:
+                method, _ = flush_plan(self._tmp_dir(), self._log_flush)
+                sync_files(list(pending.values()), method)
             for path, tmp in pending.items():  # only now, with their bytes durable, do the names appear
                 try:
                     os.link(tmp, path)
@@ -225,6 +251,11 @@ class FileStore:
                 os.close(fd)
         for d in sorted(dirty, key=lambda p: p.count(os.sep), reverse=True):
             fsync_dir(d)
+
+    def _log_flush(self, method: str, fs: str) -> None:
+        """Log the flush chosen for this store's file system (once per process), a debug event: only with ``--debug``."""
+        if self.log is not None and os.environ.get("MEMEX_DEBUG", "") not in ("", "0"):
+            self.log.debug("store.flush", method=method, fs=fs, store=self.url)
 
     def replace_damaged(self, key: str, body: bytes) -> None:
         """Replace an object ``memex verify --repair`` found damaged: write a temp file, fsync it, rename it over, fsync the folder.
@@ -263,6 +294,34 @@ def _walk(path: str, rel: str) -> Iterator[str]:
                 yield from _walk(entry.path, f"{rel}{entry.name}/")
             elif entry.is_file(follow_symlinks=False):
                 yield rel + entry.name
+
+
+def _damage(path: str, size: int, *, json_object: bool) -> str | None:
+    """What is wrong with the object already at ``path`` that a ``size``-byte body was about to be written to; None if sound.
+
+    Cheap: a stat. Empty (while the new body is not) is damage. A JSON object of another size than the new body is
+    read and parsed (a truncated write, a foreign file); one of the same size is taken as sound unread. Other objects
+    (raw blobs) are checked for emptiness only: a different blob at the same name can be another message's (a reused
+    Message-ID), which the caller tells apart.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "missing"  # gone since the caller saw the name (nothing memex runs deletes objects): written again
+    if not stat.S_ISREG(st.st_mode):
+        return None  # a folder or a link: nothing memex writes, left alone
+    if st.st_size == 0:
+        return "empty" if size > 0 else None
+    if not json_object or st.st_size == size:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            parsed = json.loads(fh.read())
+    except PermissionError:
+        return None  # not ours to judge (nor to overwrite): memex verify reports what it cannot read
+    except (OSError, ValueError):
+        return "not_json"
+    return None if isinstance(parsed, dict) else "not_json"
 
 
 def _sweep_stale(tmp: Path) -> None:

@@ -1,7 +1,7 @@
 """What ``memex verify`` checks in one stored object: the record schema, the key a record belongs at, an attachment's hash.
 
 Each check is a pure function of a key and its bytes, so the walk can run it in any thread. :func:`schema_problem`
-is the one place the core's idea of a valid record lives; a formal JSON schema can replace its body later.
+is the published schema's validator (:mod:`memex.schema`), the same check every record passes before it is stored.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from memex.records import REVISION_KINDS, SCHEMA, decode_id, message_key, revision_key
+from memex.records import decode_id, message_key, revision_key
+from memex.schema import problem
 from memex.store.collisions import collision_key
 
 # Kinds of damage, in the order the summary shows them.
@@ -32,24 +33,6 @@ DESCRIBE = {
     HASH_MISMATCH: "attachment bytes do not hash to their name",
     MISSING: "in the source, not in the index",
 }
-
-_STR_OR_NONE = (str, type(None))
-_FIELDS: dict[str, tuple[type, ...]] = {
-    "schema": (str,),
-    "source": (str,),
-    "type": (str,),
-    "native_id": (str,),
-    "sent_at": _STR_OR_NONE,
-    "conversation": (dict,),
-    "sender": (dict,),
-    "text": _STR_OR_NONE,
-    "attachments": (list,),
-    "reply_to": _STR_OR_NONE,
-    "edited_at": _STR_OR_NONE,
-    "deleted": (bool,),
-    "extra": (dict,),
-}
-_HEX = frozenset("0123456789abcdef")
 
 
 @dataclass(frozen=True)
@@ -86,37 +69,11 @@ def place(key: str) -> Place:
 
 
 def schema_problem(doc: Any) -> str | None:
-    """Why ``doc`` is not a record of the core schema (required keys with the right types), or None.
+    """Why ``doc`` is not a record of the published schema (:mod:`memex.schema`, the check the uploader makes), or None.
 
-    The reason names fields and types only, never values (they may be message text).
+    The reason is the validator's: it names the field and the rule, never the value (it may be message text).
     """
-    if not isinstance(doc, dict):
-        return f"a JSON {type(doc).__name__}, not an object"
-    for name, types in _FIELDS.items():
-        if name not in doc:
-            return f"no {name!r}"
-        if not isinstance(doc[name], types) or (bool not in types and isinstance(doc[name], bool)):
-            return f"{name!r} is a {type(doc[name]).__name__}"
-    if doc["schema"] != SCHEMA:
-        return f"schema is not {SCHEMA!r}"
-    conv, sender = doc["conversation"], doc["sender"]
-    if not all(isinstance(conv.get(k), _STR_OR_NONE) for k in ("id", "name")) or not isinstance(conv.get("participants"), list):
-        return "'conversation' lacks id, name or participants"
-    if not all(isinstance(sender.get(k), _STR_OR_NONE) for k in ("id", "name")) or not isinstance(sender.get("is_me"), bool):
-        return "'sender' lacks id, name or is_me"
-    for att in doc["attachments"]:
-        if not isinstance(att, dict):
-            return "an attachment is not an object"
-        sha = att.get("sha256")
-        if sha is not None and (not isinstance(sha, str) or len(sha) != 64 or not set(sha) <= _HEX):
-            return "an attachment's sha256 is not 64 hex digits"
-    rev = doc.get("revision")
-    if rev is not None and (
-        not isinstance(rev, dict) or not isinstance(rev.get("id"), str) or rev.get("kind") not in REVISION_KINDS
-        or not isinstance(rev.get("at"), _STR_OR_NONE)
-    ):  # fmt: skip
-        return "'revision' lacks id, a known kind or at"
-    return None
+    return problem(doc)
 
 
 def expected_key(doc: dict[str, Any]) -> str:

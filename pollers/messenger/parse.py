@@ -40,6 +40,9 @@ from memex.store.attachments import Content
 from pollers.messenger.exports import Reader, Unit
 
 MEDIA_KINDS = ("photos", "videos", "audio_files", "files", "gifs")
+# The standard export's message types that record what happened in a thread, not what someone wrote: a call,
+# people added to or leaving a group. memex.message/1 calls these ``event`` (as iMessage's group changes).
+EVENT_TYPES = frozenset({"Call", "Subscribe", "Unsubscribe"})
 ANONYMOUS = ("facebook user", "utilisateur de facebook", "facebook-nutzer")
 
 
@@ -248,11 +251,13 @@ class Renderer:
         sender: Sender = {"id": None, "name": p.sender, "is_me": self.me is not None and _fold(p.sender) == self.me}
         extra = {**thread.extra, **p.extra, "export": self.reader.label}
 
-        def record(**kw: Any) -> Message:  # revisions (unsent, reactions): the rarer cases
-            return Message(source=self.source, type="messenger", native_id=nid, sent_at=at, conversation=conversation, sender=sender, **kw)
+        kind = "event" if extra.get("type") in EVENT_TYPES else "message"
+
+        def record(kind: str, **kw: Any) -> Message:  # revisions (unsent, reactions): the rarer cases
+            return Message(source=self.source, type=kind, native_id=nid, sent_at=at, conversation=conversation, sender=sender, **kw)
 
         if p.unsent:
-            unsent = record(deleted=True, extra=extra, revision=Revision(id="unsent", kind="delete", at=None))
+            unsent = record(kind, deleted=True, extra=extra, revision=Revision(id="unsent", kind="delete", at=None))
             out.append(Item(None, message=unsent, expected_dup=True))
         else:
             atts, contents, media = self._media(p, attachments)
@@ -261,14 +266,15 @@ class Renderer:
             if p.reactions:
                 extra["reactions"] = [{"actor": a, "reaction": r} for a, r in p.reactions]
             message = Message(  # the common case, built directly (no **kw dict)
-                source=self.source, type="messenger", native_id=nid, sent_at=at, conversation=conversation, sender=sender,
+                source=self.source, type=kind, native_id=nid, sent_at=at, conversation=conversation, sender=sender,
                 text=p.text, attachments=atts, extra=extra,
             )  # fmt: skip
             out.append(Item(None, message=message, contents=contents, expected_dup=True))
         if p.reactions:
             rid = "reactions-" + _h(*(f"{a}\x1f{r}" for a, r in p.reactions))[:24]
             how = {"reactions": [{"actor": a, "reaction": r} for a, r in p.reactions]}
-            out.append(Item(None, message=record(extra=how, revision=Revision(id=rid, kind="reactions", at=None)), expected_dup=True))
+            reactions = record("reaction", extra=how, revision=Revision(id=rid, kind="reactions", at=None))  # the set of reactions
+            out.append(Item(None, message=reactions, expected_dup=True))
         return out
 
     def _media(self, p: Parsed, store: bool) -> tuple[list[Attachment], list[Content], list[dict[str, str]]]:

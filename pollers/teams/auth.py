@@ -79,6 +79,10 @@ class Login:
             return self._app
         import msal
 
+        from memex.liblog import route_library_logs
+
+        route_library_logs()
+
         cache = msal.SerializableTokenCache()
         try:
             data = self.path.read_text(encoding="utf-8")

@@ -20,7 +20,6 @@ from typing import Any
 from memex.records import Attachment, Conversation, Message, Revision, Sender, rfc3339
 from memex.source import Failure
 
-TYPE = "teams"
 _BLOCK = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "table", "ul", "ol"})
 _HOSTED = re.compile(r"/hostedContents/([^/\"'?#]+)/\$value")
 _TS = re.compile(r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})$")
@@ -197,7 +196,7 @@ def render(source: str, chat: Conversation, msg: dict[str, Any], me: str | None)
         attachments.append(Attachment(id=f"hostedContents/{hosted}", filename=None, mime_type=None, size=None))
     return Message(
         source=source,
-        type=TYPE,
+        type="event" if extra.get("system") else "message",  # memex.message/1: a system message is an event
         native_id=native_id(chat_id, str(msg.get("id"))),
         sent_at=_iso(msg.get("createdDateTime")),
         conversation=chat,

@@ -30,6 +30,15 @@ def _extra(spec: dict[str, Any], i: int) -> dict[str, Any]:
     return {"odd": {i}} if i in spec.get("unserialisable", []) else {}
 
 
+def _message(name: str, spec: dict[str, Any], i: int) -> Message:
+    """Message i; the spec's ``fields`` (``{"i": {field: value}}``) set fields as a careless poller would (a made-up
+    ``type``, a date that is not RFC 3339, a revision of an unknown kind)."""
+    message = Message(source=name, type="message", native_id=f"m{i}", sent_at=None, text=f"body {i}", extra=_extra(spec, i))
+    for field, value in spec.get("fields", {}).get(str(i), {}).items():
+        setattr(message, field, value)
+    return message
+
+
 class FakePoller:
     """Messages 1..N from ``{"count": N, "backward": bool, "mode": ...}`` in a JSON file (see ``_item_cursor`` for modes).
 
@@ -65,11 +74,7 @@ class FakePoller:
             return Batch(items=[], cursor={"n": after - 1})
         last = min(spec["count"], after + limit)
         mode = spec.get("mode")
-        items = [
-            Item(cursor=_item_cursor(mode, i, after), message=Message(source=self.name, type="message", native_id=f"m{i}", sent_at=None,
-                                                                      text=f"body {i}", extra=_extra(spec, i)))
-            for i in range(after + 1, last + 1)
-        ]  # fmt: skip
+        items = [Item(cursor=_item_cursor(mode, i, after), message=_message(self.name, spec, i)) for i in range(after + 1, last + 1)]
         return Batch(items=items, cursor={"n": last} if items else cursor)
 
     def close(self) -> None:

@@ -265,7 +265,7 @@ def test_backfill_beside_repeated_cron_polls_loses_nothing_and_keeps_the_live_cu
                 gate.open()
             imessage_samples.append(db, 10, seed=seed)
             seed += 1
-            poll = run_cli("poll", "im", "--max-seconds", "5", config=config)
+            poll = run_cli("poll", "im", "--max-seconds", "120", config=config)
             assert poll.returncode == 0, poll.stderr
             polls += 1
             overlapped += proc.poll() is None

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,11 +49,18 @@ def test_a_cursor_given_by_hand_is_checked(tmp_path: Path, value: str, says: str
 
 
 def test_moving_a_cursor_back_by_hand_asks_first_and_is_logged(tmp_path: Path) -> None:
-    """Backward `cursor set` needs a yes (like reset); with --yes it is saved and logged as cursor.set."""
+    """Backward `cursor set` needs a yes (like reset): with no terminal to ask on, one line saying to pass --yes, exit 2
+    (not click's bare `Aborted!`, exit 1); with --yes it is saved and logged as cursor.set.
+    """
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(tmp_path / "chat.db")}})
     assert run_cli("cursor", "set", "imessage", '{"rowid": 50}', config=cfg).returncode == 0
-    refused = run_cli("cursor", "set", "imessage", '{"rowid": 10}', config=cfg, input="n\n")
-    assert refused.returncode == 1 and "moves the cursor of 'imessage' back (50 -> 10)" in refused.stdout + refused.stderr
+    for stdin in ("n\n", ""):  # an answer on a pipe, or stdin closed: neither is a terminal
+        refused = run_cli("cursor", "set", "imessage", '{"rowid": 10}', config=cfg, input=stdin)
+        assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+        assert _one_line(refused.stderr) and "moves the cursor of 'imessage' back (50 -> 10)" in refused.stderr
+        assert refused.stderr.rstrip().endswith("pass --yes") and "Aborted" not in refused.stderr
+    reset = run_cli("cursor", "reset", "imessage", config=cfg)
+    assert reset.returncode == 2 and _one_line(reset.stderr) and "pass --yes" in reset.stderr
     assert json.loads(run_cli("cursor", "show", "imessage", "--json", config=cfg).stdout) == {"rowid": 50}
     assert run_cli("cursor", "set", "imessage", '{"rowid": 10}', "--yes", config=cfg).returncode == 0
     assert [e["positions_after"] for e in read_log(tmp_path / "state", "imessage") if e["event"] == "cursor.set"][-1] == {"rowid": 10}
@@ -115,3 +123,75 @@ def test_debug_shows_the_traceback_of_an_internal_error(tmp_path: Path, monkeypa
     poll(cfg, "f")
     (tb,) = [e for e in read_log(tmp_path / "state", "f") if e["event"] == "internal.traceback"]
     assert "Traceback" in tb["traceback"] and "fake_poller.py" in tb["traceback"]
+
+
+NOBODY = 65534
+
+
+def _as_nobody(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``memex --config CONFIG ARGS`` as the unprivileged user ``nobody`` (uid 65534), off a terminal with stdin closed.
+
+    Through ``setpriv`` where there is one, else by dropping to that user in the child before it starts python.
+    """
+    import shutil
+
+    def drop() -> None:
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+
+    setpriv = shutil.which("setpriv")
+    prefix = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if setpriv else []
+    return subprocess.run([*prefix, sys.executable, "-m", "memex", "--config", str(config), *args], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120, cwd=ROOT, preexec_fn=None if setpriv else drop)  # fmt: skip
+
+
+@pytest.fixture
+def shared_folder() -> Iterator[Path]:
+    """A folder every user can reach (pytest's own tmp folders are private to root); skips unless root can drop to ``nobody``."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to run memex as another user (nobody) who cannot read the state folder")
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="memex-perm-", dir="/tmp"))
+    folder.chmod(0o755)
+    try:
+        probe = _as_nobody(folder / "none.toml", "--version")
+        why = probe.stderr.strip()[-200:] if probe.returncode else ""
+    except OSError as exc:
+        why = f"{type(exc).__name__}: {exc.strerror}"
+    if why:
+        shutil.rmtree(folder)
+        pytest.skip(f"nobody cannot run this checkout's python ({why})")
+    yield folder
+    shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("args", [("backfill", "imessage"), ("tail",), ("dashboard", "--once"), ("status",), ("poll", "imessage")],
+                         ids=["backfill", "tail", "dashboard-once", "status", "poll"])  # fmt: skip
+def test_a_state_folder_of_another_user_is_one_line_naming_it_and_who_can(shared_folder: Path, args: tuple[str, ...]) -> None:
+    """Run as a user who cannot read state_dir (root's, 0700): one line naming the folder, its owner and what to do, exit 1,
+    never ``internal error: PermissionError``; a log file of another user inside a usable folder is one line naming the file.
+    """
+    state = shared_folder / "state"
+    cfg = write_config(shared_folder, {"imessage": {"type": "imessage", "db": str(shared_folder / "chat.db")}}, state_dir=state)
+    cfg.chmod(0o644)
+    (state / "logs").mkdir(parents=True)
+    (state / "logs" / "imessage.jsonl").write_text('{"event": "poll"}\n')
+    state.chmod(0o700)
+    out = _as_nobody(cfg, *args)
+    assert (out.returncode, out.stdout) == (1, ""), out.stderr
+    assert _one_line(out.stderr), out.stderr
+    if args[0] == "status":  # it only reads, and names the file it could not
+        assert f"{state / 'cursors.json'}: cannot read (Permission denied)" in out.stderr
+        return
+    assert f"{state}: cannot use the state folder: it is root's and this user (nobody) cannot read it" in out.stderr
+    assert "run memex as root" in out.stderr
+    if args[0] in ("tail", "dashboard"):
+        os.chown(state, NOBODY, NOBODY)
+        os.chown(state / "logs", NOBODY, NOBODY)
+        (state / "logs" / "imessage.jsonl").chmod(0o600)  # still root's
+        out = _as_nobody(cfg, *args)
+        assert out.returncode == 1 and _one_line(out.stderr), out.stderr
+        assert f"{state / 'logs' / 'imessage.jsonl'}: permission denied; run memex as the user that owns it" in out.stderr

@@ -34,7 +34,7 @@ from tests.servers.hang import FreezingProxy, HungServer
 
 __all__ = ["dovecot_server"]  # the `dovecot` fixture
 
-SLACK = 4.0  # process start-up and shutdown on a loaded 2-core machine
+SLACK = 10.0  # process start-up and shutdown on a loaded 2-core machine (7 s seen at load 30); a request deaf to the deadline holds 60 s
 MAILS = 12
 IMAP_PASSWORD_ENV = "MEMEX_TEST_HANG_PASSWORD"
 
@@ -110,7 +110,7 @@ STORES = [pytest.param("lean", id="lean"), pytest.param("boto3", id="boto3")]
 @pytest.mark.parametrize("client", STORES)
 def test_hung_s3_endpoint_ends_the_poll_at_max_seconds(tmp_path: Path, client: str) -> None:
     """S3 accepts and never answers: the poll exits 1 within --max-seconds + grace, one line naming the time limit."""
-    max_seconds = 8.0  # long enough for a loaded machine to send its first request before the limit
+    max_seconds = 15.0  # long enough for a loaded machine to import boto3 and send its first request before the limit
     with HungServer() as server:
         cfg = write_config(tmp_path, {"md": maildir_source(tmp_path)},
                            store={"url": "s3://bucket/p", "endpoint_url": f"http://127.0.0.1:{server.port}", "client": client})  # fmt: skip
@@ -180,7 +180,7 @@ def test_sigterm_during_a_hung_put_saves_the_progress_before_it(tmp_path: Path, 
 
 def test_hung_imap_server_ends_the_poll_at_max_seconds(tmp_path: Path) -> None:
     """An IMAP server that accepts and never greets: exit 1 within --max-seconds + grace, one clear line."""
-    max_seconds = 8.0  # long enough for a loaded machine to send its first request before the limit
+    max_seconds = 15.0  # long enough for a loaded machine to import boto3 and send its first request before the limit
     with HungServer() as server:
         cfg = write_config(tmp_path, {"mail": imap_source(server.port)})
         elapsed, code, err = poll_with_budget(cfg, "mail", max_seconds, server)
@@ -202,7 +202,7 @@ def test_sigterm_ends_a_poll_waiting_on_a_hung_imap_server_within_seconds(tmp_pa
 
 def test_hung_s3_state_ends_the_poll_soon_after_max_seconds(tmp_path: Path) -> None:
     """With cursors and leases on S3 (state_url) and that S3 hung, the poll exits 1 within max-seconds + the saving time."""
-    max_seconds = 8.0  # long enough for a loaded machine to send its first request before the limit
+    max_seconds = 15.0  # long enough for a loaded machine to import boto3 and send its first request before the limit
     with HungServer() as server:
         cfg = write_config(tmp_path, {"md": maildir_source(tmp_path)}, state_url="s3://bucket/state",
                            store={"url": "s3://bucket/p", "endpoint_url": f"http://127.0.0.1:{server.port}"})  # fmt: skip
@@ -210,7 +210,7 @@ def test_hung_s3_state_ends_the_poll_soon_after_max_seconds(tmp_path: Path) -> N
         assert server.received > 0
     assert elapsed < max_seconds + SAVE_SECONDS + GRACE + SLACK, f"ran {elapsed:.1f}s"
     assert code == 1 and len(err.strip().splitlines()) == 1, err
-    assert "leases/md.json" in err and "no answer before the poll's time limit" in err
+    assert "leases/md.json" in err and "no answer from the state server" in err  # the state's own deadline, not the poll's stop
 
 
 def test_sigterm_ends_a_backfill_stuck_on_a_hung_s3_within_seconds(tmp_path: Path) -> None:

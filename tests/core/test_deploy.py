@@ -63,6 +63,31 @@ def test_cron_lines_follow_each_source_interval_and_skip_disabled(tmp_path: Path
     assert "old-archive" not in out.stdout and "flock" in out.stdout  # says why no flock wrapper is needed
 
 
+@pytest.mark.parametrize(
+    ("interval", "schedule", "nearest"),
+    [(3600, "0 * * * *", None), (7200, "0 */2 * * *", None), (86400, "0 0 * * *", None), (300, "*/5 * * * *", None),
+     (90, None, "interval = 60 or interval = 120"), (420, None, "interval = 360 or interval = 600"),
+     (5400, None, "interval = 3600 or interval = 7200")],
+    ids=["3600", "7200", "86400", "300", "90", "420", "5400"],
+)  # fmt: skip
+def test_cron_keeps_an_interval_exactly_or_refuses_it_naming_the_nearest(tmp_path: Path, interval: int, schedule: str | None,
+                                                                         nearest: str | None) -> None:  # fmt: skip
+    """An interval cron keeps exactly gets its schedule (86400: once a day at midnight, not `*/24`); any other is exit 2,
+    one line naming the source's key and the nearest intervals cron keeps, never a silent rounding (`*/7` for 420 leaves a
+    4-minute gap each hour).
+    """
+    cfg = write_config(tmp_path, {"mail": {"type": "maildir", "path": str(tmp_path / "Maildir"), "interval": interval}})
+    out = run_cli("cron", config=cfg)
+    if schedule is not None:
+        assert out.returncode == 0 and out.stderr == "", out.stderr
+        (job,) = [ln for ln in out.stdout.splitlines() if " poll " in ln and not ln.startswith("#")]
+        assert " ".join(job.split()[:5]) == schedule
+        return
+    assert (out.returncode, out.stdout) == (2, ""), out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "key 'sources.mail.interval'" in out.stderr
+    assert f"every {interval} s exactly" in out.stderr and nearest in out.stderr
+
+
 def test_a_generated_cron_line_polls_under_crons_bare_environment(tmp_path: Path) -> None:
     """The line runs as cron runs it (sh -c, empty environment but the crontab's PATH) from any folder, with a relative --config given to `memex cron`."""
     db = tmp_path / "chat.db"

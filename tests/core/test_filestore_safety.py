@@ -13,7 +13,7 @@ import pytest
 
 from memex.errors import ConfigError
 from memex.store.files import FileStore
-from tests.conftest import ROOT, need_strace, write_config
+from tests.conftest import ROOT, need_strace, need_syncfs, write_config
 
 
 def _modes(root: Path) -> dict[str, int]:
@@ -72,6 +72,23 @@ def test_an_object_found_already_there_is_made_durable_before_it_is_counted_past
     assert any(f"fsync({fd})" in ln for ln in trace[trace.index(opened[-1]) :])
 
 
+def joined(trace: list[str]) -> list[str]:
+    """An ``strace -f`` trace with each call interrupted by another thread's (``<unfinished ...>``, later
+    ``<... fsync resumed>``) put back together on one line, where it returned (what counts for ordering).
+    """
+    waiting: dict[str, str] = {}  # pid -> the start of its unfinished call
+    out = []
+    for line in trace:
+        pid, _, rest = line.partition(" ")
+        if line.endswith(" <unfinished ...>"):
+            waiting[pid] = line[: -len(" <unfinished ...>")]
+        elif m := re.match(r"\s*<\.\.\. \w+ resumed>(.*)$", rest):
+            out.append(waiting.pop(pid, line) + m.group(1))
+        else:
+            out.append(line)
+    return out
+
+
 def _ordering_violations(trace: list[str]) -> list[str]:
     """Read an ``strace -f -y`` trace of a poll; name every way a cursor save could pass an object not yet durable.
 
@@ -83,7 +100,7 @@ def _ordering_violations(trace: list[str]) -> list[str]:
     temps: dict[str, bool] = {}  # temp file -> its bytes flushed since it was opened
     undurable_names: dict[str, str] = {}  # linked object -> its folder, until that folder is fsynced
     problems = []
-    for line in trace:
+    for line in joined(trace):
         if m := re.search(r'openat\(AT_FDCWD[^,]*, "([^"]*\.memex-tmp/[^"]*\.tmp)", [^)]*O_CREAT', line):
             temps[m.group(1)] = False
         elif re.search(r"\bsyncfs\(.*\) += 0$", line):
@@ -138,6 +155,8 @@ def test_a_poll_killed_inside_a_group_commit_loses_nothing(tmp_path: Path, sysca
     from pollers.imessage import samples as imessage_samples
 
     need_strace()
+    if syscall == "syncfs":
+        need_syncfs(tmp_path)
     db = tmp_path / "chat.db"
     total = 6000  # more than one group commit (COMMIT_ITEMS = 5000), however fast the machine
     imessage_samples.build(db, total, seed=7)

@@ -76,7 +76,9 @@ MUTANTS = [
     pytest.param(
         "memex/store/files.py",
         [("        path = self._path(key)\n        with self._dirty_lock:\n            if path in self._pending:\n                return False\n"
-          "        if os.path.lexists(path):\n            self._written_elsewhere(path)\n            return False\n        tmp = self._temp_file",
+          "        if os.path.lexists(path):\n            reason = _damage(path, len(body), json_object=key.endswith(\".json\"))\n"
+          "            if reason is None:\n                self._written_elsewhere(path)\n                return False\n"
+          "            self._repair(key, body, reason)\n            return True\n        tmp = self._temp_file",
           "        path = self._path(key)\n        tmp = self._temp_file"),
          ("            if path in self._pending:  # another thread", "            if False:  # another thread"),
          ("                    os.link(tmp, path)\n", "                    os.replace(tmp, path)\n")],
@@ -530,7 +532,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/store/files.py",
-        [("            sync_files(list(pending.values()))\n", "            pass\n")],
+        [("                sync_files(list(pending.values()), method)\n", "                pass\n")],
         ["tests/core/test_filestore_safety.py::test_a_cursor_never_passes_an_object_that_is_not_durable"],
         id="file-store-links-names-before-their-bytes-are-durable",
     ),
@@ -766,6 +768,112 @@ MUTANTS = [
         [('        return blob[start:end].decode("utf-8")\n', '        return blob[start:end].decode("utf-8", "replace")\n')],
         ["tests/imessage/test_typedstream_fast.py::test_invalid_utf8_falls_back_to_pytypedstreams_error"],
         id="typedstream-fast-path-lenient-utf8",
+    ),
+    pytest.param(
+        "memex/deadline.py",
+        [("        return SaveTimedOut(what) if self.saving else Interrupted(reason, what)\n", "        return Interrupted(reason, what)\n")],
+        ["tests/core/test_state_deadline.py::test_a_cursor_save_that_misses_the_state_deadline_is_an_error_naming_the_object"],
+        id="state-deadline-taken-for-the-polls-normal-stop",
+    ),
+    pytest.param(
+        "memex/state/s3state.py",
+        [("        if previous.released:\n", "        if True:\n")],
+        ["tests/core/test_quiet_commands.py::test_a_lease_taken_from_a_holder_that_did_not_release_is_a_warning_naming_it"],
+        id="lease-taken-from-a-dead-holder-is-only-info",
+    ),
+    pytest.param(
+        "memex/state/s3state.py",
+        [("                if remembered is not None:\n                    continue  # judged on a remembered copy", "                if False:\n                    continue  # judged on a remembered copy")],
+        ["tests/core/test_s3state_requests.py::test_a_write_judged_on_a_remembered_copy_reads_the_object_before_it_decides_nothing_changes"],
+        id="cas-trusts-a-remembered-copy-for-a-no-op",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("    primed = (name, claimed) if claimed is not None else None", "    primed = None")],
+        ["tests/core/test_s3state_requests.py::test_an_idle_poll_with_state_url_costs_at_most_four_requests"],
+        id="idle-poll-rereads-the-claimed-cursor",
+    ),
+    pytest.param(
+        "memex/cli/recipes.py",
+        [("    if interval not in CRON_INTERVALS:\n        raise ValueError(interval)\n",
+          "    interval = min(CRON_INTERVALS, key=lambda i: abs(i - interval))\n")],
+        ["tests/core/test_deploy.py::test_cron_keeps_an_interval_exactly_or_refuses_it_naming_the_nearest[420]"],
+        id="cron-rounds-an-interval-silently",
+    ),
+    pytest.param(
+        "memex/cli/main.py",
+        [("    if not sys.stdin.isatty():\n", "    if False:\n")],
+        ["tests/core/test_cli_errors.py::test_moving_a_cursor_back_by_hand_asks_first_and_is_logged"],
+        id="cursor-move-without-a-terminal-is-a-bare-abort",
+    ),
+    pytest.param(
+        "pollers/signal/process.py",
+        [("            if WAITING.search(seen):\n", "            if False:\n")],
+        ["tests/signal/test_signal.py::test_a_running_daemon_ends_the_receive_at_once_as_busy"],
+        id="signal-daemon-waiting-line-not-watched",
+    ),
+    pytest.param(
+        "pollers/signal/desktop.py",
+        [('            conn.execute("PRAGMA cipher_log_level = NONE")\n', "")],
+        ["tests/signal/test_signal_desktop.py::test_a_wrong_key_or_password_is_one_clear_line_and_nothing_is_written"],
+        id="signal-desktop-sqlcipher-log-on-stderr",
+    ),
+    pytest.param(
+        "memex/uploader.py",
+        [("                if item.whole and message.revision is not None:\n", "                if False:\n")],
+        ["tests/core/test_revision_original.py::test_a_whole_revision_whose_original_is_missing_stores_the_original_first[file]",
+         "tests/teams/test_teams_originals.py::test_a_message_changed_while_the_first_walk_is_between_pages_gets_its_original"],
+        id="revision-without-original-no-stand-in",
+    ),
+    pytest.param(
+        "pollers/teams/poller.py",
+        [('            params["$orderby"] = "createdDateTime desc"\n            params["$filter"] = f"createdDateTime lt ',
+          '            params["$filter"] = f"lastModifiedDateTime lt '),
+         ("            at = modified if created is None else created\n", "")],
+        ["tests/teams/test_teams_originals.py::test_a_message_changed_after_an_interrupted_first_sync_is_stored_as_an_original[sigkill]"],
+        id="teams-resume-by-modification",
+    ),
+    pytest.param(
+        "pollers/teams/poller.py",
+        [("        if not moved:  # a moved message", "        if True:  # a moved message")],
+        ["tests/teams/test_teams_originals.py::test_a_message_changed_after_an_interrupted_first_sync_is_stored_as_an_original[sigkill]"],
+        id="teams-resume-cursor-takes-moved-messages",
+    ),
+    pytest.param(
+        "memex/verify/inventory.py",
+        [('        if repair and getattr(poller, "whole_revisions", False):\n', "        if False:\n")],
+        ["tests/teams/test_teams_originals.py::test_verify_finds_a_revision_without_its_original_and_repair_or_the_next_change_heals_it"],
+        id="verify-repair-leaves-revisions-without-originals",
+    ),
+    pytest.param(
+        "memex/uploader.py",
+        [("                doc, why = conforms(message)\n", "                doc, why = message.to_dict(), None\n")],
+        ["tests/core/test_schema.py::test_a_record_that_breaks_the_schema_is_quarantined_never_stored"],
+        id="record-stored-without-schema-check",
+    ),
+    pytest.param(
+        "memex/verify/checks.py",
+        [("    return problem(doc)\n", "    return problem({**doc, \"type\": \"message\"}) if isinstance(doc, dict) else problem(doc)\n")],
+        ["tests/core/test_verify.py::test_each_kind_of_damage_is_found_and_repaired[file-invented_type]"],
+        id="verify-accepts-any-record-type",
+    ),
+    pytest.param(
+        "pollers/teams/render.py",
+        [('        type="event" if extra.get("system") else "message",', '        type="teams",')],
+        ["tests/teams/test_teams.py::test_system_messages_images_and_files"],
+        id="teams-invents-its-own-record-type",
+    ),
+    pytest.param(
+        "memex/store/files.py",
+        [("                sync_files(list(pending.values()), method)\n", "                sync_files(list(pending.values()), \"syncfs\")\n")],
+        ["tests/core/test_filestore_flush.py::test_a_store_on_fuse_fsyncs_every_object_before_its_name_and_never_calls_syncfs"],
+        id="file-store-trusts-syncfs-on-fuse",
+    ),
+    pytest.param(
+        "memex/store/files.py",
+        [('            reason = _damage(path, len(body), json_object=key.endswith(".json"))\n', "            reason = None\n")],
+        ["tests/core/test_filestore_repair.py::test_an_empty_and_a_truncated_object_are_repaired_by_the_next_read_not_counted_as_duplicates"],
+        id="file-store-taken-name-is-a-duplicate-unchecked",
     ),
     pytest.param(
         "memex/runner.py",

@@ -104,6 +104,7 @@ IDLE_POLL_NEVER_IMPORTS = frozenset(
         "secrets",
         "traceback",
         "plistlib",
+        "fastjsonschema",
         "memex.search.index",
         "memex.search.build",
     }
@@ -302,8 +303,12 @@ def test_cursor_set_and_reset_are_explicit_and_logged(tmp_path: Path) -> None:
     assert (events[-1]["new"], events[-1]["dup"]) == (0, 10)
     out = run_cli("cursor", "set", "imessage", "not json", config=cfg)
     assert out.returncode == 2 and "must be JSON" in out.stderr
-    out = run_cli("cursor", "reset", "imessage", config=cfg, input="n\n")
-    assert out.returncode == 1 and json.loads(run_cli("cursor", "show", "imessage", "--json", config=cfg).stdout)["rowid"] == 50
+    out = run_cli("cursor", "reset", "imessage", config=cfg, input="n\n")  # no terminal to ask on: refused, saying to pass --yes
+    assert (
+        out.returncode == 2
+        and "pass --yes" in out.stderr
+        and json.loads(run_cli("cursor", "show", "imessage", "--json", config=cfg).stdout)["rowid"] == 50
+    )
 
 
 def test_status_table_and_json(tmp_path: Path) -> None:

@@ -130,6 +130,7 @@ DAMAGES: list[tuple[str, str, Callable[[Index, str], None]]] = [
     ("empty", "empty", lambda ix, key: ix.put(key, b"")),
     ("not_json", "not_json", lambda ix, key: ix.put(key, b'{"source": "im", "native_id": ')),
     ("schema", "not_schema", lambda ix, key: ix.put(key, json.dumps({**json.loads(ix.get(key) or b""), "sender": None}).encode())),
+    ("invented_type", "not_schema", lambda ix, key: ix.put(key, (ix.get(key) or b"").replace(b'"type":"message"', b'"type":"imessage"'))),
     ("key_mismatch", "key_mismatch", lambda ix, key: ix.put(key, ix.get(ix.key(5)) or b"")),
     ("missing", "missing_from_source", lambda ix, key: ix.delete(key)),
 ]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from pollers.email.render import to_item
+from tests.conftest import assert_valid
 
 CORPUS = Path(__file__).parent / "data" / "cpython_email"
 FILES = sorted(CORPUS.glob("msg_*.txt"))
@@ -88,6 +89,7 @@ def test_record_matches_pythons_parser(path: Path) -> None:
             assert (_norm(text) or "") in body
     if not texts:
         assert record.text is None
+    assert_valid([record.to_dict()])  # every real mail renders to memex.message/1
 
 
 def test_corpus_is_the_whole_cpython_set() -> None:

@@ -22,7 +22,7 @@ from memex.runner import poll
 from memex.state.cursors import CursorStore
 from pollers.email import imap
 from pollers.email import session as imap_session
-from tests.conftest import file_objects, read_log, run_cli, s3_objects, write_config
+from tests.conftest import assert_valid, file_objects, read_log, run_cli, s3_objects, write_config
 from tests.servers.dovecot import PASSWORD, Dovecot, dovecot_server, quote
 
 __all__ = ["dovecot_server"]  # the `dovecot` fixture
@@ -261,6 +261,7 @@ def test_bad_mail_corpus_never_stops_the_mailbox(tmp_path: Path, dovecot: Doveco
         {"id": "part2", "filename": "big.bin", "mime_type": "application/octet-stream", "size": 25 * 1024 * 1024}
     ]
     assert len(stored(cfg)[message_key("mail", "mhuge@example.com", ".eml")]) > 25 * 1024 * 1024
+    assert len(assert_valid(stored(cfg))) == len(corpus) + 1  # broken mail still renders to memex.message/1
 
 
 def flags(server: Dovecot, user: str) -> dict[int, bytes]:

@@ -15,7 +15,7 @@ from memex.errors import ConfigError
 from memex.registry import make_poller
 from memex.runner import poll
 from pollers.email.maildir import MaildirPoller, maildir_key
-from tests.conftest import file_objects, read_log, run_cli, wait_until, write_config
+from tests.conftest import assert_valid, file_objects, read_log, run_cli, wait_until, write_config
 
 
 def mail(n: int | str, msgid: bool = True) -> bytes:
@@ -83,6 +83,7 @@ def test_new_mail_between_polls_and_flag_rename_never_make_a_second_object(tmp_p
     assert len(docs) == 4
     assert docs["m1@example.com"]["extra"]["maildir_key"] == "100.a.host"
     assert sum(1 for d in docs.values() if d["native_id"].startswith("sha256:")) == 1
+    assert {d["type"] for d in assert_valid(list(docs.values()))} == {"message"}  # memex.message/1
     assert poll(cfg, "md").status == "idle"
 
 

@@ -18,7 +18,7 @@ from pollers.imessage import samples as imessage_samples
 from pollers.imessage.poller import IMessagePoller, make
 from pollers.imessage.rows import apple_time
 from pollers.imessage.typedstream import _decode_slow, decode_attributed_body, encode_attributed_body
-from tests.conftest import file_objects, read_log, run_cli, write_config
+from tests.conftest import assert_valid, file_objects, read_log, run_cli, stored_records, write_config
 
 SECRET = "Meet me at the hidden lighthouse"  # fixture text that must never show up in logs or output
 
@@ -114,6 +114,17 @@ def test_tapbacks_replies_and_attachments_keep_their_links(tmp_path: Path) -> No
     assert reply["reply_to"] == "G-ME"
     assert reply["attachments"] == [{"id": "A-1", "filename": "IMG_1.HEIC", "mime_type": "image/heic", "size": 2048}]
     assert recs["G-RENAME"]["type"] == "event"
+
+
+def test_every_stored_record_conforms_to_the_published_schema(tmp_path: Path) -> None:
+    """A poll of the hand-built chat.db (text, attributedBody, a tapback and its removal, a reply with an attachment,
+    a broken body, a group rename) stores records that all validate against memex.message/1, of all three types."""
+    db = tmp_path / "chat.db"
+    hand_built_db(db)
+    out = run_cli("poll", "imessage", config=write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}}))
+    assert out.returncode == 0, out.stderr
+    docs = assert_valid(stored_records(tmp_path / "state" / "store"))
+    assert len(docs) == 8 and {d["type"] for d in docs} == {"message", "reaction", "event"}
 
 
 def test_undecodable_attributed_body_is_stored_without_text(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pollers.imessage import samples as imessage_samples
 from pollers.imessage.edits import edit_history
-from tests.conftest import file_objects, read_log, run_cli, write_config
+from tests.conftest import assert_valid, file_objects, read_log, run_cli, write_config
 
 DATA = Path(__file__).parent / "data" / "imessage"
 EDITED = (DATA / "Edited.plist").read_bytes()
@@ -65,6 +65,7 @@ def test_an_edit_and_an_unsend_on_a_live_database_become_revisions_of_untouched_
     (tomb,) = [v for v in revs.values() if v["native_id"] == unsent]
     assert tomb["deleted"] is True and tomb["text"] is None and tomb["revision"]["kind"] == "delete"
     assert all(k.startswith(f"revisions/imessage/{v['native_id']}/") for k, v in revs.items())
+    assert_valid(objects)  # originals, edits and the tombstone: memex.message/1
     after = {k: v for k, v in file_objects(tmp_path / "state" / "store", prefix="").items() if k.startswith("messages/")}
     assert after == before  # nothing overwritten
     assert run_cli("poll", "imessage", config=cfg).returncode == 0

@@ -13,10 +13,11 @@ import pytest
 
 from memex import config as memex_config
 from memex.errors import ConfigError
+from memex.records import canonical_json
 from memex.registry import make_poller
 from memex.runner import poll
 from pollers.messenger.parse import repair
-from tests.conftest import file_objects, run_cli, write_config
+from tests.conftest import assert_valid, file_objects, run_cli, stored_records, write_config
 from tests.messenger.messenger_fixtures import ALICE, ME, T0, Export, Thread, e2ee_files, e2ee_msg, fb, msg, write_dir, write_zip
 
 BOB = "Bob Ørsted"
@@ -154,6 +155,24 @@ def test_reactions_added_later_are_a_revision_replayed_as_a_duplicate(tmp_path: 
     assert {len(r["extra"]["reactions"]) for r in revs} == {1, 2}
     [original] = originals(tmp_path).values()
     assert original["text"] == "hi" and "reactions" not in original["extra"]
+    assert_valid([original, *revs])  # memex.message/1, never an invented type "messenger"
+    assert original["type"] == "message" and {r["type"] for r in revs} == {"reaction"}
+
+
+def test_calls_and_members_joining_are_events_unsent_is_a_message_tombstone(tmp_path: Path) -> None:
+    """The standard export's ``Call``, ``Subscribe`` and ``Unsubscribe`` messages are records of type ``event``, the
+    rest ``message``; an unsent message's tombstone keeps ``message``; every stored record validates."""
+    cfg = setup(tmp_path)
+    messages = [{**msg(ALICE, T0, "The video call ended."), "type": "Call", "call_duration": 61},
+                {**msg(ALICE, T0 + 1, "Alice added Bob to the group."), "type": "Subscribe"},
+                {**msg(ALICE, T0 + 2, "hello"), "type": "Generic"}, msg(ALICE, T0 + 3, unsent=True)]  # fmt: skip
+    write_zip(tmp_path / "inbox" / "a.zip", Export([alice_thread(messages)]).files())
+    assert poll(cfg, "fbm").status == "ok"
+    texts = by_text(tmp_path)
+    assert [texts[t]["type"] for t in ("The video call ended.", "Alice added Bob to the group.", "hello")] == ["event", "event", "message"]
+    [gone] = revisions(tmp_path)
+    assert gone["type"] == "message" and gone["deleted"] is True
+    assert_valid([*originals(tmp_path).values(), gone])
 
 
 def test_media_present_is_stored_content_addressed_and_missing_media_is_recorded(tmp_path: Path) -> None:
@@ -271,3 +290,31 @@ def test_config_is_checked_without_io(tmp_path: Path) -> None:
     poller = make_poller(cfg.source("fbm"))
     assert poller.watch_paths() == [tmp_path / "nowhere"]  # type: ignore[attr-defined]
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_store_from_before_the_schema_check_is_made_consistent_by_backfill_rewrite(tmp_path: Path) -> None:
+    """Records an older memex stored with ``type: "messenger"`` (originals and revisions) are what ``memex verify`` reports
+    as not the record schema, naming ``backfill --rewrite``; ``memex backfill fbm --rewrite`` replaces each of them,
+    after which everything stored validates and verify finds the index whole."""
+    cfg_path = write_config(tmp_path, {"fbm": {"type": "messenger", "inbox": str(tmp_path / "inbox"), "settle_seconds": 0}})
+    (tmp_path / "inbox").mkdir()
+    write_zip(
+        tmp_path / "inbox" / "a.zip",
+        Export([alice_thread([msg(ALICE, T0, "hi", reactions=[(ME, "❤")]), msg(ALICE, T0 + 1, "yo")])]).files(),
+    )
+    assert poll(memex_config.load(cfg_path), "fbm").new == 3
+    store = tmp_path / "state" / "store"
+    for key, body in stored_records(store).items():  # as an older memex wrote them
+        old = store / f"{key}.old"
+        old.write_bytes(canonical_json({**json.loads(body), "type": "messenger"}))
+        os.replace(old, store / key)
+    before = run_cli("verify", "fbm", "--repair", "--json", config=cfg_path)
+    assert before.returncode == 1, before.stderr
+    report = json.loads(before.stdout)["sources"]["fbm"]
+    assert report["damage"]["not_schema"] == 3 and "memex backfill fbm --rewrite" in report["not_repaired"][0]
+    out = run_cli("backfill", "fbm", "--rewrite", "--json", config=cfg_path)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["rewritten"] == 3
+    assert {d["type"] for d in assert_valid(stored_records(store))} == {"message", "reaction"}
+    after = run_cli("verify", "fbm", "-q", config=cfg_path)
+    assert (after.returncode, after.stdout) == (0, "")

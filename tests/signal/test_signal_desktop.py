@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memex.records import encode_id, message_key, revision_key
-from tests.conftest import Gate, file_objects, run_cli, write_config
+from tests.conftest import Gate, assert_valid, file_objects, run_cli, write_config
 from tests.core.test_backfill import interrupt_when, popen_cli
 from tests.signal import signal_standin as sc
 from tests.signal.signal_desktop_db import Desktop, key_cmd_script, wrap_key
@@ -93,6 +93,9 @@ def test_desktop_rows_become_the_live_pollers_records(tmp_path: Path) -> None:
     reaction = revs[revision_key("sig", f"{sc.ALICE}:{T0}", f"reaction:{sc.ME}:{T0 + 4}")]
     assert reaction["extra"]["reaction"] == {"emoji": "👍", "by": sc.ME, "remove": False}
     assert len(revs) == 4
+    assert_valid({**msgs, **revs})  # the same schema as the live poller's records
+    assert {m["type"] for m in msgs.values()} == {"message"} and reaction["type"] == "reaction"
+    assert {r["type"] for k, r in revs.items() if r["revision"]["kind"] != "reactions"} == {"message"}
     for nid, data in ((f"{sc.ALICE}:{T0 + 11}", PHOTO), (f"{sc.ALICE}:{T0 + 12}", PNG)):
         (att,) = by_id[nid]["attachments"]
         sha = hashlib.sha256(data).hexdigest()
@@ -114,7 +117,8 @@ def test_encrypted_key_is_unwrapped_with_the_password_key_cmd_prints(tmp_path: P
 
 def test_a_wrong_key_or_password_is_one_clear_line_and_nothing_is_written(tmp_path: Path) -> None:
     """A key that does not open the database, a password that does not unwrap encryptedKey, and an encryptedKey with no
-    key_cmd: exit 1, one line saying what to check, no secret in it, nothing stored."""
+    key_cmd: exit 1, one line saying what to check (and SQLCipher's own log lines silenced), no secret in it, nothing
+    stored."""
     d = build(tmp_path / "Signal")
     desktop = d.write()
     (desktop / "config.json").write_text(json.dumps({"key": "ab" * 32}))
@@ -122,6 +126,8 @@ def test_a_wrong_key_or_password_is_one_clear_line_and_nothing_is_written(tmp_pa
     code, summary, err = backfill(cfg)
     assert code == 1 and "did not open it; check key_cmd" in summary["error"], err
     assert "ab" * 32 not in err + json.dumps(summary)
+    (line,) = err.splitlines()  # memex's one line; SQLCipher's own ("ERROR CORE sqlcipher_page_cipher: hmac check
+    assert "did not open it" in line and "sqlcipher_" not in err  # failed for pgno=1", ...) never reach stderr
 
     (desktop / "config.json").write_text(json.dumps({"encryptedKey": wrap_key(d.key_hex, PASSWORD, "v11")}))
     cfg = config(tmp_path, desktop, key_cmd=[str(key_cmd_script(tmp_path, b"not the password"))])

@@ -22,7 +22,7 @@ from memex.records import decode_id
 from memex.registry import make_poller
 from memex.runner import poll
 from memex.state.cursors import CursorStore
-from tests.conftest import patience
+from tests.conftest import assert_valid, patience
 from tests.servers.graph import ME, TENANT, Fault, GraphServer
 
 CHAT_A = "19:2da4c29f6d7041eca70b638b43d45437@thread.v2"
@@ -155,6 +155,8 @@ def test_incremental_poll_stores_new_messages_and_changes_as_revisions(
     assert kinds == {(first[0], "edit"), (first[1], "delete"), (first[2], "reactions")}
     edit = next(r for r in revisions.values() if r["revision"]["kind"] == "edit")
     assert edit["text"] == "m0 (edited)" and edit["edited_at"]
+    every = assert_valid({**stored(tmp_path), **revisions})  # originals and revisions: memex.message/1
+    assert {r["type"] for r in every} == {"message"}  # never an invented "teams"
     assert next(r for r in revisions.values() if r["revision"]["kind"] == "delete")["deleted"] is True
     walk = graph.requests(f"/v1.0/me/chats/{CHAT_A}/messages")[-1]
     assert walk["query"]["$filter"].startswith("lastModifiedDateTime gt ")
@@ -195,6 +197,8 @@ def test_system_messages_images_and_files(tmp_path: Path, setup: tuple[config_mo
     records = list(stored(tmp_path).values())
     system = next(r for r in records if r["extra"].get("system"))
     assert system["text"] is None and system["extra"]["event_detail"]["chatDisplayName"] == "Falcon 2"
+    assert_valid(records)
+    assert system["type"] == "event" and {r["type"] for r in records if r is not system} == {"message"}
     assert system["sender"]["id"] is None
     pic = next(r for r in records if r["native_id"].endswith(img))
     (att,) = pic["attachments"]
@@ -713,11 +717,15 @@ def test_message_text_never_reaches_logs_or_errors(tmp_path: Path, setup: tuple[
     graph.post(CHAT_A, f"<p>secret {canary}</p>", html=True)
     graph.post(CHAT_B, f"plain {canary}", files=[{"id": "f1", "contentType": "reference", "name": f"{canary}.docx",
                                                  "contentUrl": f"https://contoso.sharepoint.com/{canary}.docx"}])  # fmt: skip
-    graph.chats[CHAT_C].messages["bad"] = {"id": "bad", "lastModifiedDateTime": "not a time", "body": {"content": canary}}
-    graph.fault(f"/me/chats/{CHAT_B}/messages", 500, times=1000)  # one chat fails: its error line is printed too
+    graph.chats[CHAT_C].messages["bad"] = {
+        "id": "bad",
+        "lastModifiedDateTime": "not a time",
+        "body": {"contentType": "text", "content": canary},
+    }
+    graph.fault(f"/me/chats/{CHAT_B}/messages", 400, times=1000)  # one chat fails at once (no retry): its error line is printed too
     env = {**os.environ, "MEMEX_CONFIG": str(cfg.path), "REQUESTS_CA_BUNDLE": str(graph.cert)}
     proc = subprocess.run(
-        [sys.executable, "-m", "memex", "poll", "teams", "--max-seconds", "4"], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "memex", "poll", "teams", "--max-seconds", "60"], env=env, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 1 and CHAT_B in proc.stderr
     assert any(canary in json.dumps(r) for r in stored(tmp_path).values())  # it was stored
@@ -796,7 +804,8 @@ def test_channel_history_resumes_at_its_channel(tmp_path: Path, graph: GraphServ
 
 def test_start_now_with_channels_stores_only_what_comes_later(tmp_path: Path, graph: GraphServer) -> None:
     """start = "now" with channels: the first poll stores nothing and keeps each channel's deltaLink; later posts and replies are
-    stored, an old post's edit is a revision, and an old post that only comes back with its chain is not stored."""
+    stored, an old post's edit is a revision (with the post as it is now as its original: never a revision without its original),
+    and an old post that only comes back with its chain is not stored."""
     graph.add_channel(TEAM, CHANNEL)
     old = graph.post(CHANNEL, "old post", step=86400)  # long before the head
     recent = graph.post(CHANNEL, "recent post", step=5)  # inside the head round's window (Graph's clock, from its Date header)
@@ -815,7 +824,9 @@ def test_start_now_with_channels_stores_only_what_comes_later(tmp_path: Path, gr
     graph.edit(CHANNEL, old, "old post (edited)")
     second = poll(cfg, "teams")
     assert (second.new, second.dup, second.exit_code) == (4, 0, 0), second.error
-    assert {r["native_id"] for r in stored(tmp_path).values()} == {f"{CHANNEL}/{m}" for m in (new_reply, old_reply, new_post)}
+    originals = {r["native_id"]: r for r in stored(tmp_path).values()}
+    assert originals.keys() == {f"{CHANNEL}/{m}" for m in (new_reply, old_reply, new_post, old)}
+    assert originals[f"{CHANNEL}/{old}"]["text"] == "old post (edited)" and "revision" not in originals[f"{CHANNEL}/{old}"]
     (rev,) = stored(tmp_path, "revisions/teams/").values()
     assert rev["native_id"] == f"{CHANNEL}/{old}" and rev["revision"]["kind"] == "edit"
     assert poll(cfg, "teams").new == 0
