@@ -13,14 +13,19 @@ round and a summary, keeps the output of failed rounds under ``.flake-hunt/``, a
 
 from __future__ import annotations
 
-import argparse
-import ast
 import os
-import shutil
-import subprocess
 import sys
-import time
-from pathlib import Path
+
+# Run as a script, this file's folder (tests/) comes first on sys.path, and the package tests/signal/ would stand in
+# for the standard library's signal module (subprocess then fails to stop the load: no attribute SIGTERM).
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
+
+import argparse  # noqa: E402
+import ast  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RACY = (
@@ -110,6 +115,7 @@ def main() -> int:
         try:
             for n in range(1, args.rounds + 1):
                 started = time.monotonic()
+                tests = timing_sensitive()  # read again each round: the tree may have changed (a pull between rounds)
                 cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", args.jobs, *tests]
                 run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
                 last = (run.stdout.strip().splitlines() or ["(no output)"])[-1]
