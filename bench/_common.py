@@ -11,9 +11,10 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 FAKE_AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
@@ -86,3 +87,16 @@ def moto_server() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+def write_records(root: Path, records: Iterable[tuple[str, bytes]]) -> None:
+    """``(file name, bytes)`` records written straight into a file store's ``messages/bench/`` (0700 folders, 0600
+    files; no fsync: a benchmark fixture)."""
+    folder = root / "messages" / "bench"
+    folder.mkdir(parents=True, mode=0o700)
+    for p in (root, root / "messages"):
+        p.chmod(0o700)
+    for name, body in records:
+        fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, body)
+        os.close(fd)

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._common import FAKE_AWS, Run, run
+from bench._common import FAKE_AWS, Run, run, write_records
 from memex.records import Message
 
 BASELINE_GET = """
@@ -49,18 +49,8 @@ def record(i: int) -> bytes:
 
 def make_file_store(root: Path, n: int) -> None:
     """N records on disk in the file store's layout (0700 folders), written directly (no fsync: a benchmark fixture)."""
-    folder = root / "messages" / "bench"
-    folder.mkdir(parents=True, mode=0o700)
-    for p in (root, root / "messages"):
-        p.chmod(0o700)
-    template = record(0)
-    head, tail = template.split(b"B000000000")
-    for i in range(n):
-        ident = f"B{i:09d}".encode()
-        body = head + ident + tail
-        fd = os.open(folder / f"B{i:09d}{SUFFIX}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.write(fd, body)
-        os.close(fd)
+    head, tail = record(0).split(b"B000000000")
+    write_records(root, ((f"B{i:09d}{SUFFIX}.json", head + f"B{i:09d}".encode() + tail) for i in range(n)))
 
 
 def config(d: Path, url: str, endpoint: str | None = None) -> Path:

@@ -27,7 +27,17 @@ CONFIG_ENV = "MEMEX_CONFIG"
 SOURCE_COMMON_KEYS = ("type", "enabled", "start", "interval", "heartbeat_url")
 # Seconds between polls for a type when its section sets no `interval` (Graph throttles chatty clients).
 TYPE_INTERVALS: dict[str, int] = {"teams": 300}
-_GLOBAL_KEYS = ("state_dir", "store", "sources", "log_max_bytes", "log_backups", "metrics_textfile", "state_url", "lease_seconds")
+_GLOBAL_KEYS = (
+    "state_dir",
+    "store",
+    "sources",
+    "log_max_bytes",
+    "log_backups",
+    "metrics_textfile",
+    "state_url",
+    "lease_seconds",
+    "search_index",
+)
 _STORE_KEYS = ("url", "endpoint_url", "region", "profile", "client")
 _MISSING: Any = object()
 
@@ -91,6 +101,7 @@ class Config:
     metrics_textfile: Path | None = None  # Prometheus textfile; None: <state_dir>/metrics/memex.prom
     state_url: str | None = None  # s3://bucket/prefix: cursors and run leases shared by several hosts (memex.state.s3state)
     lease_seconds: int = 90  # a run lease not renewed for this long (server clock) may be taken over
+    search_index: bool = True  # polls and backfills keep the search index (memex.search) in step
 
     def source(self, name: str) -> SourceConfig:
         """The named source, or a ConfigError listing the configured ones."""
@@ -142,6 +153,7 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
         if not rest or rest.startswith("/"):
             raise ConfigError("must be s3://bucket/prefix (cursors and leases shared by several hosts)", path=path, key="state_url")
     lease_seconds = top.number("lease_seconds", default=90, minimum=2, maximum=3600)
+    search_index = top.flag("search_index", default=True)
     store_table = top.table("store", default={})
     sources_table = top.table("sources", default={})
     top.finish(_GLOBAL_KEYS)
@@ -190,7 +202,8 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
             state_dir=state_dir,
         )
     return Config(path=path, state_dir=state_dir, store=store, sources=sources, log_max_bytes=log_max_bytes, log_backups=log_backups,
-                  metrics_textfile=metrics_textfile, state_url=state_url, lease_seconds=lease_seconds)  # fmt: skip
+                  metrics_textfile=metrics_textfile, state_url=state_url, lease_seconds=lease_seconds,
+                  search_index=search_index)  # fmt: skip
 
 
 def _heartbeat_url(keys: Keys, path: Path | None, name: str) -> str | None:

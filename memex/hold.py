@@ -69,3 +69,13 @@ def hold_from_env() -> Hold | None:
     if not sep or not gate or not at.isdigit() or int(at) < 1:
         return None
     return Hold(int(at), gate)
+
+
+@functools.cache
+def point_from_env(point: str) -> Hold | None:
+    """The hold ``MEMEX_TEST_HOLD=POINT:GATE`` asks for at the named ``point`` (e.g. ``index``: after the store's commit,
+    before the search index is updated), or None. The process pauses there once, as for a held item."""
+    at, sep, gate = os.environ.get(HOLD_ENV, "").partition(":")
+    if not sep or not gate or at != point:
+        return None
+    return Hold(1, gate)

@@ -34,6 +34,7 @@ from memex.live_cursor import start_now, trusted_positions
 from memex.observe import heartbeat, metrics
 from memex.observe.logs import config_logger
 from memex.registry import open_poller
+from memex.search import has_pending
 from memex.source import Batch, Cursor, Poller, describe, moved_backward
 from memex.state.backend import claimed_section, cursor_store, run_lock
 from memex.state.files import require_state_dir
@@ -235,25 +236,43 @@ def _run(
     uploader = Uploader(cfg, name, log, deadline=deadline)
     stored = getattr(poller, "stored", None)  # memex.source.Spooling
 
+    uploader.stored = [] if cfg.search_index else None  # handed to the search index after each commit (memex.search.build)
+    follower: Any = None
+    if cfg.search_index and has_pending(cfg.state_dir, name, "poll"):  # a journal left by a crash: one stat; no SQLite when there is none
+        follower = _follower(cfg, name, log)
+        follower.catch_up(uploader.store)
+
     refused = False
 
     def commit() -> None:
-        nonlocal committed, refused
-        if current == committed or refused:
+        nonlocal committed, refused, follower
+        if refused:
             return
-        try:
-            positions = trusted_positions(poller, name, committed, current, declared_reset=result.reset is not None)
-        except BadCursor as exc:
-            refused = True
-            log.error("poller.bad_cursor", reason=exc.reason)
-            raise
+        moved = current != committed
+        positions: dict[str, int] = {}
+        if moved:
+            try:
+                positions = trusted_positions(poller, name, committed, current, declared_reset=result.reset is not None)
+            except BadCursor as exc:
+                refused = True
+                log.error("poller.bad_cursor", reason=exc.reason)
+                raise
+        batch = uploader.take_stored()
+        if not moved and not batch:
+            return
+        if batch:
+            follower = follower or _follower(cfg, name, log)
+            follower.before_commit(batch)  # the keys are journaled before the store's commit makes them durable
         uploader.sync()
-        cursors.advance(name, committed, current, positions=positions)
-        committed = current
-        if stored is not None:
-            stored(current)  # memex.source.Spooling: release what backs the records now durable
-        result.positions_after = positions
-        result.cursor_after = describe(result.positions_after)
+        if moved:
+            cursors.advance(name, committed, current, positions=positions)
+            committed = current
+            if stored is not None:
+                stored(current)  # memex.source.Spooling: release what backs the records now durable
+            result.positions_after = positions
+            result.cursor_after = describe(result.positions_after)
+        if batch:
+            follower.after_commit(batch, uploader.store)  # a crash before this: the next run catches up from the journal
 
     since_commit, last_commit = 0, time.monotonic()
     try:
@@ -308,6 +327,13 @@ def _run(
         result.status = "ok"
     else:
         result.status = "idle"
+
+
+def _follower(cfg: Config, name: str, log: Any) -> Any:
+    """The search index's follower of this source's polls (imported only when there is something to index)."""
+    from memex.search.build import Follower
+
+    return Follower(cfg, name, "poll", log)
 
 
 def _check_direction(poller: Poller, name: str, current: Cursor, batch: Batch, log: Any, result: PollResult) -> None:

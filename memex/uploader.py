@@ -10,6 +10,7 @@ never stored. Only the store's own failures propagate (and stop the cursor befor
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -82,6 +83,10 @@ class Uploader:
         self._store: ObjectStore | None = store  # given: shared by backfill's upload threads
         self.deadline = deadline  # a poll's: every request to the store is bounded by it
         self._hold = hold_from_env()  # None unless a test asked to hold an item (memex.hold)
+        # (key, bytes) of each record stored or found already stored, for the search index (memex.search.build);
+        # None: nobody asked. Appended from several threads in a backfill (list.append is atomic).
+        self.stored: list[tuple[str, bytes]] | None = None
+        self._stored_lock = threading.Lock()
         if store is not None:
             _use_log(store, log)
 
@@ -142,6 +147,7 @@ class Uploader:
                         self.store.put_new(blob_key, blob)
                 if rewrite:
                     existing = self.store.get(key)
+                    self._handed(key, body)
                     if existing == body:
                         return "dup"
                     self.store.put(key, body)
@@ -157,10 +163,16 @@ class Uploader:
                     blobs = {key[: -len(".json")] + suffix: blob for suffix, blob in item.blobs.items()}
                     for blob_key, blob in blobs.items():
                         self.store.put_new(blob_key, blob)
-                    return "new" if self.store.put_new(key, body) else "dup"
+                    if self.store.put_new(key, body):
+                        self._handed(key, body)
+                        return "new"
+                    return "dup"
                 elif isinstance(mine, str):
+                    self._handed(key, body)
                     return "new"
-                return "new" if self.store.put_new(key, body) else "dup"
+                outcome = "new" if self.store.put_new(key, body) else "dup"
+                self._handed(key, body)  # a duplicate too: stored before a crash, it may not be in the index yet
+                return outcome
         if item.failure is not None:
             failure = item.failure
             base = f"quarantine/{encode_id(self.source)}/{encode_id(failure.native_id)}"
@@ -178,6 +190,19 @@ class Uploader:
             return "quarantined"
         return "skip"
 
+    def _handed(self, key: str, body: bytes) -> None:
+        if self.stored is not None:
+            with self._stored_lock:
+                self.stored.append((key, body))
+
+    def take_stored(self) -> list[tuple[str, bytes]]:
+        """What was handed over since the last call (each record once), and start a new list."""
+        with self._stored_lock:
+            if not self.stored:
+                return []
+            taken, self.stored = self.stored, []
+            return taken
+
     def _original_first(self, message: Message) -> None:
         """Never a revision without its original: a missing original is stored first, as this whole revision's record.
 
@@ -187,7 +212,9 @@ class Uploader:
         key = message_key(message.source, message.native_id)
         if self.store.exists(key):
             return
-        if self.store.put_new(key, replace(message, revision=None).to_json()):
+        original = replace(message, revision=None).to_json()
+        if self.store.put_new(key, original):
+            self._handed(key, original)
             rid = message.revision["id"] if message.revision is not None else None
             self.log.info("revision.original_stored", native_id=repair_text(message.native_id), revision=rid)
 

@@ -55,6 +55,7 @@ class Checkpoint:
         self.start: Cursor = None
         self.done_before = 0
         self._saved: tuple[Cursor, int] | None = None
+        self.follower: Any = None  # memex.search.build.Follower, set by the run: keeps the search index in step
 
     def prepare(self, restart: bool, workers: int) -> None:
         """Decide where to start (resume, restart, or refuse) and record the run as running."""
@@ -114,6 +115,9 @@ class Checkpoint:
         if status == "running" and (cursor, behind) == self._saved:
             return
         self._saved = (cursor, behind)
+        batch = uploader.take_stored()  # for the search index: journaled before the sync, indexed after the save
+        if batch and self.follower is not None:
+            self.follower.before_commit(batch)
         uploader.sync()
         positions = self.poller.positions(cursor) if cursor else {}
         done = self.done_before + behind
@@ -127,3 +131,5 @@ class Checkpoint:
 
         self.cursors.update(self.source, change)
         self.result.checkpoint, self.result.done_total = positions, done
+        if batch and self.follower is not None:
+            self.follower.after_commit(batch, uploader.store)

@@ -21,6 +21,8 @@ from memex.config import Config
 from memex.deadline import Deadline, Interrupted
 from memex.errors import MemexError, StoreError
 from memex.runner import internal_error
+from memex.search import has_pending
+from memex.search.build import Follower
 from memex.source import Item
 from memex.store import open_store
 from memex.uploader import Uploader
@@ -71,6 +73,11 @@ class BackfillRun:
                 use_deadline(on_stop)
         getattr(store, "client", None)  # S3: create the one shared boto3 client here, before the threads
         uploader = Uploader(self.cfg, self.source, self.log, store=store, deadline=on_stop)  # the deadline only ends a test's hold
+        if self.cfg.search_index:
+            uploader.stored = []  # handed to the search index at each checkpoint (memex.search.build)
+            self.checkpoint.follower = Follower(self.cfg, self.source, "backfill", self.log)
+        if self.cfg.search_index and has_pending(self.cfg.state_dir, self.source, "backfill"):
+            self.checkpoint.follower.catch_up(store)  # a journal left by a crash between a checkpoint's sync and the index
         frontier = Frontier(self.checkpoint.start)
         items: queue.Queue[tuple[int, Item] | None] = queue.Queue(maxsize=self.workers * READ_AHEAD_PER_WORKER)
         halt = _Either(self.stop, self.abort)

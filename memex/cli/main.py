@@ -17,6 +17,7 @@ import click
 from memex.cli.common import fail, json_option, load_config, reports_errors, stop_on_signals
 from memex.cli.deploy import cron, launchd
 from memex.cli.schema import schema
+from memex.cli.search import index, search, show
 from memex.cli.verify import verify
 from memex.cli.watch import watch
 
@@ -366,4 +367,7 @@ main.add_command(cron)
 main.add_command(launchd)
 main.add_command(watch)
 main.add_command(verify)
+main.add_command(search)
+main.add_command(show)
+main.add_command(index)
 main.add_command(schema)

@@ -13,15 +13,15 @@ from memex.cli.common import json_option, load_config, reports_errors, stop_on_s
 
 
 @contextmanager
-def progress(enabled: bool) -> Iterator[Callable[[int], None] | None]:
-    """A live count of objects read on the terminal's stderr (nothing when stderr is not a terminal)."""
+def progress(enabled: bool, label: str = "verifying: {n} objects read") -> Iterator[Callable[[int], None] | None]:
+    """A live count (``label`` with ``{n}``) on the terminal's stderr (nothing when stderr is not a terminal)."""
     if not enabled:
         yield None
         return
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    with Progress(SpinnerColumn(), TextColumn("verifying: {task.completed:,} objects read"), TimeElapsedColumn(),
+    with Progress(SpinnerColumn(), TextColumn(label.replace("{n}", "{task.completed:,}")), TimeElapsedColumn(),
                   console=Console(stderr=True), transient=True) as bar:  # fmt: skip
         task = bar.add_task("verify", total=None)
 

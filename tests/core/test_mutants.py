@@ -875,6 +875,36 @@ MUTANTS = [
         ["tests/core/test_filestore_repair.py::test_an_empty_and_a_truncated_object_are_repaired_by_the_next_read_not_counted_as_duplicates"],
         id="file-store-taken-name-is-a-duplicate-unchecked",
     ),
+    pytest.param(
+        "memex/runner.py",
+        [('    if cfg.search_index and has_pending(cfg.state_dir, name, "poll"):', '    if False:')],
+        ["tests/core/test_search.py::test_a_crash_between_the_store_commit_and_the_index_update_is_repaired_by_the_next_poll"],
+        id="search-no-catch-up-from-the-journal",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("            follower.before_commit(batch)", "            pass")],
+        ["tests/core/test_search.py::test_a_crash_between_the_store_commit_and_the_index_update_is_repaired_by_the_next_poll"],
+        id="search-no-journal-before-the-store-commit",
+    ),
+    pytest.param(
+        "memex/search/index.py",
+        [("        text = original if latest is None else latest\n", "        text = original\n")],
+        ["tests/core/test_search.py::test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message"],
+        id="search-original-text-kept-after-an-edit",
+    ),
+    pytest.param(
+        "memex/search/rows.py",
+        [("    return max(texts, key=lambda r: (timestamp(r.at) or 0.0, r.key)).text", "    return texts[0].text")],
+        ["tests/core/test_search.py::test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message"],
+        id="search-first-edit-not-the-latest",
+    ),
+    pytest.param(
+        "memex/search/query.py",
+        [('        if not self.deleted:\n            where.append("m.deleted = 0")\n', "")],
+        ["tests/core/test_search.py::test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message"],
+        id="search-unsent-messages-not-left-out",
+    ),
 ]  # fmt: skip
 
 

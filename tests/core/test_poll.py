@@ -94,7 +94,20 @@ def test_idle_poll_makes_no_s3_request_and_imports_no_boto3(tmp_path: Path) -> N
 # (memex.lean_import: dataclasses imports it for what memex never asks of it), and
 # what only storing a message needs (hashing, file copies, tracebacks, random names, iMessage edit plists).
 IDLE_POLL_NEVER_IMPORTS = frozenset(
-    {"click", "structlog", "asyncio", "inspect", "hashlib", "shutil", "secrets", "traceback", "plistlib", "fastjsonschema"}
+    {
+        "click",
+        "structlog",
+        "asyncio",
+        "inspect",
+        "hashlib",
+        "shutil",
+        "secrets",
+        "traceback",
+        "plistlib",
+        "fastjsonschema",
+        "memex.search.index",
+        "memex.search.build",
+    }
 )
 
 

@@ -1,0 +1,220 @@
+"""``memex search``: rebuild speed against a same-run baseline, query latency, and what the index adds to a poll.
+
+1. Rebuild: N generated records (varied words, senders, conversations, five years of dates) written straight into a
+   file store in the real layout; ``memex index rebuild`` in a child process (the index removed before each round),
+   alternated with a baseline child that only lists the same files, reads them and ``json.loads`` each. Ratio = the
+   baseline's wall time over the rebuild's (1.0: as fast as reading); peak RSS per size shows whether memory is flat.
+2. Query latency: 20 representative queries over the rebuilt index (single common/rare word, phrase, prefix,
+   ``from:`` + word, a date range + word, ``in:``, ``has:attachment``, ``is:me``, ``--rank``, ...), each run
+   ``--repeat`` times in this process after one warm-up; p50 and p95 over every run, and each query's median.
+3. Incremental cost: a ``memex poll`` that stores 100 new iMessage messages, with ``search_index = true`` and with
+   ``false``, alternated, medians of the wall times (each round on a fresh state folder whose index already holds
+   the first 1,000 messages).
+
+    python bench/search.py --messages 100000 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import Run, run, write_records
+from memex.records import Message
+
+WORDS = [f"w{n}" for n in range(20000)]  # a Zipf-like vocabulary: w0 is common, w19999 rare
+REAL = ("lease", "lunch", "photos", "tomorrow", "meeting", "flight", "dinner", "birthday", "contract", "invoice")
+BASELINE = """
+import json, os, sys
+n = 0
+for folder, _dirs, files in os.walk(sys.argv[1]):
+    for name in files:
+        if name.endswith(".json"):
+            with open(os.path.join(folder, name), "rb") as fh:
+                json.loads(fh.read())
+            n += 1
+print(n)
+"""
+QUERIES = [
+    ["w1"], ["w5"], ["lease"], ["w15000"], ["w19990"], ['"w1 w2"'], ['"lease w3"'], ["lea*"], ["w12*"],
+    ["from:person7", "w1"], ["from:person7"], ["after:2023-01-01", "before:2023-02-01", "w2"], ["after:2024-06-01", "lunch"],
+    ["in:group12"], ["in:group12", "dinner"], ["has:attachment", "photos"], ["is:me", "meeting"], ["source:bench", "flight"],
+    ["--rank", "lease"], ["w3", "-w4"],
+]  # fmt: skip
+
+
+def record(i: int, rng: random.Random) -> bytes:
+    """One varied record (about 500 bytes)."""
+    words = [WORDS[min(int(rng.paretovariate(1.1)) - 1, len(WORDS) - 1)] for _ in range(rng.randint(3, 25))]
+    if rng.random() < 0.2:
+        words.insert(rng.randrange(len(words) + 1), rng.choice(REAL))
+    when = 1577836800 + rng.randrange(5 * 365 * 86400)  # 2020..2024
+    m = Message(source="bench", type="message", native_id=f"B{i:09d}-5E0C-4C4B-9F1A-6A0B1C2D3E4F",
+                sent_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)), text=" ".join(words))  # fmt: skip
+    group = rng.randrange(500)
+    m.conversation = {"id": f"chat{group}", "name": f"group{group}", "participants": [f"+1555{group:06d}", "me"]}
+    me = rng.random() < 0.3
+    person = rng.randrange(200)
+    m.sender = {"id": None if me else f"person{person}@example.com", "name": None if me else f"Person{person}", "is_me": me}
+    if rng.random() < 0.05:
+        m.attachments = [{"id": f"a{i}", "filename": f"IMG_{i}.jpg", "mime_type": "image/jpeg", "size": 1000}]
+    return m.to_json()
+
+
+def make_store(root: Path, n: int) -> None:
+    """N varied records in the file store's layout, written directly (a fixture)."""
+    rng = random.Random(23)
+    write_records(root, ((f"B{i:09d}-5E0C-4C4B-9F1A-6A0B1C2D3E4F.json", record(i, rng)) for i in range(n)))
+
+
+def config(d: Path, store: Path, extra: str = "") -> Path:
+    """A config for a file store (and ``extra`` lines: sources, search_index)."""
+    cfg = d / "config.toml"
+    cfg.write_text(f'state_dir = "{d / "state"}"\n{extra}[store]\nurl = "{store.as_uri()}"\n')
+    return cfg
+
+
+def alternate(label: str, a: list[str], b: list[str], rounds: int, before: list[str] | None = None) -> tuple[Run, Run]:
+    """``a`` and ``b`` alternated ``rounds`` times (``before`` run ahead of each, untimed); the medians."""
+    ra: list[Run] = []
+    rb: list[Run] = []
+    for i in range(rounds):
+        for cmd, out in ((a, ra), (b, rb)) if i % 2 == 0 else ((b, rb), (a, ra)):
+            if before is not None:
+                run(before)
+            r = run(cmd)
+            if r.returncode != 0:
+                raise SystemExit(f"{label}: {cmd[:6]} exited {r.returncode}")
+            out.append(r)
+        print(f"  round {i + 1}: {ra[-1].wall:.2f}s vs {rb[-1].wall:.2f}s", flush=True)
+
+    def med(runs: list[Run]) -> Run:
+        return Run(statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs), max(r.rss_mib for r in runs), 0)
+
+    return med(ra), med(rb)
+
+
+def rebuild(work: Path, n: int, rounds: int) -> float:
+    """Part 1 at size ``n``; the rebuild's peak RSS (MiB)."""
+    d = work / f"store-{n}"
+    store = d / "store"
+    if not store.exists():
+        t = time.perf_counter()
+        d.mkdir(parents=True, exist_ok=True)
+        make_store(store, n)
+        print(f"generated {n:,} records in {time.perf_counter() - t:.1f}s", flush=True)
+    cfg = config(d, store)
+    memex = [sys.executable, "-m", "memex", "--config", str(cfg)]
+    wipe = ["rm", "-rf", str(d / "state" / "search")]
+    va, vb = alternate("rebuild", [*memex, "index", "rebuild"], [sys.executable, "-c", BASELINE, str(store)], rounds, before=wipe)
+    run([*memex, "index", "rebuild"])  # leave a built index for the queries
+    print(f"rebuild: {n:,} records: {n / va.wall:,.0f}/s (median {va.wall:.2f}s, cpu {va.cpu:.2f}s, peak RSS {va.rss_mib:.0f} MiB); "
+          f"read+json.loads baseline {n / vb.wall:,.0f}/s ({vb.wall:.2f}s, cpu {vb.cpu:.2f}s); ratio {vb.wall / va.wall:.2f}x "
+          f"(cpu {vb.cpu / va.cpu:.2f}x); "
+          f"index file {(d / 'state' / 'search' / 'index.sqlite').stat().st_size / 2**20:.0f} MiB", flush=True)  # fmt: skip
+    latency(d / "state", n)
+    return va.rss_mib
+
+
+def latency(state: Path, n: int, repeat: int = 5) -> None:
+    """Part 2: the queries' latency over the index in ``state``."""
+    from memex.search.index import SearchIndex
+    from memex.search.query import parse
+
+    index = SearchIndex.open(state, create=False)
+    every: list[float] = []
+    rows = []
+    for args in QUERIES:
+        rank = args[0] == "--rank"
+        q = parse(" ".join(args[1:] if rank else args))
+        sql, params = q.sql(20, rank=rank)
+        found = len(list(index.select(sql, params)))  # warm-up
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            list(index.select(sql, params))
+            times.append((time.perf_counter() - t) * 1000)
+        every += times
+        rows.append((" ".join(args), found, statistics.median(times)))
+    index.close()
+    every.sort()
+    p50, p95 = every[len(every) // 2], every[min(len(every) - 1, int(len(every) * 0.95))]
+    print(f"queries over {n:,} messages: p50 {p50:.1f} ms, p95 {p95:.1f} ms ({len(every)} runs of {len(QUERIES)} queries)")
+    for text, found, med in rows:
+        print(f"  {med:7.1f} ms  {found:3d} results  {text}")
+
+
+def incremental(work: Path, rounds: int) -> None:
+    """Part 3: a poll storing 100 messages with and without the index."""
+    from pollers.imessage import samples
+
+    d = work / "poll"
+    d.mkdir(parents=True, exist_ok=True)
+    db = d / "seed.db"
+    samples.build(db, 1000, seed=5)
+    ready: dict[str, Path] = {}
+    for flag in ("true", "false"):
+        root = d / flag
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir()
+        shutil.copy(db, root / "chat.db")
+        cfg = config(root, root / "store", f'search_index = {flag}\n[sources.imessage]\ntype = "imessage"\ndb = "{root / "chat.db"}"\n')
+        assert run([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage"]).returncode == 0
+        shutil.copytree(root, d / f"{flag}.seed")
+        ready[flag] = cfg
+
+    def fresh(flag: str) -> list[str]:
+        root = d / flag
+        code = (f"import shutil, sys; sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r}); "
+                f"shutil.rmtree({str(root)!r}); shutil.copytree({str(d / (flag + '.seed'))!r}, {str(root)!r}); "
+                f"from pollers.imessage import samples; from pathlib import Path; samples.append(Path({str(root / 'chat.db')!r}), 100, seed=6)")  # fmt: skip
+        return [sys.executable, "-c", code]
+
+    poll = {flag: [sys.executable, "-m", "memex", "--config", str(cfg), "poll", "imessage"] for flag, cfg in ready.items()}
+    with_index: list[Run] = []
+    without: list[Run] = []
+    for i in range(rounds * 2):
+        for flag in ("true", "false") if i % 2 == 0 else ("false", "true"):
+            assert run(fresh(flag)).returncode == 0
+            r = run(poll[flag])
+            assert r.returncode == 0
+            (with_index if flag == "true" else without).append(r)
+    a, b = statistics.median(r.wall for r in with_index), statistics.median(r.wall for r in without)
+    ca, cb = statistics.median(r.cpu for r in with_index), statistics.median(r.cpu for r in without)
+    print(f"poll storing 100 messages: with the index {a * 1000:.0f} ms (cpu {ca * 1000:.0f} ms), without {b * 1000:.0f} ms "
+          f"(cpu {cb * 1000:.0f} ms), medians of {len(without)}; wall +{(a / b - 1) * 100:.1f}%, cpu +{(ca / cb - 1) * 100:.1f}%",
+          flush=True)  # fmt: skip
+
+
+def main() -> None:
+    """Run the benchmark and print its figures."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, action="append", help="store sizes (repeatable; default 100000)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--keep", type=Path, default=None, help="keep generated stores here (reused on the next run)")
+    args = ap.parse_args()
+    print(f"machine: {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}", flush=True)
+    work = args.keep or Path(tempfile.mkdtemp(prefix="memex-bench-search-"))
+    try:
+        rss = {n: rebuild(work, n, args.rounds) for n in args.messages or [100000]}
+        if len(rss) > 1:
+            lo, hi = min(rss), max(rss)
+            print(f"peak RSS: {rss[hi]:.0f} MiB at {hi:,} vs {rss[lo]:.0f} MiB at {lo:,}: {rss[hi] / rss[lo]:.2f}x", flush=True)
+        incremental(work, args.rounds)
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

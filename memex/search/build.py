@@ -1,0 +1,169 @@
+"""Filling the search index: ``memex index rebuild`` from the store alone, and the journal that keeps it in step.
+
+**Rebuild** lists the store's records (``messages/`` and ``revisions/``, paginated on S3), reads them with
+``workers`` GETs in flight (straight from the folder for a file store: :class:`memex.verify.walk.Reader`) and adds
+them in large transactions; memory stays a window of objects whatever the store's size. Nothing but the store is
+read, so a second host, or someone with only the bucket, builds the same index.
+
+**In step** (:class:`Follower`): the runner and the backfill hand over what they stored (key and bytes). Before the
+store's commit the keys are appended to the writer's journal (fsynced); after the commit they are added to the index
+and the journal is emptied. A crash (or a failed index update) in between leaves the journal, and the writer's next
+run reads those keys back from the store and adds them (:meth:`Follower.catch_up`). On S3, where a PUT is durable
+before any commit, a record stored just before a crash is not journaled; the next run stores it again, finds it a
+duplicate, and duplicates are handed over too, so it is indexed then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from memex.config import Config
+from memex.hold import point_from_env
+from memex.records import encode_id
+from memex.search import journal_path
+from memex.search.index import SearchIndex
+from memex.search.rows import is_record_key
+from memex.state.files import fsync_dir, make_dirs
+from memex.store.objects import ObjectStore
+
+BATCH = 20000  # records inserted together (sorted by row id, so FTS5 writes few segments)
+
+
+def journal_append(path: Path, keys: list[str]) -> None:
+    """Append ``keys`` to the journal at ``path`` and make them durable (the folder too, when the file is new)."""
+    made = make_dirs(path.parent)
+    new = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, ("\n".join(keys) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if new or made:
+        fsync_dir(path.parent)
+
+
+def journal_keys(path: Path) -> list[str]:
+    """The keys a journal holds, each once, in order."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    return list(dict.fromkeys(k for k in text.splitlines() if k))
+
+
+def read_records(store: ObjectStore, keys: Iterator[str] | list[str], workers: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(key, record)`` of each key that holds a readable record (gone or unreadable ones are left out)."""
+    from concurrent.futures import ThreadPoolExecutor  # here: a poll that only adds what it stored never needs it
+
+    from memex.verify.walk import Reader, ordered_map
+
+    reader = Reader(store)
+
+    def load(key: str) -> dict[str, Any] | None:
+        body = reader.read(key)
+        if not body:
+            return None
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="index") if workers > 1 else None
+    try:
+        for key, doc in ordered_map(load, keys, pool, workers * 4):
+            if doc is not None:
+                yield key, doc
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _batches(records: Iterator[tuple[str, dict[str, Any]]], size: int) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    batch: list[tuple[str, dict[str, Any]]] = []
+    for record in records:
+        batch.append(record)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def rebuild(cfg: Config, store: ObjectStore, sources: list[str] | None, *, workers: int,
+            tick: Callable[[int], None] | None = None) -> int:  # fmt: skip
+    """Rebuild the index of ``sources`` (every source in the store when None) from the store alone; records read."""
+    tops = [f"{top}/" for top in ("messages", "revisions")] if not sources else [
+        f"{top}/{encode_id(s)}/" for top in ("messages", "revisions") for s in sources]  # fmt: skip
+    keys = (key for prefix in tops for key in store.list_keys(prefix) if is_record_key(key))
+    with SearchIndex.open(cfg.state_dir) as index:
+        return index.rebuild(_batches(read_records(store, keys, workers), BATCH), sources, tick)
+
+
+def store_counts(store: ObjectStore, source: str) -> int:
+    """How many message records the store holds for ``source`` (one listing of ``messages/<source>/``)."""
+    return sum(1 for key in store.list_keys(f"messages/{encode_id(source)}/") if is_record_key(key))
+
+
+class Follower:
+    """Keeps the index in step with what one writer (``poll`` or ``backfill``) of one source stores."""
+
+    def __init__(self, cfg: Config, source: str, writer: str, log: Any) -> None:
+        self.cfg, self.source, self.log = cfg, source, log
+        self.journal = journal_path(cfg.state_dir, source, writer)
+        self.whole = True  # the journal holds only keys of records handed to index() since it was last emptied
+
+    def catch_up(self, store: ObjectStore) -> int:
+        """Add the records a journal left by an earlier run names (read back from the store); then empty it."""
+        keys = journal_keys(self.journal)
+        if not keys:
+            self._remove()
+            return 0
+        try:
+            with SearchIndex.open(self.cfg.state_dir, durable=True) as index:
+                n = index.add(read_records(store, keys, 1))
+        except Exception as exc:
+            self.log.warning("search.catch_up_failed", keys=len(keys), error=type(exc).__name__)
+            self.whole = False
+            return 0
+        self._remove()
+        self.whole = True
+        self.log.info("search.caught_up", keys=len(keys), records=n)
+        return n
+
+    def before_commit(self, stored: list[tuple[str, bytes]]) -> None:
+        """Journal the keys of ``stored`` (before the store's commit makes them durable); a failure is a warning only:
+        the poll goes on, and only a crash before the index update would then leave those records to `memex index rebuild`."""
+        try:
+            journal_append(self.journal, [key for key, _ in stored])
+        except OSError as exc:
+            self.log.warning("search.journal_failed", path=str(self.journal), error=exc.strerror or type(exc).__name__)
+
+    def after_commit(self, stored: list[tuple[str, bytes]], store: ObjectStore) -> None:
+        """Add ``stored`` (now durable) to the index, then empty the journal; a failure keeps it for the next run."""
+        hold = point_from_env("index")
+        if hold is not None:
+            hold.reached(None)
+        if not self.whole:
+            self.catch_up(store)
+            return
+        try:
+            with SearchIndex.open(self.cfg.state_dir, durable=True) as index:
+                index.add((key, json.loads(body)) for key, body in stored)
+        except Exception as exc:
+            self.log.warning("search.index_failed", records=len(stored), error=type(exc).__name__)
+            self.whole = False
+            return
+        self._remove()
+
+    def _remove(self) -> None:
+        """Empty the journal (kept: the next append then needs no folder sync); lost in a crash, it replays harmlessly."""
+        try:
+            os.truncate(self.journal, 0)
+        except FileNotFoundError:
+            pass

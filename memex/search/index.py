@@ -1,0 +1,313 @@
+"""The search index file: SQLite with an FTS5 table, in ``<state_dir>/search/index.sqlite`` (folder 0700, file 0600).
+
+Tables: ``messages`` (one row per stored message: the fields queries filter on, the original and the latest text),
+``fts`` (FTS5, rowid = ``messages.id``, which is in time order (:func:`time_id`): body, subject, sender, recipients, conversation, attachment names),
+``revisions`` (every revision seen, so one that arrives before its message is applied when the message comes) and
+``sources`` (per source: when records were last added and the index last rebuilt; the counts are the rows).
+Adding a record is idempotent (by key), so a journal replayed after a crash, or a record seen twice, is harmless.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from memex.errors import StateError
+from memex.records import decode_id, encode_id
+from memex.search import index_path
+from memex.search.rows import RevisionRow, Row, is_record_key, latest_text, message_row, revision_parent, revision_row
+from memex.state.cursors import utc_now
+from memex.state.files import ensure_private_dir
+
+SCHEMA_VERSION = 1
+ID_SPREAD = 1024  # row ids per millisecond (time_id)
+BUSY_SECONDS = 10.0  # a poll adding records waits this long for a rebuild's transaction, then leaves its journal
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages(
+  id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, source TEXT NOT NULL, native_id TEXT NOT NULL, sent_at TEXT,
+  ts REAL, conv_id TEXT NOT NULL, conv_name TEXT NOT NULL, sender_id TEXT NOT NULL, sender_name TEXT NOT NULL,
+  is_me INTEGER NOT NULL, recipients TEXT NOT NULL, subject TEXT NOT NULL, attachments TEXT NOT NULL,
+  n_attachments INTEGER NOT NULL, original TEXT NOT NULL, original_deleted INTEGER NOT NULL, text TEXT NOT NULL,
+  edited INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS revisions(key TEXT PRIMARY KEY, message_key TEXT NOT NULL, kind TEXT NOT NULL, at TEXT NOT NULL,
+  text TEXT, deleted INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS revisions_message ON revisions(message_key);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, subject, sender, recipients, conversation, attachments,
+  tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3');
+CREATE TABLE IF NOT EXISTS sources(source TEXT PRIMARY KEY, added_at TEXT, rebuilt_at TEXT);
+"""
+_SECONDARY = {  # dropped during a rebuild, made again at its end
+    "messages_ts": "CREATE INDEX IF NOT EXISTS messages_ts ON messages(ts)",
+    "messages_native": "CREATE INDEX IF NOT EXISTS messages_native ON messages(native_id)",
+    "messages_source": "CREATE INDEX IF NOT EXISTS messages_source ON messages(source, ts)",
+}
+
+COLUMNS = ("key", "source", "native_id", "sent_at", "ts", "conv_id", "conv_name", "sender_id", "sender_name", "is_me",
+           "recipients", "subject", "attachments", "n_attachments", "original", "original_deleted", "text", "edited",
+           "deleted")  # fmt: skip
+_UPDATE = f"UPDATE messages SET {', '.join(c + ' = ?' for c in COLUMNS)} WHERE id = ?"
+_INSERT_ID = f"INSERT INTO messages(id, {', '.join(COLUMNS)}) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})"
+_INSERT_FTS = "INSERT INTO fts(rowid, body, subject, sender, recipients, conversation, attachments) VALUES (?, ?, ?, ?, ?, ?, ?)"
+
+
+class SearchIndex:
+    """One open index file (one connection; open one per thread)."""
+
+    def __init__(self, path: Path, *, create: bool = True, durable: bool = False) -> None:
+        """Open (or with ``create`` make) the index at ``path``; ``durable``: each commit is fsynced before it returns
+        (a poll's update: its journal is emptied right after, so the update must survive a power loss)."""
+        self.path = path
+        self._any_revisions = True
+        if not create and not path.exists():
+            raise StateError("no search index yet; build it with `memex index rebuild` (polls then keep it in step)", path=path)
+        try:
+            ensure_private_dir(path.parent)
+            if not path.exists():
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # 0600 before SQLite writes a byte
+            self.db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
+            self.db.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+            if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:  # a new file (or an older schema)
+                self.db.execute("PRAGMA journal_mode = WAL")  # kept in the file
+                self.db.executescript(_SCHEMA)
+                for stmt in _SECONDARY.values():
+                    self.db.execute(stmt)
+                self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except (OSError, sqlite3.Error) as exc:
+            raise StateError(f"cannot open the search index ({exc}); `memex index rebuild` makes a new one", path=path) from None
+
+    @classmethod
+    def open(cls, state_dir: Path, *, create: bool = True, durable: bool = False) -> SearchIndex:
+        """The index of ``state_dir`` (created when absent unless ``create`` is False)."""
+        return cls(index_path(state_dir), create=create, durable=durable)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.db.close()
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # adding
+
+    def add(self, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
+        """Add or refresh records (originals and revisions, in any order) in one transaction; how many were records."""
+        self._any_revisions = self.db.execute("SELECT 1 FROM revisions LIMIT 1").fetchone() is not None
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            n = self._add(records, bulk=False)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return n
+
+    def rebuild(self, batches: Iterable[list[tuple[str, dict[str, Any]]]], sources: list[str] | None,
+                tick: Callable[[int], None] | None = None) -> int:  # fmt: skip
+        """Replace every row of ``sources`` (all when None) with ``batches`` of records, in one transaction.
+
+        Searches go on answering from the old rows until it commits; a poll adding records meanwhile waits
+        (:data:`BUSY_SECONDS`) and then leaves its journal for its next run. The secondary indexes are dropped and
+        made again at the end, and new messages are inserted many at a time: most of a rebuild is FTS5's own work.
+        """
+        self.db.execute("PRAGMA cache_size = -65536")  # 64 MiB of pages: the B-trees are written in time order, not key order
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self._clear(sources)
+            for name in _SECONDARY:
+                self.db.execute(f"DROP INDEX IF EXISTS {name}")
+            self._any_revisions = self.db.execute("SELECT 1 FROM revisions LIMIT 1").fetchone() is not None
+            n = 0
+            for batch in batches:
+                n += self._add(batch, bulk=True)
+                if tick is not None:
+                    tick(n)
+            for stmt in _SECONDARY.values():
+                self.db.execute(stmt)
+            self.rebuilt(sources or [r[0] for r in self.db.execute("SELECT DISTINCT source FROM messages")])
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return n
+
+    def _add(self, records: Iterable[tuple[str, dict[str, Any]]], *, bulk: bool) -> int:
+        n = 0
+        touched: set[str] = set()
+        pending: list[Row] = []  # bulk: new messages, inserted together
+        for key, doc in records:
+            if not is_record_key(key) or not isinstance(doc, dict):
+                continue
+            n += 1
+            parent = revision_parent(key)
+            touched.add(_source_of(key))
+            if parent is None:
+                row = message_row(key, doc)
+                if bulk:
+                    pending.append(row)
+                else:
+                    self._put_message(row)
+                continue
+            if pending:
+                self._insert_many(pending)
+                pending = []
+            rev = revision_row(key, doc, parent)
+            self.db.execute("INSERT OR REPLACE INTO revisions VALUES (?, ?, ?, ?, ?, ?)",
+                            (rev.key, rev.message_key, rev.kind, rev.at, rev.text, int(rev.deleted)))  # fmt: skip
+            self._any_revisions = True
+            self._refresh(parent)
+        if pending:
+            self._insert_many(pending)
+        now = utc_now()
+        for source in touched:
+            self.db.execute("INSERT INTO sources(source, added_at) VALUES (?, ?) "
+                            "ON CONFLICT(source) DO UPDATE SET added_at = excluded.added_at", (source, now))  # fmt: skip
+        return n
+
+    def _insert_many(self, rows: list[Row]) -> None:
+        """Insert messages (a rebuild's: keys not in the index, as it was just cleared), many at a time."""
+        if self._any_revisions:  # a message whose revisions came first takes the one-by-one path (it is refreshed)
+            for row in rows:
+                self._put_message(row)
+            return
+        wanted = [time_id(row.ts, row.key) for row in rows]
+        taken: set[int] = set()
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            taken.update(r[0] for r in self.db.execute(f"SELECT id FROM messages WHERE id IN ({', '.join('?' * len(chunk))})", chunk))
+        ids = []
+        for want in wanted:
+            if want in taken:  # another message at the same millisecond: the next free id after it (rare)
+                while want in taken or self.db.execute("SELECT 1 FROM messages WHERE id = ?", (want,)).fetchone():
+                    want += 1
+            taken.add(want)
+            ids.append(want)
+        # In id order: FTS5 flushes its in-memory segment whenever a rowid is lower than the last one written.
+        pairs = sorted(zip(ids, rows, strict=True), key=lambda pair: pair[0])
+        self.db.executemany(_INSERT_ID, [(i, *_values(row)) for i, row in pairs])
+        self.db.executemany(_INSERT_FTS, [(i, *_fts(row.text, row)) for i, row in pairs])
+
+    def _put_message(self, row: Row) -> None:
+        values = _values(row)
+        found = self.db.execute("SELECT id FROM messages WHERE key = ?", (row.key,)).fetchone()
+        if found is None:  # a new message (the common case)
+            rowid = time_id(row.ts, row.key)
+            while self.db.execute("SELECT 1 FROM messages WHERE id = ?", (rowid,)).fetchone():
+                rowid += 1
+            self.db.execute(_INSERT_ID, (rowid, *values))
+        else:
+            rowid = found[0]
+            self.db.execute(_UPDATE, (*values, rowid))
+            self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
+        self.db.execute(_INSERT_FTS, (rowid, *_fts(row.text, row)))
+        if self._any_revisions and self.db.execute("SELECT 1 FROM revisions WHERE message_key = ? LIMIT 1", (row.key,)).fetchone():
+            self._refresh(row.key)
+
+    def _refresh(self, message_key: str) -> None:
+        """Apply a message's revisions to its row: the latest edit's text is the text searched; a delete marks it."""
+        found = self.db.execute("SELECT id, original, original_deleted FROM messages WHERE key = ?", (message_key,)).fetchone()
+        if found is None:
+            return  # the revision came first: applied when its message is added
+        rowid, original, original_deleted = found
+        revs = [RevisionRow(*r) for r in self.db.execute(
+            "SELECT key, message_key, kind, at, text, deleted FROM revisions WHERE message_key = ?", (message_key,))]  # fmt: skip
+        latest = latest_text(revs)
+        text = original if latest is None else latest
+        deleted = bool(original_deleted) or any(r.deleted for r in revs)
+        self.db.execute(
+            "UPDATE messages SET text = ?, edited = ?, deleted = ? WHERE id = ?", (text, int(latest is not None), int(deleted), rowid)
+        )
+        row = self.db.execute("SELECT subject, sender_name, sender_id, recipients, conv_name, conv_id, attachments FROM messages WHERE id = ?",
+                              (rowid,)).fetchone()  # fmt: skip
+        self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
+        self.db.execute(_INSERT_FTS, (rowid, text, row[0], f"{row[1]}\n{row[2]}", row[3], f"{row[4]}\n{row[5]}", row[6]))
+
+    def _clear(self, sources: list[str] | None) -> None:
+        """Forget every row of ``sources`` (all when None), inside the caller's transaction."""
+        if sources is None:
+            for table in ("messages", "revisions", "fts"):
+                self.db.execute(f"DELETE FROM {table}")
+            return
+        for source in sources:
+            self.db.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM messages WHERE source = ?)", (source,))
+            self.db.execute("DELETE FROM messages WHERE source = ?", (source,))
+            self.db.execute("DELETE FROM revisions WHERE key LIKE ? ESCAPE '\\'", (_like_prefix(f"revisions/{encode_id(source)}/"),))
+
+    def rebuilt(self, sources: Iterable[str]) -> None:
+        """Record that ``sources`` were rebuilt now."""
+        now = utc_now()
+        for source in sources:
+            self.db.execute("INSERT INTO sources(source, rebuilt_at) VALUES (?, ?) "
+                            "ON CONFLICT(source) DO UPDATE SET rebuilt_at = excluded.rebuilt_at", (source, now))  # fmt: skip
+
+    # reading
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        """Per source: rows indexed, of them deleted and edited, revisions, when records were last added and rebuilt."""
+        out: dict[str, dict[str, Any]] = {}
+        for source, n, deleted, edited in self.db.execute(
+                "SELECT source, COUNT(*), SUM(deleted), SUM(edited) FROM messages GROUP BY source"):  # fmt: skip
+            out[source] = {"indexed": n, "deleted": deleted or 0, "edited": edited or 0, "added_at": None, "rebuilt_at": None}
+        for source, added_at, rebuilt_at in self.db.execute("SELECT source, added_at, rebuilt_at FROM sources"):
+            entry = out.setdefault(source, {"indexed": 0, "deleted": 0, "edited": 0})
+            entry.update(added_at=added_at, rebuilt_at=rebuilt_at)
+        return out
+
+    def keys_for(self, ref: str) -> list[str]:
+        """The keys of the messages ``ref`` names: a stored key, or a native ID (in any source)."""
+        rows = self.db.execute("SELECT key FROM messages WHERE key = ? OR native_id = ? ORDER BY key", (ref, ref)).fetchall()
+        return [r[0] for r in rows]
+
+    def select(self, sql: str, params: list[Any]) -> Iterator[sqlite3.Row]:
+        """Run a query built by :mod:`memex.search.query` (rows by column name)."""
+        self.db.row_factory = sqlite3.Row
+        try:
+            yield from self.db.execute(sql, params)
+        finally:
+            self.db.row_factory = None
+
+
+def time_id(ts: float | None, key: str) -> int:
+    """A message's first-choice row id: its time in milliseconds times 1024 plus 10 bits of its key's hash, so
+    that id order is time order (the FTS5 table then gives the newest matches first without sorting them all);
+    a message with no time gets a negative id (last). Taken ids move up by one (:meth:`SearchIndex._put_message`)."""
+    spread = zlib.crc32(key.encode("utf-8", "surrogatepass"))
+    if ts is None:
+        return -1 - spread
+    return max(0, int(ts * 1000)) * ID_SPREAD + (spread % ID_SPREAD)
+
+
+def id_at(ts: float) -> int:
+    """The lowest row id of a message sent at or after ``ts`` (after:/before: become row id ranges)."""
+    return max(0, int(ts * 1000)) * ID_SPREAD
+
+
+def _values(row: Row) -> tuple[Any, ...]:
+    return (row.key, row.source, row.native_id, row.sent_at, row.ts, row.conv_id, row.conv_name, row.sender_id, row.sender_name,
+            int(row.is_me), row.recipients, row.subject, row.attachments, row.n_attachments, row.text, int(row.deleted), row.text,
+            0, int(row.deleted))  # fmt: skip
+
+
+def _fts(text: str, row: Row) -> tuple[str, ...]:
+    return (text, row.subject, f"{row.sender_name}\n{row.sender_id}", row.recipients, f"{row.conv_name}\n{row.conv_id}", row.attachments)
+
+
+@functools.lru_cache(maxsize=64)
+def _segment_source(segment: str) -> str:
+    return decode_id(segment) or segment
+
+
+def _source_of(key: str) -> str:
+    return _segment_source(key.split("/", 2)[1])
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

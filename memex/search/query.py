@@ -1,0 +1,174 @@
+"""The query language of ``memex search`` (notmuch's habits), parsed into an FTS5 expression and SQL conditions.
+
+Terms are ANDed. A bare word, ``prefix*`` or ``"a phrase"`` matches the text, subject, sender, recipients,
+conversation or attachment names. ``from:``, ``to:``, ``subject:``, ``body:``, ``attachment:`` and ``in:`` (the
+conversation's name or id) match in one of those fields; ``source:``, ``has:attachment``, ``after:``/``before:``
+(``YYYY-MM-DD``, UTC), ``is:me``, ``is:edited``, ``is:deleted`` and ``id:`` (a native ID) filter rows. ``-term``
+(or ``not term``) excludes. Several ``source:`` or ``in:`` terms are ORed (a message has one of each). ``*`` alone
+matches every message. Unsent or deleted messages are left out unless the query has ``is:deleted``.
+A query memex cannot read raises :class:`QueryError` with one line saying why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from memex.errors import MemexError
+
+HIGHLIGHT = ("\x02", "\x03")  # snippet() marks around a matched word; the CLI renders them
+FIELDS = {"from": "sender", "to": "recipients", "subject": "subject", "body": "body", "attachment": "attachments", "in": "conversation"}
+FILTERS = ("source", "has", "after", "before", "is", "id")
+_TOKEN = re.compile(r'\s*(-?)(?:([A-Za-z]+):)?("(?:[^"]|"")*"?|[^\s"]+)')
+_WORD = re.compile(r"\w", re.UNICODE)
+
+
+class QueryError(MemexError):
+    """A query memex cannot read (exit 2)."""
+
+    exit_code = 2
+
+
+@dataclass
+class Query:
+    """A parsed query: FTS5 terms to match and to exclude, and SQL conditions on the ``messages`` row ``m``."""
+
+    match: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    where: list[str] = field(default_factory=list)
+    params: list[Any] = field(default_factory=list)
+    deleted: bool = False  # is:deleted asked for the deleted ones
+
+    def sql(self, limit: int, *, rank: bool = False) -> tuple[str, list[Any]]:
+        """The SELECT answering this query, newest first (or best match first with ``rank`` and words to rank by)."""
+        cols = "m.key, m.source, m.native_id, m.sent_at, m.conv_id, m.conv_name, m.sender_id, m.sender_name, m.is_me, " \
+               "m.subject, m.text, m.edited, m.deleted, m.n_attachments"  # fmt: skip
+        rowid = "fts.rowid" if self.match else "m.id"  # ids are in time order (memex.search.index.time_id)
+        where = [w.replace("{rowid}", rowid) for w in self.where]
+        params: list[Any] = []
+        if self.match:
+            start, end = HIGHLIGHT
+            sql = f"SELECT {cols}, snippet(fts, 0, '{start}', '{end}', '…', 12) AS snippet FROM fts JOIN messages m ON m.id = fts.rowid"
+            where.insert(0, "fts MATCH ?")
+            expr = " AND ".join(self.match)
+            params.append("".join([f"({expr})", *(f" NOT {term}" for term in self.exclude)]) if self.exclude else expr)
+        else:
+            sql = f"SELECT {cols}, NULL AS snippet FROM messages m"
+        params += self.params
+        if not self.match:
+            for term in self.exclude:
+                where.append("m.id NOT IN (SELECT rowid FROM fts WHERE fts MATCH ?)")
+                params.append(term)
+        if not self.deleted:
+            where.append("m.deleted = 0")
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        order = f"bm25(fts), {rowid} DESC" if rank and self.match else f"{rowid} DESC"
+        sql += f" ORDER BY {order} LIMIT ?"
+        params.append(limit)
+        return sql, params
+
+
+def phrase(text: str, *, prefix: bool = False) -> str:
+    """``text`` as one FTS5 string (a word or a phrase), ``*`` after it for a prefix search."""
+    return '"' + text.replace('"', '""') + '"' + (" *" if prefix else "")
+
+
+def _date(value: str, op: str) -> float:
+    try:
+        return datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        raise QueryError(f"{op}:{value}: not a date; write it as YYYY-MM-DD (e.g. {op}:2025-03-01)") from None
+
+
+def parse(text: str) -> Query:
+    """Parse a query (see the module docstring); :class:`QueryError` names the first term it cannot read."""
+    q = Query()
+    ors: dict[str, list[str]] = {}  # source: and in: terms, ORed
+    sql_ors: dict[str, list[str]] = {}
+    negate_next = False
+    pos = 0
+    text = text.strip()
+    if text == "*":
+        return q
+    if not text:
+        raise QueryError("empty query; give words or operators (`memex search --help`), or * for every message")
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            raise QueryError(f"cannot read the query from {text[pos : pos + 20]!r}")
+        pos = m.end()
+        minus, op, value = m.group(1), (m.group(2) or "").lower(), m.group(3)
+        quoted = value.startswith('"')
+        if quoted:
+            if len(value) == 1 or not value.endswith('"'):
+                raise QueryError(f'unclosed quote in {value!r}; close the phrase with "')
+            value = value[1:-1].replace('""', '"')
+        negate = bool(minus) or negate_next
+        negate_next = False
+        if not op and not quoted and value.lower() == "not":
+            negate_next = True
+            continue
+        if not op and not quoted and value in ("OR", "AND", "(", ")"):
+            if value == "AND":
+                continue
+            raise QueryError(f"{value!r} is not supported; terms are ANDed, -term excludes (see docs/searching.md)")
+        if op and op not in FIELDS and op not in FILTERS:
+            known = " ".join(f"{k}:" for k in (*FIELDS, *FILTERS))
+            raise QueryError(f"unknown operator {op}: (known: {known}); quote the term to search for it as text")
+        if op in FILTERS:
+            if negate:
+                raise QueryError(f"-{op}: is not supported; only words, phrases and field terms can be excluded")
+            _filter(q, op, value, sql_ors)
+            continue
+        prefix = not quoted and value.endswith("*") and len(value) > 1
+        word = value[:-1] if prefix else value
+        if not _WORD.search(word):
+            raise QueryError(f"{value!r} has no letter or digit to search for")
+        term = phrase(word, prefix=prefix)
+        if op:
+            term = f"{FIELDS[op]} : {term}"
+        if op == "in" and not negate:
+            ors.setdefault(op, []).append(term)
+        elif negate:
+            q.exclude.append(term)
+        else:
+            q.match.append(term)
+    if negate_next:
+        raise QueryError("`not` must be followed by a term")
+    for terms in ors.values():
+        q.match.append("(" + " OR ".join(terms) + ")" if len(terms) > 1 else terms[0])
+    for column, values in sql_ors.items():
+        q.where.append("(" + " OR ".join(f"{column} = ?" for _ in values) + ")")
+        q.params.extend(values)
+    return q
+
+
+def _filter(q: Query, op: str, value: str, sql_ors: dict[str, list[str]]) -> None:
+    if op == "source":
+        sql_ors.setdefault("m.source", []).append(value)
+    elif op == "id":
+        q.where.append("m.native_id = ?")
+        q.params.append(value)
+    elif op == "has":
+        if value.lower() not in ("attachment", "attachments"):
+            raise QueryError(f"has:{value}: unknown; has:attachment is the one there is")
+        q.where.append("m.n_attachments > 0")
+    elif op in ("after", "before"):
+        from memex.search.index import id_at
+
+        q.where.append("{rowid} >= ?" if op == "after" else "{rowid} >= 0 AND {rowid} < ?")
+        q.params.append(id_at(_date(value, op)))
+    elif op == "is":
+        what = value.lower()
+        if what == "me":
+            q.where.append("m.is_me = 1")
+        elif what == "edited":
+            q.where.append("m.edited = 1")
+        elif what == "deleted":
+            q.deleted = True
+            q.where.append("m.deleted = 1")
+        else:
+            raise QueryError(f"is:{value}: unknown; is:me, is:edited and is:deleted are the ones there are")

@@ -1,0 +1,128 @@
+"""What the index keeps of a stored record: one row per message, whatever its source.
+
+A row holds the message's searchable fields (latest text, sender, recipients, conversation, subject, attachment
+file names) and the fields queries filter on (source, time, is_me, attachments, deleted). A revision record is not a
+row of its own: it changes its message's row (an edit's text replaces the text searched; an unsend or delete marks
+the row deleted, which searches leave out unless asked). Only generic record fields are read; the one
+source-specific name is ``extra.subject`` (mail) and the mail's ``extra.to``/``extra.cc`` for recipients.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+TEXT_KINDS = ("edit", "update")  # revision kinds whose text replaces the message's
+
+
+@dataclass
+class Row:
+    """One message's row (see the module docstring)."""
+
+    key: str
+    source: str
+    native_id: str
+    sent_at: str | None
+    ts: float | None
+    conv_id: str
+    conv_name: str
+    sender_id: str
+    sender_name: str
+    is_me: bool
+    recipients: str
+    subject: str
+    attachments: str
+    n_attachments: int
+    text: str
+    deleted: bool
+
+
+@dataclass
+class RevisionRow:
+    """One revision of a message: which message, when, what kind, and its text."""
+
+    key: str
+    message_key: str
+    kind: str
+    at: str
+    text: str | None
+    deleted: bool
+
+
+def timestamp(value: Any) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time, or None (absent or unreadable)."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()  # Python 3.11 reads the "Z" suffix
+    except ValueError:
+        return None
+
+
+_EMPTY: dict[str, Any] = {}
+
+
+def _s(value: Any) -> str:
+    return value if type(value) is str else ""
+
+
+def _names(values: Any) -> list[str]:
+    return [v for v in values if isinstance(v, str)] if isinstance(values, list) else []
+
+
+def message_row(key: str, doc: dict[str, Any]) -> Row:
+    """The row of an original record stored at ``key`` (fields of the wrong type read as empty)."""
+    conv = doc.get("conversation")
+    conv = conv if type(conv) is dict else _EMPTY
+    sender = doc.get("sender")
+    sender = sender if type(sender) is dict else _EMPTY
+    extra = doc.get("extra")
+    extra = extra if type(extra) is dict else _EMPTY
+    sender_id = _s(sender.get("id"))
+    recipients = _names(extra.get("to")) + _names(extra.get("cc")) if "to" in extra or "cc" in extra else []
+    if not recipients:
+        recipients = [p for p in _names(conv.get("participants")) if p != sender_id]
+    attachments = doc.get("attachments")
+    attachments = [a for a in attachments if type(a) is dict] if type(attachments) is list else []
+    sent_at = doc.get("sent_at")
+    sent_at = sent_at if type(sent_at) is str else None
+    return Row(key, _s(doc.get("source")), _s(doc.get("native_id")), sent_at, timestamp(sent_at), _s(conv.get("id")),
+               _s(conv.get("name")), sender_id, _s(sender.get("name")), sender.get("is_me") is True, "\n".join(recipients),
+               _s(extra.get("subject")), "\n".join(n for a in attachments if (n := _s(a.get("filename")))), len(attachments),
+               _s(doc.get("text")), doc.get("deleted") is True)  # fmt: skip
+
+
+def revision_row(key: str, doc: dict[str, Any], message_key: str) -> RevisionRow:
+    """The row of a revision record stored at ``key``, of the message stored at ``message_key``."""
+    rev = doc.get("revision") if isinstance(doc.get("revision"), dict) else {}
+    assert isinstance(rev, dict)
+    kind = _s(rev.get("kind"))
+    at = _s(rev.get("at")) or _s(doc.get("edited_at")) or _s(doc.get("sent_at"))
+    text = doc.get("text") if kind in TEXT_KINDS and isinstance(doc.get("text"), str) else None
+    return RevisionRow(key=key, message_key=message_key, kind=kind, at=at, text=text,
+                       deleted=kind == "delete" or doc.get("deleted") is True)  # fmt: skip
+
+
+def revision_parent(key: str) -> str | None:
+    """The key of the original a revision key belongs to (``revisions/S/X/R.json`` -> ``messages/S/X.json``)."""
+    parts = key.split("/")
+    if len(parts) != 4 or parts[0] != "revisions":
+        return None
+    return f"messages/{parts[1]}/{parts[2]}.json"
+
+
+def is_record_key(key: str) -> bool:
+    """Whether ``key`` holds a record the index reads (an original or a revision; not a blob or quarantine)."""
+    if not key.endswith(".json"):
+        return False
+    parts = key.split("/")
+    return (parts[0] == "messages" and len(parts) == 3) or (parts[0] == "revisions" and len(parts) == 4)
+
+
+def latest_text(revisions: list[RevisionRow]) -> str | None:
+    """The text of the latest text-bearing revision (by time, then key), or None when none changed the text."""
+    texts = [r for r in revisions if r.text is not None]
+    if not texts:
+        return None
+    return max(texts, key=lambda r: (timestamp(r.at) or 0.0, r.key)).text
