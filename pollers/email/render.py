@@ -149,7 +149,7 @@ def _render(raw: bytes, source: str, me: frozenset[str], extra: dict[str, Any] |
     if problems:
         doc["problems"] = sorted(set(problems))
     # What tells two mails apart when they share a Message-ID (memex.store.collisions): not the Received headers.
-    doc["fingerprint"] = mail_fingerprint(msg, raw)
+    doc["fingerprint"] = mail_fingerprint(msg, raw, {"From": senders, "To": to, "Cc": cc})
     legacy = legacy_fingerprint(sender_addr.lower(), date_header, subject, text)
     doc.update(extra or {})
     message = Message(

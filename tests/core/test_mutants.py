@@ -767,6 +767,12 @@ MUTANTS = [
         ["tests/imessage/test_typedstream_fast.py::test_invalid_utf8_falls_back_to_pytypedstreams_error"],
         id="typedstream-fast-path-lenient-utf8",
     ),
+    pytest.param(
+        "pollers/email/imap.py",
+        [(" and uids[: len(early[0].uids)] == early[0].uids:", ":")],
+        ["tests/email/test_imap_overlap.py::test_a_read_ahead_is_used_only_for_the_uids_right_after_the_cursor"],
+        id="imap-read-ahead-used-for-any-cursor",
+    ),
 ]  # fmt: skip
 
 
