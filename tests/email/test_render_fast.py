@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email
 import email.utils
 from pathlib import Path
 
@@ -72,3 +73,29 @@ def test_the_fingerprint_is_the_same_with_the_renderers_addresses(path: Path) ->
     msg = parse(raw)
     known = {name: addresses(msg, name, []) for name in ("From", "To", "Cc")}
     assert mail_fingerprint(msg, raw, known) == mail_fingerprint(msg, raw)
+
+
+def test_a_parts_decoded_bytes_are_decoded_once_and_again_after_a_change() -> None:
+    """The text, the attachment's size and the fingerprint share one decoding; a new payload or encoding is decoded anew."""
+    raw = b"Content-Type: application/octet-stream\r\nContent-Transfer-Encoding: base64\r\n\r\naGVsbG8=\r\n"
+    part = parse(raw)
+    first = part.get_payload(decode=True)
+    assert first == b"hello" and part.get_payload(decode=True) is first
+    part.set_payload("d29ybGQ=\r\n")
+    assert part.get_payload(decode=True) == b"world"
+    part.replace_header("Content-Transfer-Encoding", "7bit")
+    assert part.get_payload(decode=True) == b"d29ybGQ=\r\n"
+    assert part.get_payload() == "d29ybGQ=\r\n"  # undecoded: as sent
+
+
+@pytest.mark.parametrize("path", MAILS, ids=[str(p.relative_to(DATA)) for p in MAILS])
+def test_every_part_decodes_as_the_standard_message_does(path: Path) -> None:
+    """Each part of every test mail: the renderer's message class gives the bytes compat32's Message gives, twice."""
+    raw = path.read_bytes()
+    ours = [p for p in parse(raw).walk() if not p.is_multipart()]
+    theirs = [p for p in email.message_from_bytes(raw).walk() if not p.is_multipart()]
+    assert len(ours) == len(theirs)
+    for mine, reference in zip(ours, theirs, strict=True):
+        expected = reference.get_payload(decode=True)
+        assert mine.get_payload(decode=True) == expected
+        assert mine.get_payload(decode=True) == expected
