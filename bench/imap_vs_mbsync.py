@@ -14,13 +14,14 @@ Each round's wall time gives msg/s; its CPU is the child's own user+sys (``os.wa
 process alone, or mbsync alone). Dovecot's CPU (its process tree, from /proc) serves both and is shown per
 message beside each. The load average is printed: the machine may be shared.
 
-Run: .venv/bin/python bench/imap_vs_mbsync.py [--messages 20000] [--rounds 3]
+Run: .venv/bin/python bench/imap_vs_mbsync.py [--messages 20000] [--rounds 3] [--before TREE]
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import os
 import random
 import shutil
@@ -34,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import Run, run
 from bench.imap_ingest import fill
 from tests.servers import dovecot as dv
+
+ROOT = Path(__file__).resolve().parent.parent
 
 _WORDS = (
     "the of and to in is that it was for on are as with his they at be this from have or by one had not but what all "
@@ -136,8 +139,11 @@ def dovecot_cpu(server: dv.Dovecot) -> float:
     return total
 
 
-def memex_round(work: Path, server: dv.Dovecot, user: str, n: int) -> tuple[Run, float]:
-    """One `memex poll` draining the mailbox into a fresh file store and state; (the child's run, Dovecot CPU s)."""
+def memex_round(work: Path, server: dv.Dovecot, user: str, n: int, tree: Path | None = None) -> tuple[Run, float]:
+    """One `memex poll` draining the mailbox into a fresh file store and state; (the child's run, Dovecot CPU s).
+
+    ``tree``: run the memex of that source tree instead (``python -m memex`` started in it finds its packages first).
+    """
     d = Path(tempfile.mkdtemp(dir=work))
     try:
         cfg = d / "config.toml"
@@ -147,10 +153,9 @@ def memex_round(work: Path, server: dv.Dovecot, user: str, n: int) -> tuple[Run,
             f'user = "{user}"\npassword_env = "BENCH_IMAP_PASSWORD"\nmailboxes = ["INBOX"]\n'
         )
         before = dovecot_cpu(server)
-        r = run(
-            [sys.executable, "-m", "memex", "--config", str(cfg), "poll", "mail", "--max-seconds", "100000"],
-            env={"BENCH_IMAP_PASSWORD": dv.PASSWORD},
-        )
+        with contextlib.chdir(tree or ROOT):
+            command = [sys.executable, "-m", "memex", "--config", str(cfg), "poll", "mail", "--max-seconds", "100000"]
+            r = run(command, env={"BENCH_IMAP_PASSWORD": dv.PASSWORD})
         spent = dovecot_cpu(server) - before
         assert r.returncode == 0, f"memex poll exited {r.returncode}; see {d}/state/logs/mail.jsonl"
         stored = sum(1 for _ in (d / "store").rglob("*.eml"))
@@ -189,6 +194,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each tool (alternated)")
+    parser.add_argument("--before", type=Path, help="also time the memex of this source tree (e.g. a checkout of main), same rounds")
     args = parser.parse_args()
     if shutil.which("mbsync") is None:
         sys.exit("mbsync (isync) is not installed: apt-get install isync")
@@ -201,10 +207,14 @@ def main() -> None:
             size = fill(server, user, n, sample)
             assert warm(server, user) == n
             rounds: dict[str, list[tuple[Run, float]]] = {"memex": [], "mbsync": []}
+            if args.before is not None:
+                rounds["before"] = []
             loads = [os.getloadavg()[0]]
             for _ in range(args.rounds):
                 rounds["memex"].append(memex_round(work, server, user, n))
                 rounds["mbsync"].append(mbsync_round(work, server, user, n))
+                if args.before is not None:
+                    rounds["before"].append(memex_round(work, server, user, n, args.before))
                 loads.append(os.getloadavg()[0])
         print(f"IMAP drain of {n:,} mails ({size / n / 1024:.1f} KiB average, {size / 2**20:,.0f} MiB) from one local Dovecot,")
         print(f"median of {args.rounds} alternated rounds each; {os.cpu_count()} cores, load average {min(loads):.2f}-{max(loads):.2f}")
@@ -221,6 +231,10 @@ def main() -> None:
         speed = med["memex"][0] / med["mbsync"][0]
         cost = med["memex"][1] / med["mbsync"][1]
         print(f"memex / mbsync: {speed:.2f}x the msg/s (goal >= 1.0), {cost:.2f}x the CPU per message (goal <= 2.0)")
+        if "before" in med:
+            print(
+                f"before / mbsync: {med['before'][0] / med['mbsync'][0]:.2f}x the msg/s, {med['before'][1] / med['mbsync'][1]:.2f}x the CPU per message"
+            )
     finally:
         dv.stop(server)
 
