@@ -53,6 +53,13 @@ class Item:
     # fingerprints under earlier rules, where a collision stored by them sits.
     refingerprint: Callable[[bytes], str] | None = None
     earlier_fingerprints: tuple[str, ...] = ()
+    # A revision whose record is the whole message as it is now, from a source that never gives an earlier version
+    # of it (Teams: Graph shows only the current state). If its original is missing when it is stored, the record
+    # stands in: stored as the original first (memex.uploader). Never set where the source can still bring the true
+    # original (an edit history, a later backfill) or where the revision is partial (a reaction, a tombstone): a
+    # stand-in there would block the true original forever (create-only). A poller whose revisions are all whole says
+    # so with a ``whole_revisions = True`` attribute: ``memex verify --repair`` then stores a missing original the same way.
+    whole: bool = False
 
 
 @dataclass

@@ -9,14 +9,14 @@ propagate (and stop the cursor before the item).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from memex.config import Config
 from memex.deadline import Deadline
 from memex.errors import describe_exc
 from memex.hold import hold_from_env
-from memex.records import canonical_json, encode_id, repair_text
+from memex.records import Message, canonical_json, encode_id, message_key, repair_text
 from memex.source import Failure, Item
 from memex.state.cursors import utc_now
 from memex.store import open_store
@@ -88,6 +88,8 @@ class Uploader:
                     store_content(self.store, content, message.attachments[content.index])
                 if item.contents:  # the record names where the bytes went (sha256, size): render it again
                     body = message.to_json()
+                if item.whole and message.revision is not None:
+                    self._original_first(message)
                 for blob_key, blob in blobs.items():
                     if rewrite:
                         self.store.put(blob_key, blob)
@@ -130,6 +132,19 @@ class Uploader:
             self.log.warning("record.quarantined", ref=failure.ref, native_id=repair_text(failure.native_id), reason=failure.reason)
             return "quarantined"
         return "skip"
+
+    def _original_first(self, message: Message) -> None:
+        """Never a revision without its original: a missing original is stored first, as this whole revision's record.
+
+        One existence check per revision (a stat, or a HEAD on S3; revisions are rare). The original is written
+        create-only before the revision, so no crash leaves the revision alone, and a replay finds both (duplicates).
+        """
+        key = message_key(message.source, message.native_id)
+        if self.store.exists(key):
+            return
+        if self.store.put_new(key, replace(message, revision=None).to_json()):
+            rid = message.revision["id"] if message.revision is not None else None
+            self.log.info("revision.original_stored", native_id=repair_text(message.native_id), revision=rid)
 
     def _stored_already(self, item: Item, key: str, mine: str) -> bool:
         """Whether the record at ``key``, or a collision beside it stored under an earlier fingerprint rule, is ours."""

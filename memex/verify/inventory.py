@@ -4,17 +4,21 @@ A poller that can list its source cheaply (:class:`memex.source.Inventoried`: iM
 message up to the saved cursor; each one must be stored (or quarantined). With ``--repair`` the missing ones, and
 those whose objects the walk found damaged, are read again from the source: missing ones are stored through the
 uploader's create-only path (exactly as a poll would), damaged ones replaced by
-:meth:`~memex.store.objects.ObjectStore.replace_damaged` after checking they are still damaged. Nothing is deleted.
+:meth:`~memex.store.objects.ObjectStore.replace_damaged` after checking they are still damaged. A source whose
+revisions are whole messages (``whole_revisions``: Teams) has a revision without its original healed from the index
+itself: its earliest revision's record, without ``revision``, is stored as the original (create-only), as a poll
+would (:func:`originals_from_revisions`). Nothing is deleted.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from memex.config import Config
-from memex.records import encode_id, message_key
+from memex.records import canonical_json, encode_id, message_key
 from memex.registry import open_poller
 from memex.source import Item, Listed
 from memex.store.attachments import store_content
@@ -32,6 +36,8 @@ def compare(cfg: Config, store: ObjectStore, report: Report, name: str, *, curso
     part = report.source(name)
     conf = cfg.source(name)
     with open_poller(conf) as poller:
+        if repair and getattr(poller, "whole_revisions", False):
+            damaged = originals_from_revisions(cfg, store, name, part, damaged)
         inventory, reread = getattr(poller, "inventory", None), getattr(poller, "reread", None)
         if inventory is None or reread is None:
             part.inventory = "index-only"
@@ -68,6 +74,45 @@ def compare(cfg: Config, store: ObjectStore, report: Report, name: str, *, curso
             if rereads:
                 fixer.store_items(reread(rereads))
             fixer.finish()
+
+
+def originals_from_revisions(cfg: Config, store: ObjectStore, name: str, part: SourceReport, damaged: dict[str, Seen]) -> dict[str, Seen]:
+    """Store each missing original of a source whose revisions are whole messages (``whole_revisions``), create-only.
+
+    The original is its earliest revision's record without ``revision``: what the uploader stores when a whole
+    revision finds its original missing (:meth:`memex.uploader.Uploader.put`), so a repair and a later poll agree.
+    Returns the damaged objects that are left.
+    """
+    from memex.observe.logs import config_logger
+
+    orphans: dict[str, list[str]] = {}  # original -> its revisions
+    for key, seen in damaged.items():
+        if seen.problem and seen.problem[0] == ORPHAN_REVISION and seen.where.parent is not None:
+            orphans.setdefault(seen.where.parent, []).append(key)
+    log = config_logger(cfg, name) if orphans else None
+    healed: set[str] = set()
+    for parent, keys in orphans.items():
+        docs = [(str((doc.get("revision") or {}).get("at") or ""), key, doc) for key in keys if (doc := _json(store.get(key)))]
+        if not docs:
+            continue
+        _, earliest, doc = min(docs, key=lambda d: (d[0], d[1]))
+        body = canonical_json({k: v for k, v in doc.items() if k != "revision"})
+        if record_problem(parent, body) is None and (store.put_new(parent, body) or store.exists(parent)):
+            healed.update(keys)
+            part.repaired["originals from revisions"] = part.repaired.get("originals from revisions", 0) + 1
+            if log is not None:
+                log.warning("object.restored", key=parent, from_revision=earliest)
+    if healed:
+        store.sync()
+    return {k: s for k, s in damaged.items() if k not in healed}
+
+
+def _json(body: bytes | None) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(body) if body else None
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _not_repairable(part: SourceReport, damaged: dict[str, Seen], why: str) -> None:

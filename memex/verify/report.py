@@ -26,7 +26,7 @@ class SourceReport:
     inventory: str = "index-only"  # what the source comparison did: "checked", "index-only", or why it was skipped
     listed: int = 0  # messages the source has up to its cursor (when checked)
     before: dict[str, int] | None = None  # with --repair: what the first pass found (``counts`` is then what is left)
-    repaired: dict[str, int] = field(default_factory=dict)  # "restored" (was missing), "replaced" (was damaged)
+    repaired: dict[str, int] = field(default_factory=dict)  # "restored" (was missing), "replaced" (was damaged), "originals from revisions"
     not_repaired: list[str] = field(default_factory=list)
 
     def add(self, kind: str, example: dict[str, str]) -> None:

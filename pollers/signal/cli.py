@@ -19,12 +19,8 @@ spool is the state. The native ID is the author's service ID (ACI) and the sent 
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
 import tempfile
-import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,13 +33,13 @@ from memex.deadline import NEVER, Deadline
 from memex.errors import ConfigError, SourceError, SourceMissing
 from memex.source import Batch, Cursor, Item
 from memex.state.spool import Claim, Entry, Spool
+from pollers.signal.groups import GroupNames, parse_list
+from pollers.signal.process import STARTUP, Run, run
 from pollers.signal.render import EditChains, Renderer
 
 LINK_HINT = (
     "install signal-cli (https://github.com/AsamK/signal-cli) and link it as a device: signal-cli link -n memex, then scan the QR code"
 )
-KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a receive that must end
-STARTUP = 30.0  # seconds signal-cli may take to start (a JVM) on top of its receive timeout
 
 
 @dataclass(frozen=True)
@@ -98,7 +94,7 @@ class SignalPoller:
         self._entry: Entry | None = None
         self._records: deque[bytes] = deque()
         self._done: list[tuple[int, Entry]] = []  # entries read to the end, with the line count at their end
-        self.renderer = Renderer(name, settings.config_dir, EditChains(spool.root))
+        self.renderer = Renderer(name, settings.config_dir, EditChains(spool.root), GroupNames(spool.root, self._list_groups))
 
     def use_deadline(self, deadline: Deadline) -> None:
         """The poll's deadline: a receive still running then is killed (what it printed is kept)."""
@@ -178,71 +174,66 @@ class SignalPoller:
                 self._claim = None
         finally:
             self.renderer.edits.save()
+            self.renderer.groups.save()
 
     # -- receiving ----------------------------------------------------------------------------------
-    def argv(self) -> list[str]:
-        """The receive command line."""
+    def argv(self, *command: str) -> list[str]:
+        """A signal-cli command line: ``command`` (by default the receive) after the global options and ``extra_args``."""
         s = self.settings
         config = ["--config", str(s.config_dir)] if s.config_dir is not None else []
-        return [s.executable, *config, "-a", s.account, "-o", "json", *s.extra_args, "receive", "-t", str(s.receive_timeout)]
+        return [
+            s.executable,
+            *config,
+            "-a",
+            s.account,
+            "-o",
+            "json",
+            *s.extra_args,
+            *(command or ("receive", "-t", str(s.receive_timeout))),
+        ]
+
+    def _list_groups(self) -> dict[str, str] | None:
+        """Every group signal-cli knows, by ID (``listGroups``); None when it cannot say (busy, failed: the ID stays the name)."""
+        if self.receive_state in ("busy", "failed"):  # another instance holds the account (listGroups would wait for it
+            return None  # too), or signal-cli cannot run: that is reported once, by the receive
+        with tempfile.TemporaryFile() as out:
+            done = run(self.argv("listGroups"), out.fileno(), self.deadline, STARTUP)
+            out.seek(0)
+            raw = out.read()
+        if done.busy:
+            return None
+        reason = done.start_error or ("still running, stopped" if done.killed else None) or (f"exit {done.code}" if done.code else None)
+        if reason is None:
+            try:
+                return parse_list(raw)
+            except (ValueError, KeyError, TypeError) as exc:
+                reason = f"its output is not a list of groups ({type(exc).__name__})"
+        self._warnings.append(f"signal-cli listGroups failed ({reason}): a group new to memex is named by its ID this poll")
+        return None
 
     def _receive(self) -> None:
         writer = self.spool.writer()
         try:
-            with tempfile.TemporaryFile() as err:
-                try:
-                    proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=writer.fd, stderr=err, start_new_session=True)
-                except OSError as exc:
-                    self.receive_state = "failed"
-                    self._error = SourceError(f"cannot run {self.settings.executable!r} ({exc.strerror}); {LINK_HINT}")
-                    return
-                killed = self._wait(proc, writer.fd)
-                err.seek(0)
-                self._judge(proc.returncode, killed, err.read(1 << 16).decode("utf-8", "replace"))
+            done = run(self.argv(), writer.fd, self.deadline, self.settings.receive_timeout + STARTUP)
         finally:
             self.spool.deliver(writer)
+        if done.start_error is not None:
+            self.receive_state = "failed"
+            self._error = SourceError(f"cannot run {self.settings.executable!r} ({done.start_error}); {LINK_HINT}")
+            return
+        self._judge(done)
 
-    def _wait(self, proc: subprocess.Popen[bytes], out: int) -> bool:
-        """Wait for the receive to end on its own; kill it (and its process group) at the poll's deadline, or once it
-        printed nothing for ``receive_timeout`` + :data:`STARTUP` seconds (a hang). True if killed."""
-        until = time.monotonic() + self.settings.receive_timeout + STARTUP
-        size = 0
-        while True:
-            if (grown := os.fstat(out).st_size) != size:  # still handing messages over: not hung
-                size, until = grown, time.monotonic() + self.settings.receive_timeout + STARTUP
-            left = min(until - time.monotonic(), self.deadline.remaining())
-            if self.deadline.stop.is_set():
-                left = 0
-            try:
-                proc.wait(timeout=max(0.0, min(left, 0.2)))
-                return False
-            except subprocess.TimeoutExpired:
-                if left > 0:
-                    continue
-            for sig, wait in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, 10.0)):
-                try:
-                    os.killpg(proc.pid, sig)
-                except ProcessLookupError:
-                    pass
-                try:
-                    proc.wait(timeout=wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-            return True
-
-    def _judge(self, code: int | None, killed: bool, stderr: str) -> None:
-        if killed:
+    def _judge(self, done: Run) -> None:
+        code, stderr = done.code, done.stderr
+        if done.busy:
+            # another instance holds the account (the user's own `signal-cli daemon`, signal-cli-rest-api): normal, and
+            # quiet: no warning (it would be cron mail every minute), only `receive: busy` in the (info) poll line
+            self.receive_state = "busy"
+        elif done.killed:
             self.receive_state = "killed"
             self._warnings.append("signal-cli receive was still running at the poll's time limit: stopped; what it printed is kept")
         elif code == 0:
             self.receive_state = "ok"
-        elif "in use by another instance" in stderr:
-            self.receive_state = "busy"  # e.g. the user's own signal-cli daemon: not a memex failure
-            self._warnings.append(
-                "another signal-cli instance holds this account (e.g. your signal-cli daemon): no receive this poll, "
-                "the spool was still stored; stop the other instance or let it be"
-            )
         elif re.search(r"not registered|No local data|isn.t registered|not linked", stderr, re.I):
             self.receive_state = "failed"
             self._error = SourceError(f"signal-cli has no linked account {self.settings.account!r}; {LINK_HINT}")

@@ -28,6 +28,7 @@ from memex.errors import SourceError, SourceMissing, describe_exc
 from memex.records import Attachment, Conversation, Message, Revision, Sender
 from memex.source import Cursor, Failure, Item
 from memex.store.attachments import Content
+from pollers.signal.desktop_fields import fill_extras
 from pollers.signal.desktop_files import opener
 from pollers.signal.desktop_key import database_key
 from pollers.signal.records import delete_revision, edit_revision, native_id, reaction_revision, sent_time
@@ -64,6 +65,9 @@ class DesktopHistory:
         except sqlcipher3.Error as exc:
             raise SourceMissing(f"{self.db}: cannot open it ({describe_exc(exc)})") from None
         try:
+            # SQLCipher logs its own errors on stderr (ERROR CORE sqlcipher_page_cipher: hmac check failed ...) by
+            # default; a wrong key is reported here, in one line. (Process-wide; an older SQLCipher ignores the pragma.)
+            conn.execute("PRAGMA cipher_log_level = NONE")
             conn.execute(f"PRAGMA key = \"x'{key}'\"")
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             conn.execute("PRAGMA query_only = 1")
@@ -167,7 +171,7 @@ class DesktopHistory:
     def _attachment_rows(self, conn: Any, message_id: str) -> dict[int, list[dict[str, Any]]]:
         by_version: dict[int, list[dict[str, Any]]] = {}
         for a in conn.execute(
-            "SELECT * FROM message_attachments WHERE messageId = ? AND attachmentType IN ('attachment', 'long-message') "
+            "SELECT * FROM message_attachments WHERE messageId = ? AND attachmentType IN ('attachment', 'long-message', 'sticker') "
             "ORDER BY editHistoryIndex, attachmentType, orderInMessage",
             (message_id,),
         ):
@@ -195,7 +199,8 @@ class DesktopHistory:
         conv = self.convs[str(row["conversationId"])]
         who = self.by_service.get(author, {})
         if conv.get("type") == "group":
-            conversation = Conversation(id=conv.get("groupId"), name=conv.get("name"), participants=[])
+            # the group's own title (what listGroups says live), else its ID as live names it; never a member's name
+            conversation = Conversation(id=conv.get("groupId"), name=conv.get("name") or conv.get("groupId"), participants=[])
         else:
             peer = conv.get("serviceId")
             conversation = Conversation(id=peer, name=None if is_me else _display(who), participants=[peer] if peer else [])
@@ -215,9 +220,12 @@ class DesktopHistory:
             message = Message(source=self.name, type="signal", native_id=own, sent_at=at, conversation=conversation, sender=sender)
             contents: list[Content] = []
             if erased:
-                message.extra["erased"] = True  # Signal Desktop keeps no text or files of it
+                message.extra["erased"] = True  # Signal Desktop keeps no text or files of it (a view-once message once viewed)
+                if doc.get("isViewOnce"):
+                    message.extra["view_once"] = True
             else:
                 contents = self._fill(message, version, listed)
+                contents += fill_extras(message, version, doc, not n, listed, self.dir / "attachments.noindex")
             if n:
                 message.revision = edit_revision(int(version["timestamp"]))
                 message.edited_at = at

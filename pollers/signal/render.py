@@ -22,11 +22,16 @@ from memex.records import Attachment, Conversation, Message, Sender
 from memex.source import Cursor, Failure, Item
 from memex.state.files import atomic_replace, ensure_private_dir
 from memex.store.attachments import Content
+from pollers.signal.extras import compact, contact, display_name, mention, preview, quote, sticker, sticker_id, times
+from pollers.signal.groups import GroupNames, read_map
 from pollers.signal.records import delete_revision, edit_revision, native_id, reaction_revision, sent_time
 
 EDITS = "edits.json"
 MAX_EDITS = 20000  # edit chains remembered (newest kept)
 SKIPPED_KINDS = ("receiptMessage", "typingMessage", "callMessage", "storyMessage")
+# what makes a data message a message; with a groupInfo and none of these it is a group change (UPDATE, or DELIVER
+# when you were added), which is skipped
+BODY = ("message", "attachments", "sticker", "contacts", "previews", "reaction", "remoteDelete", "pollCreate", "quote")
 
 
 def data_dir(config_dir: Path | None) -> Path:
@@ -49,11 +54,7 @@ class EditChains:
         """The message an edit revises. Signal chains edits: a second edit targets the first edit's timestamp,
         so each edit's own ID is remembered and resolved back to the original."""
         if self._edits is None:
-            try:
-                loaded = json.loads((self.root / EDITS).read_bytes())
-                self._edits = {str(k): str(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
-            except (OSError, ValueError):
-                self._edits = {}
+            self._edits = read_map(self.root / EDITS)
         original = self._edits.get(target, target)
         if self._edits.get(edit) != original:
             self._edits[edit] = original
@@ -72,10 +73,11 @@ class EditChains:
 class Renderer:
     """Turns signal-cli's JSON lines into items for source ``name``; counts what is not a message in ``skipped``."""
 
-    def __init__(self, name: str, config_dir: Path | None, edits: EditChains) -> None:
+    def __init__(self, name: str, config_dir: Path | None, edits: EditChains, groups: GroupNames) -> None:
         self.name = name
         self.config_dir = config_dir  # signal-cli's --config: its attachments/ are read there
         self.edits = edits
+        self.groups = groups
         self.skipped: Counter[str] = Counter()
 
     def render(self, raw: bytes, cursor: Cursor) -> Item | None:
@@ -132,17 +134,18 @@ class Renderer:
             raise ValueError("no sender service ID")
         ts = int(data["timestamp"])
         group = data.get("groupInfo") or {}
-        if group.get("type") == "UPDATE" and not data.get("message") and not data.get("attachments"):
-            self.skipped["group_update"] += 1
-            return None
         if data.get("isExpirationUpdate"):
             self.skipped["expiration_update"] += 1
+            return None
+        gid = group.get("groupId")
+        if group and not any(data.get(k) for k in BODY):  # a group change (being added, a new title...): no message
+            self.skipped["group_update"] += 1
             return None
         is_me = sent is not None
         peer = (sent or {}).get("destinationUuid") if is_me else author
         conversation = Conversation(
-            id=group.get("groupId") or peer,
-            name=group.get("groupName") or (None if is_me else env.get("sourceName")),
+            id=gid or peer,
+            name=self.groups.name(str(gid), group.get("groupName")) if gid else (None if is_me else env.get("sourceName")),
             participants=[p for p in (peer,) if p] if not group else [],
         )
         sender = Sender(id=author, name=env.get("sourceName"), is_me=is_me)
@@ -160,27 +163,43 @@ class Renderer:
         if delete is not None:
             return Item(cursor, message=record(native_id(author, delete["timestamp"]), revision=delete_revision(ts), deleted=True))
         attachments, contents = self._attachments(data.get("attachments") or [])
-        quote = data.get("quote")
-        extra: dict[str, Any] = {}
-        for key in ("mentions", "sticker", "previews", "contacts", "pollCreate", "textStyles"):
-            if data.get(key):
-                extra[key] = data[key]
-        if data.get("expiresInSeconds"):
-            extra["expires_in_s"] = data["expiresInSeconds"]
-        if data.get("viewOnce"):
-            extra["view_once"] = True
+        quoted = data.get("quote")
+        extra = live_extras(data, env if edit_of is None else {})
+        if extra.get("sticker"):
+            contents += self._sticker(extra["sticker"], attachments)
         own = native_id(author, ts)
         message = record(
             own if edit_of is None else self.edits.original_of(native_id(author, edit_of), own),
             text=data.get("message"),
             attachments=attachments,
-            reply_to=native_id(quote["authorUuid"], quote["id"]) if quote and quote.get("authorUuid") else None,
+            reply_to=native_id(quoted["authorUuid"], quoted["id"]) if quoted and quoted.get("authorUuid") else None,
             extra=extra,
         )
         if edit_of is not None:
             message.revision = edit_revision(ts)
             message.edited_at = at
         return Item(cursor, message=message, contents=contents)
+
+    def _sticker(self, found: dict[str, Any], attachments: list[Attachment]) -> list[Content]:
+        """The sticker's image as an attachment: signal-cli keeps a pack it fetched in ``stickers/<pack id>/``, each
+        image under its number and a ``manifest.json`` naming each one's emoji and type."""
+        folder = data_dir(self.config_dir) / "stickers" / re.sub(r"[^0-9a-f]", "_", found["pack_id"])
+        try:
+            manifest = json.loads((folder / "manifest.json").read_bytes())
+            n = found["sticker_id"]  # older manifests name a sticker by its file only
+            entry = next(x for x in manifest.get("stickers") or [] if isinstance(x, dict) and (x.get("id") == n or x.get("file") == str(n)))
+        except (OSError, ValueError, StopIteration, AttributeError):
+            entry = {}
+        if isinstance(entry.get("emoji"), str) and entry["emoji"] and "emoji" not in found:
+            found["emoji"] = entry["emoji"]
+        path = folder / str(found["sticker_id"])
+        att = Attachment(id=sticker_id(found["pack_id"], found["sticker_id"]), filename=None, mime_type=entry.get("contentType"),
+                         size=path.stat().st_size if path.is_file() else None)  # fmt: skip
+        attachments.append(att)
+        if not path.is_file():
+            att["missing"] = True
+            return []
+        return [Content(index=len(attachments) - 1, open=_opener(path))]
 
     def _attachments(self, listed: list[dict[str, Any]]) -> tuple[list[Attachment], list[Content]]:
         attachments: list[Attachment] = []
@@ -195,6 +214,28 @@ class Renderer:
             else:
                 att["missing"] = True
         return attachments, contents
+
+
+def live_extras(data: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
+    """``extra`` of a data message (:mod:`pollers.signal.extras`); ``env`` gives the server and received times."""
+    raw = data.get("sticker") or {}
+    mentions = [m for x in data.get("mentions") or [] if (m := mention(x.get("uuid"), x.get("start"), x.get("length")))]
+    q = data.get("quote") or {}
+    contacts = [contact(display_name(c.get("name") or {}, "given", "middle", "family", "nickname"), c.get("phone"), c.get("email"),
+                        c.get("organization")) for c in data.get("contacts") or [] if isinstance(c, dict)]  # fmt: skip
+    extra = {
+        "sticker": sticker(raw.get("packId"), raw.get("stickerId")) if raw else None,
+        "mentions": mentions,
+        "quote": quote(q.get("id"), q.get("authorUuid"), q.get("text")) if q else None,
+        "previews": [p for x in data.get("previews") or [] if (p := preview(x.get("url"), x.get("title"), x.get("description")))],
+        "contacts": contacts,
+        "pollCreate": data.get("pollCreate"),
+        "textStyles": data.get("textStyles"),
+        "expires_in_s": data.get("expiresInSeconds"),
+        "view_once": bool(data.get("viewOnce")),
+        **times(env.get("serverReceivedTimestamp"), env.get("serverDeliveredTimestamp")),
+    }
+    return compact(extra)
 
 
 def _opener(path: Path) -> Callable[[], IO[bytes]]:

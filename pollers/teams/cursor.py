@@ -27,7 +27,7 @@ class Walk:
     seen: dict[str, int] = field(default_factory=dict)  # message id -> lastModified µs, of this walk
     delta: str | None = None  # a channel walk's final @odata.deltaLink
     resume: bool = False  # this walk reads what an interrupted walk left (below its oldest page)
-    low: int | None = None  # the oldest modification stored by this walk so far, and the messages at it
+    low: int | None = None  # the oldest position (modification; a resumed walk: creation) stored so far, and the messages at it
     low_ids: set[str] = field(default_factory=set)
     ordered: bool = True  # pages came newest first, as $orderby asks
 
@@ -35,8 +35,11 @@ class Walk:
 def partial(cursor: Cursor, walk: Walk, overlap_us: int) -> Cursor:
     """The cursor after a page of a chat walk that goes on: the chat's own cursor stays, plus where to resume.
 
-    ``below`` is the oldest modification stored so far (and the messages at it): a poll stopped before
-    the walk ends (deadline, kill) resumes with ``lastModifiedDateTime lt below``; ``top`` and
+    ``below`` is the oldest position stored so far (and the messages at it): a modification time in a walk
+    from the top, a creation time in a resumed walk. A poll stopped before the walk ends (deadline, kill)
+    resumes with ``createdDateTime lt below`` (a message modified at or above ``below`` was created no
+    later, so reading by creation below it is a superset of what is left, and it never misses a message
+    whose modification moved up between the polls); ``top`` and
     ``seen_top`` are the newest end of the interrupted walk, which becomes the chat's cursor once the
     rest is read. Channel (delta) walks cannot resume: their cursor stays until the round completes.
     """

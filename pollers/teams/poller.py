@@ -13,9 +13,14 @@ Each poll lists ``/me/chats`` (paged), then walks each chat's
 ``$filter=lastModifiedDateTime gt <cursor - overlap>``, following
 ``@odata.nextLink`` to the end. Pages come newest first, so a chat's cursor
 moves only in the batch that ends its walk: a poll stopped mid-walk (kill
--9, the deadline) is continued next time below the oldest message it
-stored (``lastModifiedDateTime lt``). A chat not in the cursor (new, or
-first sync) is walked from its start. With ``channels = true`` the joined
+-9, the deadline) is continued next time by creation time, below the oldest
+message it stored (``$orderby=createdDateTime desc``, ``createdDateTime
+lt``). Creation never moves, so a message changed between the two polls
+(a reaction, an edit: its modification jumps above the stopped walk) is
+still read and stored as an original; a modification-ordered resume never
+met it, and the next poll took it for a stored message and wrote only
+revisions of it. A chat not in the cursor (new, or first sync) is walked
+from its start. With ``channels = true`` the joined
 teams' channels follow (:mod:`pollers.teams.channels`).
 
 Cursor: ``{"chats": {CHAT_ID: {"t": µs, "seen": ["MSGID@µs", ...]}}}``:
@@ -30,7 +35,10 @@ A message not stored before becomes its original record (as it is now:
 edited text, deleted flag, reactions). A stored message seen again with a
 new modification time becomes revisions of it (:func:`teams_render.revision_plan`):
 ``edit-<time>``, ``delete-<time>``, or ``reactions-<digest>``; the original
-is never rewritten. Inline images (``hostedContents``) are fetched and
+is never rewritten. Each revision is the whole message as it is now
+(``Item.whole``): if its original is missing after all (a message changed
+while the first walk was between its pages), the core stores it as the
+original first (:meth:`memex.uploader.Uploader.put`). Inline images (``hostedContents``) are fetched and
 stored content-addressed; file references stay metadata.
 
 A chat that still fails after the retries the deadline allows keeps its
@@ -104,6 +112,8 @@ def make(source: SourceConfig) -> TeamsPoller:
 class TeamsPoller(TeamsSession):
     """Reads new and changed chat messages of the signed-in user."""
 
+    whole_revisions = True  # each revision is the whole message as it is now: `memex verify --repair` may store a missing original from it
+
     def __init__(self, name: str, settings: Settings, login: Login, *, backoff: tuple[float, ...] | None = None) -> None:
         super().__init__(name, settings, login, backoff=backoff)
         self._queue: list[tuple[str, Conversation]] | None = None
@@ -146,9 +156,10 @@ class TeamsPoller(TeamsSession):
 
     def _messages_url(self, chat_id: str, prev: dict[str, Any] | None) -> str:
         params: dict[str, Any] = {"$top": self.settings.page_size, "$orderby": "lastModifiedDateTime desc"}
-        if prev is not None and prev.get("below"):  # an interrupted walk: the messages older than its last stored page
-            low = int(prev["below"][0]) + 1
-            params["$filter"] = f"lastModifiedDateTime lt {render.format_ts(-(-low // 1000) * 1000)}"
+        if prev is not None and prev.get("below"):  # an interrupted walk: the messages created before its last stored one
+            low = int(prev["below"][0]) + 1  # by creation, which never moves: a message changed since is not skipped
+            params["$orderby"] = "createdDateTime desc"
+            params["$filter"] = f"createdDateTime lt {render.format_ts(-(-low // 1000) * 1000)}"
         elif prev is not None:
             since = max(0, int(prev.get("t", 0)) - self.settings.overlap_us)
             params["$filter"] = f"lastModifiedDateTime gt {render.format_ts(since)}"
@@ -243,18 +254,24 @@ class TeamsPoller(TeamsSession):
         mid: str = msg["id"]
         modified = render.parse_ts(msg["lastModifiedDateTime"])
         assert modified is not None  # malformed() checked it
+        created = render.parse_ts(msg.get("createdDateTime"))
         prev = walk.prev
+        at = modified  # the walk's order: by modification, a resumed walk by creation
+        moved = False  # a resumed walk meets a message changed since the interrupted walk began
         if walk.resume and prev is not None:
+            at = modified if created is None else created
             low, low_ids = prev["below"]
-            if modified > low or (modified == low and mid in low_ids):
+            if at > low or (at == low and mid in low_ids):
                 return []  # stored by the interrupted walk
-        walk.newest = max(walk.newest, modified)
-        walk.seen[mid] = modified
-        if walk.low is not None and modified > walk.low:
+            moved = modified > int(prev.get("top", 0))
+        if not moved:  # a moved message stays out of the cursor: the next poll reads it again, as a change
+            walk.newest = max(walk.newest, modified)
+            walk.seen[mid] = modified
+        if walk.low is not None and at > walk.low:
             walk.ordered = False  # not newest first after all: no resume point can be trusted in this walk
-        if walk.low is None or modified < walk.low:
-            walk.low, walk.low_ids = modified, {mid}
-        elif modified == walk.low:
+        if walk.low is None or at < walk.low:
+            walk.low, walk.low_ids = at, {mid}
+        elif at == walk.low:
             walk.low_ids.add(mid)
         if prev is not None and f"{mid}@{modified}" in prev.get("seen", ()):
             return []  # the overlap's re-read of a message already handled
@@ -269,15 +286,15 @@ class TeamsPoller(TeamsSession):
             reason = f"cannot render ({type(exc).__name__})"
             return [Item(cursor=cursor, failure=Failure(native_id=ref, reason=reason, raw=json.dumps(msg).encode(), ref=ref))]
         known_ids = {s.rpartition("@")[0] for s in prev.get("seen", ())} if prev is not None else set()
-        created = render.parse_ts(msg.get("createdDateTime"))
         since = int(prev.get("t", 0)) - self.settings.overlap_us if prev is not None else None
         stored_before = since is not None and ((created is not None and created <= since) or mid in known_ids)
         if not stored_before:
             return [self.with_contents(Item(cursor=cursor, message=message), chat_id, msg)]
         out = []
-        for kind, rid, at in render.revision_plan(msg, since or 0):
+        for kind, rid, when in render.revision_plan(msg, since or 0):
             rev = render.render(self.name, walk.chat, msg, self._me)
-            out.append(self.with_contents(Item(cursor=cursor, message=render.as_revision(rev, kind, rid, at)), chat_id, msg))
+            item = Item(cursor=cursor, message=render.as_revision(rev, kind, rid, when), whole=True)  # Graph shows only the current state
+            out.append(self.with_contents(item, chat_id, msg))
         return out
 
 

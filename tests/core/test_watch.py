@@ -153,8 +153,11 @@ def test_rows_a_separate_process_writes_to_chat_db_are_stored(tmp_path: Path) ->
     conn.close()
     assert sorted(stored_ids(state)) == guids and len(guids) == 17
     lines = polls(state, "imessage")
-    assert [(e["trigger"], e["new"]) for e in lines if e["trigger"] != "interval"] == [("start", 10), ("event", 3), ("event", 4)]
-    assert all(e["new"] == 0 for e in lines if e["trigger"] == "interval")
+    assert [(e["trigger"], e["new"]) for e in lines if e["new"]] == [("start", 10), ("event", 3), ("event", 4)]
+    # A write wakes at most one poll that finds nothing yet: on a loaded machine the writer can be caught between its
+    # first WAL frame and its commit for longer than --settle (seen in a busy flake-hunt round). The polls' own reads
+    # wake none, or the source would never go quiet until its interval poll (the waits above).
+    assert len([e for e in lines if e["trigger"] == "event" and not e["new"]]) <= 2
 
 
 def test_a_cron_poll_beside_the_watcher_never_polls_the_source_at_the_same_time(tmp_path: Path) -> None:

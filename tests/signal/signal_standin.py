@@ -6,8 +6,10 @@ The field names follow AsamK/signal-cli's ``JsonMessageEnvelope``, ``JsonDataMes
 ...}`` plus ``exception: {message, type}``). :func:`install` writes an executable that, like
 ``signal-cli -o json receive``, prints every line queued in ``<dir>/queue.jsonl`` after the offset in
 ``<dir>/acked`` and acknowledges each line (moves the offset) once it is printed: the server never
-delivers it again. ``<dir>/mode`` makes it misbehave: ``busy`` (another instance holds the account),
-``unlinked``, ``hang`` (print two lines, then never exit), ``die`` (print half a line, exit 1).
+delivers it again. ``listGroups`` prints ``<dir>/groups.json`` (:func:`groups`). Each run appends its pid to ``<dir>/pids.log``. ``<dir>/mode`` makes it misbehave: ``busy``
+(another instance, e.g. a running ``signal-cli daemon``, holds the account: like the real one it logs
+``INFO  SignalAccount - Config file is in use by another instance, waiting…`` on stderr and blocks until killed),
+``busy-exit`` (the same words, then exit 3, as where signal-cli does not wait for the lock), ``unlinked``, ``hang`` (print two lines, then never exit), ``die`` (print half a line, exit 1).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ ME = "0c5b0e7e-6f3a-4c1e-9d0a-0a1b2c3d4e5f"
 ALICE = "4262f93c-14b1-4fa4-8ea3-04499d8ae0af"
 BOB = "aaf50e83-2fff-41d5-86e3-a8cdfc3cbb3f"
 GROUP = "UIXSwit7KF/RqKfH9jqySnLTgqVCimGcEK25Dbf+yDw="
+GROUP2 = "kTCnTKQ8tjxEb3yQpYF2Qcv4QJzgmyz0gHxnmw3rhvU="
 
 SCRIPT = """#!{python}
 import os, sys, time
@@ -30,9 +33,21 @@ d = {folder!r}
 mode = open(os.path.join(d, "mode")).read().strip() if os.path.exists(os.path.join(d, "mode")) else "normal"
 with open(os.path.join(d, "argv.log"), "a") as f:
     f.write(" ".join(sys.argv[1:]) + "\\n")
-if mode == "busy":
+with open(os.path.join(d, "pids.log"), "a") as f:
+    f.write(str(os.getpid()) + "\\n")
+if mode == "busy":  # as signal-cli does while a daemon holds the account: say so, then wait for the lock (forever here)
+    sys.stderr.buffer.write("INFO  SignalAccount - Config file is in use by another instance, waiting\u2026\\n".encode())
+    sys.stderr.flush()
+    while True:
+        time.sleep(3600)
+if mode == "busy-exit":  # where signal-cli does not wait for the lock, it exits
     sys.stderr.write("Error loading state file for user {account}: Config file is in use by another instance. (IOException)\\n")
     sys.exit(3)
+if "listGroups" in sys.argv:  # `-o json listGroups`: one JSON array of groups ({{"id", "name", ...}}), from <dir>/groups.json
+    path = os.path.join(d, "groups.json")
+    sys.stdout.write(open(path).read().strip() if os.path.exists(path) else "[]")
+    sys.stdout.write("\\n")
+    sys.exit(0)
 if mode == "unlinked":
     sys.stderr.write("User {account} is not registered.\\n")
     sys.exit(1)
@@ -72,6 +87,16 @@ def queue(folder: Path, *lines: dict[str, Any] | bytes) -> None:
     with open(folder / "queue.jsonl", "ab") as f:
         for line in lines:
             f.write((line if isinstance(line, bytes) else json.dumps(line, ensure_ascii=False).encode()) + b"\n")
+
+
+def groups(folder: Path, names: dict[str, str]) -> None:
+    """What ``listGroups`` prints from now on: these groups, in ListGroupsCommand's JSON shape."""
+    listed = [{"id": gid, "name": name, "description": "", "isMember": True, "isBlocked": False, "messageExpirationTime": 0,
+               "members": [{"number": None, "uuid": ALICE, "isAdmin": True}], "pendingMembers": [], "requestingMembers": [],
+               "admins": [{"number": None, "uuid": ALICE}], "banned": [], "permissionAddMember": "EVERY_MEMBER",
+               "permissionEditDetails": "EVERY_MEMBER", "permissionSendMessage": "EVERY_MEMBER", "groupInviteLink": None}
+              for gid, name in names.items()]  # fmt: skip
+    (folder / "groups.json").write_text(json.dumps(listed))
 
 
 def acked(folder: Path) -> list[bytes]:

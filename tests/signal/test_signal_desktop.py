@@ -114,7 +114,8 @@ def test_encrypted_key_is_unwrapped_with_the_password_key_cmd_prints(tmp_path: P
 
 def test_a_wrong_key_or_password_is_one_clear_line_and_nothing_is_written(tmp_path: Path) -> None:
     """A key that does not open the database, a password that does not unwrap encryptedKey, and an encryptedKey with no
-    key_cmd: exit 1, one line saying what to check, no secret in it, nothing stored."""
+    key_cmd: exit 1, one line saying what to check (and SQLCipher's own log lines silenced), no secret in it, nothing
+    stored."""
     d = build(tmp_path / "Signal")
     desktop = d.write()
     (desktop / "config.json").write_text(json.dumps({"key": "ab" * 32}))
@@ -122,6 +123,8 @@ def test_a_wrong_key_or_password_is_one_clear_line_and_nothing_is_written(tmp_pa
     code, summary, err = backfill(cfg)
     assert code == 1 and "did not open it; check key_cmd" in summary["error"], err
     assert "ab" * 32 not in err + json.dumps(summary)
+    (line,) = err.splitlines()  # memex's one line; SQLCipher's own ("ERROR CORE sqlcipher_page_cipher: hmac check
+    assert "did not open it" in line and "sqlcipher_" not in err  # failed for pgno=1", ...) never reach stderr
 
     (desktop / "config.json").write_text(json.dumps({"encryptedKey": wrap_key(d.key_hex, PASSWORD, "v11")}))
     cfg = config(tmp_path, desktop, key_cmd=[str(key_cmd_script(tmp_path, b"not the password"))])

@@ -796,7 +796,8 @@ def test_channel_history_resumes_at_its_channel(tmp_path: Path, graph: GraphServ
 
 def test_start_now_with_channels_stores_only_what_comes_later(tmp_path: Path, graph: GraphServer) -> None:
     """start = "now" with channels: the first poll stores nothing and keeps each channel's deltaLink; later posts and replies are
-    stored, an old post's edit is a revision, and an old post that only comes back with its chain is not stored."""
+    stored, an old post's edit is a revision (with the post as it is now as its original: never a revision without its original),
+    and an old post that only comes back with its chain is not stored."""
     graph.add_channel(TEAM, CHANNEL)
     old = graph.post(CHANNEL, "old post", step=86400)  # long before the head
     recent = graph.post(CHANNEL, "recent post", step=5)  # inside the head round's window (Graph's clock, from its Date header)
@@ -815,7 +816,9 @@ def test_start_now_with_channels_stores_only_what_comes_later(tmp_path: Path, gr
     graph.edit(CHANNEL, old, "old post (edited)")
     second = poll(cfg, "teams")
     assert (second.new, second.dup, second.exit_code) == (4, 0, 0), second.error
-    assert {r["native_id"] for r in stored(tmp_path).values()} == {f"{CHANNEL}/{m}" for m in (new_reply, old_reply, new_post)}
+    originals = {r["native_id"]: r for r in stored(tmp_path).values()}
+    assert originals.keys() == {f"{CHANNEL}/{m}" for m in (new_reply, old_reply, new_post, old)}
+    assert originals[f"{CHANNEL}/{old}"]["text"] == "old post (edited)" and "revision" not in originals[f"{CHANNEL}/{old}"]
     (rev,) = stored(tmp_path, "revisions/teams/").values()
     assert rev["native_id"] == f"{CHANNEL}/{old}" and rev["revision"]["kind"] == "edit"
     assert poll(cfg, "teams").new == 0
