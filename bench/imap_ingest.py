@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -41,22 +42,25 @@ def sample(i: int) -> bytes:
     )
 
 
-def fill(server: dv.Dovecot, user: str, n: int) -> None:
-    """Write ``n`` messages into the user's INBOX Maildir (owned by the server's user)."""
+def fill(server: dv.Dovecot, user: str, n: int, make: Callable[[int], bytes] = sample) -> int:
+    """Write ``n`` messages (``make(i)``) into the user's INBOX Maildir (owned by the server's user); their total size."""
     with server.session(user) as conn:  # creates the Maildir
         conn.select("INBOX")
     root = server.maildir(user)
     for sub in ("cur", "new", "tmp"):
         (root / sub).mkdir(parents=True, exist_ok=True)
-    base = int(time.time()) - n
+    base, total = int(time.time()) - n, 0
     for i in range(n):
         path = root / "new" / f"{base + i}.M{i}P1.bench"
-        path.write_bytes(sample(i))
+        raw = make(i)
+        total += len(raw)
+        path.write_bytes(raw)
         if os.geteuid() == 0:
             os.chown(path, server.uid, server.gid)
     for sub in ("cur", "new", "tmp"):
         if os.geteuid() == 0:
             os.chown(root / sub, server.uid, server.gid)
+    return total
 
 
 def memex_loop(poller: imap.ImapPoller) -> tuple[int, float]:

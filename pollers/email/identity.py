@@ -29,8 +29,9 @@ def _flat(value: str | None) -> str | None:
     return None if value is None else re.sub(r"\s+", " ", clean(value)).strip()
 
 
-def _addresses(msg: email.message.Message, name: str) -> list[str]:
-    return sorted({addr.lower() for _, addr in addresses(msg, name, [])})
+def _addresses(msg: email.message.Message, name: str, known: dict[str, list[tuple[str, str]]] | None) -> list[str]:
+    pairs = known[name] if known is not None and name in known else addresses(msg, name, [])
+    return sorted({addr.lower() for _, addr in pairs})
 
 
 def _payload(part: email.message.Message) -> bytes:
@@ -59,8 +60,12 @@ def _parts(part: email.message.Message, out: list[Any], *, headers: bool) -> Non
     out.append([ctype, name, hashlib.sha256(_payload(part)).hexdigest()])
 
 
-def mail_fingerprint(msg: email.message.Message, raw_mail: bytes) -> str:
-    """The fingerprint of a parsed mail under the rule in this module's docstring (never raises)."""
+def mail_fingerprint(msg: email.message.Message, raw_mail: bytes, known: dict[str, list[tuple[str, str]]] | None = None) -> str:
+    """The fingerprint of a parsed mail under the rule in this module's docstring (never raises).
+
+    ``known``: the From, To and Cc pairs :func:`~pollers.email.headers.addresses` already gave for this message
+    (the renderer has them), so they are not parsed twice.
+    """
     try:
         body: list[Any] = []
         _parts(msg, body, headers=False)
@@ -69,11 +74,11 @@ def mail_fingerprint(msg: email.message.Message, raw_mail: bytes) -> str:
         body = ["raw", hashlib.sha256(rest).hexdigest()]
     return fingerprint(
         RULE,
-        _addresses(msg, "From"),
+        _addresses(msg, "From", known),
         [_flat(v) for v in raw_all(msg, "Date")],
         [_flat(v) for v in raw_all(msg, "Subject")],
-        _addresses(msg, "To"),
-        _addresses(msg, "Cc"),
+        _addresses(msg, "To", known),
+        _addresses(msg, "Cc", known),
         body,
     )
 

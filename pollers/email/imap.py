@@ -130,6 +130,7 @@ class ImapPoller(ImapSession):
         return batch
 
     def _fetch_once(self, cursor: Cursor, limit: int) -> Batch:
+        early = self._collect_ahead()  # the first chunk of this batch, fetched while the last one was stored
         state: dict[str, Any] = {"mailboxes": dict((cursor or {}).get("mailboxes") or {})}
         for mailbox in self._mailbox_names():
             if mailbox in self._caught_up:
@@ -151,30 +152,48 @@ class ImapPoller(ImapSession):
             if known is None:
                 state["mailboxes"][mailbox] = {"uidvalidity": validity, "last_uid": 0}
             if uidnext is not None and uidnext <= last + 1:
-                uids: list[int] = []
+                found: list[int] = []
             else:
-                uids = self._search(last + 1, uidnext, want=limit)[:limit]
+                found = self._search(last + 1, uidnext, want=limit)
+            uids, following = found[:limit], found[limit : limit + min(limit, self.fetch_chunk)]
             if not uids:
                 self._caught_up.add(mailbox)
                 if known is None:
                     return Batch(items=[], cursor=state)
                 continue
+            ready: list[tuple[int, bytes, datetime | None]] | None = None
+            if early is not None and early[0].key == (mailbox, validity) and uids[: len(early[0].uids)] == early[0].uids:
+                # Exactly the UIDs this batch starts with (the search after the cursor found them again): use that answer.
+                ready, head = early[1], early[0].uids
+            else:
+                head = []
+            chunks = ([head] if head else []) + _chunks(uids[len(head) :], self.fetch_chunk)
             items: list[Item] = []
-            took = 0.0
-            for start in range(0, len(uids), self.fetch_chunk):
-                if items and self._deadline.remaining() < 2 * took + 1:
-                    # Another chunk would likely run past the poll's end, and nothing fetched after it is
-                    # stored: hand over what arrived (the rest next poll), so a slow server still moves on.
-                    return Batch(items=items, cursor=state)
-                began = time.monotonic()
-                chunk = uids[start : start + self.fetch_chunk]
-                fetched = self._fetch_raw(chunk)
-                took = time.monotonic() - began
+            took = early[2] if ready is not None and early is not None else 0.0
+            for index, chunk in enumerate(chunks):
+                if ready is not None:  # fetched ahead: the answer is here
+                    fetched, ready = ready, None
+                elif (sent := self._collect_ahead()) is not None and sent[0].uids == chunk:  # sent while the chunk before was rendered
+                    _, fetched, took = sent
+                else:
+                    if items and self._deadline.remaining() < 2 * took + 1:
+                        # Another chunk would likely run past the poll's end, and nothing fetched after it is
+                        # stored: hand over what arrived (the rest next poll), so a slow server still moves on.
+                        return Batch(items=items, cursor=state)
+                    began = time.monotonic()
+                    fetched = self._fetch_raw(chunk)
+                    took = time.monotonic() - began
                 gap = self._first_gap(chunk, {uid for uid, _, _ in fetched})
                 if gap is not None:
                     # The server answered OK without this UID, yet a fresh search still lists it: stop right
                     # before it (the cursor never passes a message not stored); the next poll asks again.
                     fetched = [f for f in fetched if f[0] < gap]
+                else:
+                    # Overlap: the next chunk (of this batch, else of the next one) is read while this one is
+                    # rendered and stored; only if it would likely end before the poll's time does.
+                    after = chunks[index + 1] if index + 1 < len(chunks) else following
+                    if after and self._deadline.remaining() >= 2 * took + 1:
+                        self._fetch_ahead(after, (mailbox, validity))
                 for uid, raw, internal in fetched:
                     boxes = dict(state["mailboxes"])
                     boxes[mailbox] = {"uidvalidity": validity, "last_uid": uid}
@@ -270,6 +289,11 @@ class ImapPoller(ImapSession):
                     if when is not None and ((since is not None and when < since) or (until is not None and when >= until)):
                         continue
                     yield item
+
+
+def _chunks(uids: list[int], size: int) -> list[list[int]]:
+    """``uids`` in consecutive runs of at most ``size``."""
+    return [uids[start : start + size] for start in range(0, len(uids), size)]
 
 
 def _mailbox_extra(mailbox: str) -> dict[str, str]:

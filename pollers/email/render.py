@@ -63,6 +63,21 @@ class _Mail(email.message.Message):
             return failobj
         return re.sub(r"\r?\n(?=[ \t])", "", boundary) if isinstance(boundary, str) else boundary
 
+    _decoded: tuple[Any, Any, Any] | None = None  # (payload, Content-Transfer-Encoding, its decoded bytes)
+
+    def get_payload(self, i: Any = None, decode: bool = False) -> Any:
+        """As compat32's; a single part's decoded bytes are decoded once (the text, the attachment's size and the
+        fingerprint each ask), and again only if the payload or its Content-Transfer-Encoding changed."""
+        if not decode or i is not None or self.is_multipart():
+            return super().get_payload(i, decode)  # type: ignore[call-overload]
+        payload, cte = vars(self).get("_payload"), self.get("content-transfer-encoding")
+        memo = self._decoded
+        if memo is not None and memo[0] is payload and memo[1] == cte:
+            return memo[2]
+        value = super().get_payload(None, True)
+        self._decoded = (payload, cte, value)
+        return value
+
     def get_content_type(self) -> str:
         """The type's first token: ``image/png<CRLF> name=a.png`` (a missing ``;``) is ``image/png``, never the line break.
 
@@ -149,7 +164,7 @@ def _render(raw: bytes, source: str, me: frozenset[str], extra: dict[str, Any] |
     if problems:
         doc["problems"] = sorted(set(problems))
     # What tells two mails apart when they share a Message-ID (memex.store.collisions): not the Received headers.
-    doc["fingerprint"] = mail_fingerprint(msg, raw)
+    doc["fingerprint"] = mail_fingerprint(msg, raw, {"From": senders, "To": to, "Cc": cc})
     legacy = legacy_fingerprint(sender_addr.lower(), date_header, subject, text)
     doc.update(extra or {})
     message = Message(

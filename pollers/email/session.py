@@ -14,6 +14,7 @@ import imaplib
 import os
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,43 @@ class MailboxError(SourceError):
     """One mailbox cannot be read (refused EXAMINE, no UIDVALIDITY); the others are polled all the same."""
 
 
+class Ahead:
+    """A ``UID FETCH`` already sent, whose answer a helper thread reads while the poll renders and stores what came before.
+
+    Only the poller's own next command may use the connection after it: :meth:`ImapSession._collect_ahead` waits for
+    the answer (bounded by the poll's deadline) before anything else is sent.
+    """
+
+    def __init__(self, conn: imaplib.IMAP4, uids: list[int], key: tuple[str, int]) -> None:
+        self.conn, self.uids, self.key = conn, uids, key  # key: (mailbox, UIDVALIDITY) the UIDs belong to
+        self.began = self.ended = time.monotonic()
+        self._done = threading.Event()
+        self._answer: tuple[str, list[Any]] | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._read, name="memex-imap-fetch-ahead", daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            self._answer = self.conn.uid("FETCH", uid_set(self.uids), "(UID INTERNALDATE BODY.PEEK[])")
+        except BaseException as exc:  # handed to whoever waits for the answer
+            self._error = exc
+        finally:
+            self.ended = time.monotonic()
+            self._done.set()
+
+    def done(self) -> bool:
+        """Whether the answer has been read (or the read failed)."""
+        return self._done.is_set()
+
+    def answer(self) -> tuple[str, list[Any]]:
+        """Wait for the answer; the read's own error is raised here."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._answer is not None
+        return self._answer
+
+
 class ImapSession:
     """One IMAP account: a connection opened on first use, its exchanges bounded by the poll's deadline and retried."""
 
@@ -65,6 +103,7 @@ class ImapSession:
         self._names: list[str] | None = None
         self._retry_deadline: float | None = None
         self._deadline: Deadline = NEVER
+        self._ahead: Ahead | None = None  # a UID FETCH in flight on the connection (see Ahead)
 
     # -- connection --------------------------------------------------------
     def _where(self) -> str:
@@ -107,6 +146,7 @@ class ImapSession:
         """
         conn, self._conn = self._conn, None
         self._selected = None
+        self._ahead = None
         if conn is not None:
             cut(conn)
 
@@ -125,6 +165,8 @@ class ImapSession:
         return conn
 
     def _connect(self) -> imaplib.IMAP4:
+        if self._ahead is not None:
+            self._collect_ahead()  # the connection is free only once that answer is read; unused, it is dropped
         if self._conn is not None:
             return self._conn
         s = self.settings
@@ -172,7 +214,12 @@ class ImapSession:
         """Log out and close the connection."""
         conn, self._conn = self._conn, None
         self._selected = None
+        ahead, self._ahead = self._ahead, None
         if conn is not None:
+            if ahead is not None and not ahead.done():  # mid-answer: no goodbye can be said on it
+                cut(conn)
+                shutdown(conn)
+                return
             try:
                 if self._deadline.reason is not None:
                     raise Interrupted(self._deadline.reason, "logout")  # no time left to wait for a goodbye
@@ -183,6 +230,7 @@ class ImapSession:
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
         self._selected = None
+        self._ahead = None
         if conn is not None:
             shutdown(conn)
 
@@ -300,6 +348,23 @@ class ImapSession:
             conn, "UID FETCH", self._io("UID FETCH", lambda: conn.uid("FETCH", uid_set(uids), "(UID INTERNALDATE BODY.PEEK[])"))
         )
         return parse_fetch(data, uids)
+
+    def _fetch_ahead(self, uids: list[int], key: tuple[str, int]) -> None:
+        """Send the ``UID FETCH`` of ``uids`` (of mailbox and UIDVALIDITY ``key``) now; :meth:`_collect_ahead` takes its answer."""
+        conn = self._connect()
+        self.commands += 1
+        self._ahead = Ahead(conn, uids, key)
+
+    def _collect_ahead(self) -> tuple[Ahead, list[tuple[int, bytes, datetime | None]], float] | None:
+        """The fetch sent ahead, its ``(uid, raw bytes, INTERNALDATE)`` and seconds it took, or None when none is in flight.
+
+        Waits for the answer within the poll's deadline; a network failure propagates as from any exchange.
+        """
+        ahead, self._ahead = self._ahead, None
+        if ahead is None or ahead.conn is not self._conn:
+            return None
+        data = self._cmd(ahead.conn, "UID FETCH", self._io("UID FETCH", ahead.answer))
+        return ahead, parse_fetch(data, ahead.uids), ahead.ended - ahead.began
 
     def _first_gap(self, asked: list[int], got: set[int]) -> int | None:
         """The lowest UID of ``asked`` missing from ``got`` that a fresh ``UID SEARCH`` says still exists, or None.

@@ -905,6 +905,18 @@ MUTANTS = [
         ["tests/core/test_search.py::test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message"],
         id="search-unsent-messages-not-left-out",
     ),
+    pytest.param(
+        "pollers/email/imap.py",
+        [(" and uids[: len(early[0].uids)] == early[0].uids:", ":")],
+        ["tests/email/test_imap_overlap.py::test_a_read_ahead_is_used_only_for_the_uids_right_after_the_cursor"],
+        id="imap-read-ahead-used-for-any-cursor",
+    ),
+    pytest.param(
+        "pollers/email/render.py",
+        [("if memo is not None and memo[0] is payload and memo[1] == cte:", "if memo is not None:")],
+        ["tests/email/test_render_fast.py::test_a_parts_decoded_bytes_are_decoded_once_and_again_after_a_change"],
+        id="email-decoded-payload-kept-after-a-change",
+    ),
 ]  # fmt: skip
 
 

@@ -1,0 +1,243 @@
+"""IMAP: `memex poll` vs `mbsync` (isync) draining one mailbox of a local Dovecot (issue 25: >= 1.0x msg/s, <= 2x CPU/msg).
+
+One throw-away Dovecot holds ``--messages`` mails (default 20,000; about 28 KiB on average, every tenth with
+a ~75 KiB attachment; generated from a fixed seed, so every run reads the same bytes), written straight into
+the user's Maildir as an MDA would and indexed by Dovecot before any timing (a warm-up SELECT and FETCH).
+Then rounds alternate (``--rounds`` of each, medians reported):
+
+- **A**: the real CLI, ``python -m memex --config CFG poll mail --max-seconds 100000``, with an ``imap`` source
+  (``security = "none"``, loopback) and a file store, a fresh store and state per round; one poll drains the
+  mailbox (the runner fetches batch after batch until caught up or out of time; the time limit is far away);
+- **B**: ``mbsync -c RC bench`` with ``FSync yes``, ``SSLType None``, ``Sync Pull``, into a fresh Maildir.
+
+Each round's wall time gives msg/s; its CPU is the child's own user+sys (``os.wait4``/GNU time: memex's
+process alone, or mbsync alone). Dovecot's CPU (its process tree, from /proc) serves both and is shown per
+message beside each. The load average is printed: the machine may be shared.
+
+Run: .venv/bin/python bench/imap_vs_mbsync.py [--messages 20000] [--rounds 3] [--before TREE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import Run, run
+from bench.imap_ingest import fill
+from tests.servers import dovecot as dv
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_WORDS = (
+    "the of and to in is that it was for on are as with his they at be this from have or by one had not but what all "
+    "were when we there can an your which their said if do will each about how up out them then she many some so these "
+    "would other into has more her two like him see time could no make than first been its who now people my made over "
+    "did down only way find use may water long little very after words called just where most know get through back much "
+    "before go good new write our used me man too any day same right look think also around another came come work three"
+)
+WORDS = _WORDS.split()
+SEED = 25
+
+
+def _text(rng: random.Random, size: int) -> str:
+    """About ``size`` bytes of lines of words (72 columns)."""
+    lines, line, total = [], [], 0
+    while total < size:
+        word = rng.choice(WORDS)
+        line.append(word)
+        total += len(word) + 1
+        if sum(len(w) + 1 for w in line) > 70:
+            lines.append(" ".join(line))
+            line = []
+    lines.append(" ".join(line))
+    return "\r\n".join(lines)
+
+
+def sample(i: int) -> bytes:
+    """Mail ``i`` (deterministic): text ~4-32 KiB, every other one also as HTML, every tenth with a ~75 KiB attachment."""
+    rng = random.Random(SEED * 1_000_003 + i)
+    body = _text(rng, rng.randint(4096, 32768) // (2 if i % 2 else 1))
+    head = (
+        f"From: Sender {i % 211} <sender{i % 211}@example.com>\r\nTo: Me <me@example.com>\r\n"
+        f"Cc: =?utf-8?q?J=C3=BCrgen?= <j{i % 13}@example.org>\r\nSubject: =?utf-8?q?bench_mail_{i}_=E2=80=94_r=C3=A9sum=C3=A9?=\r\n"
+        f"Date: Tue, {1 + i % 28:02d} Nov 2022 10:{i % 60:02d}:{i % 59:02d} +0100\r\nMessage-ID: <bench-{i}.{SEED}@example.com>\r\n"
+        f"References: <bench-{max(0, i - 1)}.{SEED}@example.com>\r\nMIME-Version: 1.0\r\n"
+    )
+    if i % 2:
+        html = "<html><body>" + "".join(f"<p>{p}</p>" for p in body.split("\r\n")) + "</body></html>"
+        text_part = (
+            'Content-Type: multipart/alternative; boundary="alt"\r\n\r\n--alt\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n'
+            f"{body}\r\n--alt\r\nContent-Type: text/html; charset=utf-8\r\n\r\n{html}\r\n--alt--\r\n"
+        )
+    else:
+        text_part = f"Content-Type: text/plain; charset=utf-8\r\n\r\n{body}\r\n"
+    if i % 10 == 5:
+        blob = base64.encodebytes(rng.randbytes(rng.randint(50_000, 100_000))).replace(b"\n", b"\r\n").decode()
+        mail = (
+            f'{head}Content-Type: multipart/mixed; boundary="mix"\r\n\r\n--mix\r\n{text_part}--mix\r\n'
+            f'Content-Type: application/octet-stream; name="data-{i}.bin"\r\nContent-Disposition: attachment; filename="data-{i}.bin"\r\n'
+            f"Content-Transfer-Encoding: base64\r\n\r\n{blob}--mix--\r\n"
+        )
+    else:
+        mail = head + text_part
+    return mail.encode()
+
+
+def warm(server: dv.Dovecot, user: str) -> int:
+    """Have Dovecot index the new mail and read every message once (page cache warm); the message count.
+
+    A read-write SELECT, as a mail client's: Dovecot moves the mail from ``new/`` to ``cur/`` and saves its index.
+    Left in ``new/`` (only EXAMINE), every EXAMINE re-reads the whole folder: about 40 per memex poll here, and
+    mbsync (which SELECTs) would move the mail in its first round, so the rounds after it would see another server.
+    """
+    conn = server.client(user)
+    conn.select("INBOX")
+    _, data = conn.uid("SEARCH", "ALL")
+    uids = data[0].split()
+    for start in range(0, len(uids), 1000):
+        part = uids[start : start + 1000]
+        conn.uid("FETCH", b"%s:%s" % (part[0], part[-1]), "(UID BODY.PEEK[])")
+    conn.close()
+    conn.logout()
+    left = len(os.listdir(server.maildir(user) / "new"))
+    assert left == 0, f"{left} mails still in new/ after a read-write SELECT"
+    return len(uids)
+
+
+def dovecot_cpu(server: dv.Dovecot) -> float:
+    """CPU seconds of Dovecot's process tree so far: each live process's own and its reaped children's."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = text.rsplit(")", 1)[1].split()
+        stats[int(entry)] = (int(fields[1]), sum(int(f) for f in fields[11:15]) / tick)  # ppid; utime stime cutime cstime
+    tree, total, grew = {server.proc.pid}, 0.0, True
+    while grew:
+        grew = False
+        for pid, (ppid, _) in stats.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    for pid in tree:
+        total += stats.get(pid, (0, 0.0))[1]
+    return total
+
+
+def memex_round(work: Path, server: dv.Dovecot, user: str, n: int, tree: Path | None = None) -> tuple[Run, float]:
+    """One `memex poll` draining the mailbox into a fresh file store and state; (the child's run, Dovecot CPU s).
+
+    ``tree``: run the memex of that source tree instead (``python -m memex`` started in it finds its packages first).
+    """
+    d = Path(tempfile.mkdtemp(dir=work))
+    try:
+        cfg = d / "config.toml"
+        cfg.write_text(
+            f'state_dir = "{d}/state"\n[store]\nurl = "file://{d}/store"\n'
+            f'[sources.mail]\ntype = "imap"\nhost = "127.0.0.1"\nport = {server.port}\nsecurity = "none"\n'
+            f'user = "{user}"\npassword_env = "BENCH_IMAP_PASSWORD"\nmailboxes = ["INBOX"]\n'
+        )
+        before = dovecot_cpu(server)
+        with contextlib.chdir(tree or ROOT):
+            command = [sys.executable, "-m", "memex", "--config", str(cfg), "poll", "mail", "--max-seconds", "100000"]
+            r = run(command, env={"BENCH_IMAP_PASSWORD": dv.PASSWORD})
+        spent = dovecot_cpu(server) - before
+        assert r.returncode == 0, f"memex poll exited {r.returncode}; see {d}/state/logs/mail.jsonl"
+        stored = sum(1 for _ in (d / "store").rglob("*.eml"))
+        assert stored == n, f"memex stored {stored} of {n} mails"
+        return r, spent
+    finally:
+        shutil.rmtree(d)
+
+
+def mbsync_round(work: Path, server: dv.Dovecot, user: str, n: int) -> tuple[Run, float]:
+    """One `mbsync` pulling the mailbox into a fresh Maildir (FSync yes); (the child's run, Dovecot CPU s)."""
+    d = Path(tempfile.mkdtemp(dir=work))
+    try:
+        (d / "mail").mkdir()
+        rc = d / "mbsyncrc"
+        rc.write_text(
+            f"FSync yes\n\nIMAPAccount bench\nHost 127.0.0.1\nPort {server.port}\nUser {user}\nPass {dv.PASSWORD}\n"
+            "SSLType None\nAuthMechs LOGIN\n\nIMAPStore bench-far\nAccount bench\n\n"
+            f"MaildirStore bench-near\nPath {d}/mail/\nInbox {d}/mail/INBOX\n\n"
+            "Channel bench\nFar :bench-far:\nNear :bench-near:\nPatterns INBOX\nSync Pull\nCreate Near\nSyncState *\n"
+        )
+        rc.chmod(0o600)
+        before = dovecot_cpu(server)
+        r = run(["mbsync", "-q", "-c", str(rc), "bench"])
+        spent = dovecot_cpu(server) - before
+        assert r.returncode == 0, f"mbsync exited {r.returncode}: run it by hand with {rc}"
+        got = sum(len(os.listdir(d / "mail" / "INBOX" / sub)) for sub in ("cur", "new"))
+        assert got == n, f"mbsync stored {got} of {n} mails"
+        return r, spent
+    finally:
+        shutil.rmtree(d)
+
+
+def main() -> None:
+    """Fill the Dovecot, alternate memex and mbsync rounds, print medians and ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of each tool (alternated)")
+    parser.add_argument("--before", type=Path, help="also time the memex of this source tree (e.g. a checkout of main), same rounds")
+    args = parser.parse_args()
+    if shutil.which("mbsync") is None:
+        sys.exit("mbsync (isync) is not installed: apt-get install isync")
+    n = args.messages
+    server = dv.start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="memex-bench-") as tmp:
+            work = Path(tmp)
+            user = server.new_user()
+            size = fill(server, user, n, sample)
+            assert warm(server, user) == n
+            rounds: dict[str, list[tuple[Run, float]]] = {"memex": [], "mbsync": []}
+            if args.before is not None:
+                rounds["before"] = []
+            loads = [os.getloadavg()[0]]
+            for _ in range(args.rounds):
+                rounds["memex"].append(memex_round(work, server, user, n))
+                rounds["mbsync"].append(mbsync_round(work, server, user, n))
+                if args.before is not None:
+                    rounds["before"].append(memex_round(work, server, user, n, args.before))
+                loads.append(os.getloadavg()[0])
+        print(f"IMAP drain of {n:,} mails ({size / n / 1024:.1f} KiB average, {size / 2**20:,.0f} MiB) from one local Dovecot,")
+        print(f"median of {args.rounds} alternated rounds each; {os.cpu_count()} cores, load average {min(loads):.2f}-{max(loads):.2f}")
+        print(f"{'':8}{'msg/s':>9}{'CPU ms/msg':>12}{'Dovecot ms/msg':>16}{'MiB/s':>8}   every round (msg/s)")
+        med: dict[str, tuple[float, float]] = {}
+        for name, got in rounds.items():
+            rates = [n / r.wall for r, _ in got]
+            cpu = statistics.median(r.cpu / n * 1000 for r, _ in got)
+            dove = statistics.median(s / n * 1000 for _, s in got)
+            rate = statistics.median(rates)
+            med[name] = (rate, cpu)
+            shown = ", ".join(f"{x:,.0f}" for x in rates)
+            print(f"{name:8}{rate:>9,.0f}{cpu:>12.3f}{dove:>16.3f}{rate * size / n / 2**20:>8.1f}   {shown}")
+        speed = med["memex"][0] / med["mbsync"][0]
+        cost = med["memex"][1] / med["mbsync"][1]
+        print(f"memex / mbsync: {speed:.2f}x the msg/s (goal >= 1.0), {cost:.2f}x the CPU per message (goal <= 2.0)")
+        if "before" in med:
+            print(
+                f"before / mbsync: {med['before'][0] / med['mbsync'][0]:.2f}x the msg/s, {med['before'][1] / med['mbsync'][1]:.2f}x the CPU per message"
+            )
+    finally:
+        dv.stop(server)
+
+
+if __name__ == "__main__":
+    main()
