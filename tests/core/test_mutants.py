@@ -550,7 +550,7 @@ MUTANTS = [
     ),
     pytest.param(
         "pollers/email/identity.py",
-        [('        _addresses(msg, "To"),\n        _addresses(msg, "Cc"),\n', "")],
+        [('        _addresses(msg, "To", known),\n        _addresses(msg, "Cc", known),\n', "")],
         ["tests/email/test_email_collisions.py::test_real_mails_sharing_an_id_that_differ_in_recipients_or_parts_are_both_kept"],
         id="mail-fingerprint-without-recipients",
     ),
