@@ -230,8 +230,10 @@ class ImapSession:
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
         self._selected = None
-        self._ahead = None
+        ahead, self._ahead = self._ahead, None
         if conn is not None:
+            if ahead is not None and not ahead.done():
+                cut(conn)  # its reader holds the buffer lock a close needs: end the read first
             shutdown(conn)
 
     def set_deadline(self, deadline: float) -> None:
@@ -363,7 +365,13 @@ class ImapSession:
         ahead, self._ahead = self._ahead, None
         if ahead is None or ahead.conn is not self._conn:
             return None
-        data = self._cmd(ahead.conn, "UID FETCH", self._io("UID FETCH", ahead.answer))
+        try:
+            answer = self._io("UID FETCH", ahead.answer)
+        except BaseException:
+            if not ahead.done():  # a stop before or during the wait: cut the socket, or its reader holds the
+                self._abandon()  # connection's buffer lock until the socket times out and a close waits for it
+            raise
+        data = self._cmd(ahead.conn, "UID FETCH", answer)
         return ahead, parse_fetch(data, ahead.uids), ahead.ended - ahead.began
 
     def _first_gap(self, asked: list[int], got: set[int]) -> int | None:
