@@ -54,6 +54,29 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> Run:
     return Run(wall, usage.ru_utime + usage.ru_stime, rss, code)
 
 
+def alternate(label: str, a: list[str], b: list[str], rounds: int, *, names: tuple[str, str] = ("a", "b"),
+              env: dict[str, str] | None = None, before: list[str] | None = None) -> tuple[Run, Run]:  # fmt: skip
+    """``a`` and ``b`` alternated ``rounds`` times (``before`` run untimed ahead of each), each round printed under
+    ``names``; the median runs of each (peak RSS: the highest). A failing command ends the benchmark naming ``label``.
+    """
+    ra: list[Run] = []
+    rb: list[Run] = []
+    for i in range(rounds):
+        for cmd, out in ((a, ra), (b, rb)) if i % 2 == 0 else ((b, rb), (a, ra)):
+            if before is not None:
+                run(before)
+            r = run(cmd, env)
+            if r.returncode != 0:
+                raise SystemExit(f"{label}: {cmd[:6]} exited {r.returncode}")
+            out.append(r)
+        print(f"  round {i + 1}: {names[0]} {ra[-1].wall:.2f}s, {names[1]} {rb[-1].wall:.2f}s", flush=True)
+    return _medians(ra), _medians(rb)
+
+
+def _medians(runs: list[Run]) -> Run:
+    return Run(statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs), max(r.rss_mib for r in runs), 0)
+
+
 def median(runs: list[Run], attr: str) -> float:
     """Median of one measure over runs."""
     return float(statistics.median(getattr(r, attr) for r in runs))

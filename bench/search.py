@@ -11,7 +11,7 @@
    ``false``, alternated, medians of the wall times (each round on a fresh state folder whose index already holds
    the first 1,000 messages).
 
-    python bench/search.py --messages 100000 --rounds 3
+    python -m bench.search --messages 100000 --rounds 3
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import Run, run, write_records
+from bench._common import Run, alternate, run, write_records
 from memex.records import Message
 
 WORDS = [f"w{n}" for n in range(20000)]  # a Zipf-like vocabulary: w0 is common, w19999 rare
@@ -83,26 +83,6 @@ def config(d: Path, store: Path, extra: str = "") -> Path:
     return cfg
 
 
-def alternate(label: str, a: list[str], b: list[str], rounds: int, before: list[str] | None = None) -> tuple[Run, Run]:
-    """``a`` and ``b`` alternated ``rounds`` times (``before`` run ahead of each, untimed); the medians."""
-    ra: list[Run] = []
-    rb: list[Run] = []
-    for i in range(rounds):
-        for cmd, out in ((a, ra), (b, rb)) if i % 2 == 0 else ((b, rb), (a, ra)):
-            if before is not None:
-                run(before)
-            r = run(cmd)
-            if r.returncode != 0:
-                raise SystemExit(f"{label}: {cmd[:6]} exited {r.returncode}")
-            out.append(r)
-        print(f"  round {i + 1}: {ra[-1].wall:.2f}s vs {rb[-1].wall:.2f}s", flush=True)
-
-    def med(runs: list[Run]) -> Run:
-        return Run(statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs), max(r.rss_mib for r in runs), 0)
-
-    return med(ra), med(rb)
-
-
 def rebuild(work: Path, n: int, rounds: int) -> float:
     """Part 1 at size ``n``; the rebuild's peak RSS (MiB)."""
     d = work / f"store-{n}"
@@ -115,7 +95,14 @@ def rebuild(work: Path, n: int, rounds: int) -> float:
     cfg = config(d, store)
     memex = [sys.executable, "-m", "memex", "--config", str(cfg)]
     wipe = ["rm", "-rf", str(d / "state" / "search")]
-    va, vb = alternate("rebuild", [*memex, "index", "rebuild"], [sys.executable, "-c", BASELINE, str(store)], rounds, before=wipe)
+    va, vb = alternate(
+        "rebuild",
+        [*memex, "index", "rebuild"],
+        [sys.executable, "-c", BASELINE, str(store)],
+        rounds,
+        names=("rebuild", "baseline"),
+        before=wipe,
+    )
     run([*memex, "index", "rebuild"])  # leave a built index for the queries
     print(f"rebuild: {n:,} records: {n / va.wall:,.0f}/s (median {va.wall:.2f}s, cpu {va.cpu:.2f}s, peak RSS {va.rss_mib:.0f} MiB); "
           f"read+json.loads baseline {n / vb.wall:,.0f}/s ({vb.wall:.2f}s, cpu {vb.cpu:.2f}s); ratio {vb.wall / va.wall:.2f}x "

@@ -14,13 +14,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench._common import FAKE_AWS, Run, run, write_records
+from bench._common import FAKE_AWS, Run, alternate, write_records
 from memex.records import Message
 
 BASELINE_GET = """
@@ -40,7 +39,7 @@ SUFFIX = "-5E0C-4C4B-9F1A-6A0B1C2D3E4F"
 
 def record(i: int) -> bytes:
     """One record as a poll would store it (about 450 bytes)."""
-    m = Message(source="bench", type="imessage", native_id=f"B{i:09d}{SUFFIX}", sent_at="2024-05-01T12:00:00Z",
+    m = Message(source="bench", type="message", native_id=f"B{i:09d}{SUFFIX}", sent_at="2024-05-01T12:00:00Z",
                 text=f"message number {i}, a short line of text as most chat messages are")  # fmt: skip
     m.conversation = {"id": "chat42", "name": "Climbing", "participants": ["+15550100", "sam@example.com"]}
     m.sender = {"id": "+15550100", "name": None, "is_me": False}
@@ -68,21 +67,7 @@ def verify_cmd(cfg: Path, workers: int | None = None) -> list[str]:
 
 def rounds(label: str, n: int, a: list[str], b: list[str], count: int, env: dict[str, str] | None = None) -> tuple[Run, Run]:
     """Alternate ``a`` (verify) and ``b`` (baseline) ``count`` times; print each round; return the median runs."""
-    ra: list[Run] = []
-    rb: list[Run] = []
-    for i in range(count):
-        for cmd, out in ((a, ra), (b, rb)) if i % 2 == 0 else ((b, rb), (a, ra)):
-            r = run(cmd, env)
-            if r.returncode != 0:
-                raise SystemExit(f"{label}: {cmd[:4]}... exited {r.returncode}")
-            out.append(r)
-        print(f"  round {i + 1}: verify {ra[-1].wall:.2f}s, baseline {rb[-1].wall:.2f}s", flush=True)
-
-    def med(runs: list[Run]) -> Run:
-        return Run(statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs),
-                   max(r.rss_mib for r in runs), 0)  # fmt: skip
-
-    va, vb = med(ra), med(rb)
+    va, vb = alternate(label, a, b, count, names=("verify", "baseline"), env=env)
     print(f"{label}: {n} objects: verify {n / va.wall:,.0f}/s (median {va.wall:.2f}s, cpu {va.cpu:.2f}s, peak RSS {va.rss_mib:.0f} MiB), "
           f"baseline {n / vb.wall:,.0f}/s (median {vb.wall:.2f}s); ratio {vb.wall / va.wall:.2f}x", flush=True)  # fmt: skip
     return va, vb
