@@ -43,8 +43,8 @@ from memex.config import SourceConfig
 from memex.errors import SourceError
 from memex.source import Batch, Cursor, Item
 from pollers.email import utf7
-from pollers.email.render import sent_or, to_item
 from pollers.email.imap_inventory import Inventory
+from pollers.email.render import sent_or, to_item
 from pollers.email.session import MailboxError, Settings
 from pollers.email.wire import imap_day
 

@@ -77,11 +77,11 @@ class Inventory:
         chosen: dict[str, Candidate] = {}
         for ref in refs:
             cand = next((c for c in candidates if ref.startswith(c.path.name + "!")), None)
-            unit, _, n = ref[len(cand.path.name) + 1 :].rpartition("#") if cand is not None else ("", "", "")
-            if cand is None or not n.isdigit():
+            unit_key, _, count = ref[len(cand.path.name) + 1 :].rpartition("#") if cand is not None else ("", "", "")
+            if cand is None or not count.isdigit():
                 continue
             chosen[cand.path.name] = cand
-            by_export.setdefault(cand.path.name, {}).setdefault(unit, set()).add(int(n))
+            by_export.setdefault(cand.path.name, {}).setdefault(unit_key, set()).add(int(count))
         for label, units in sorted(by_export.items()):
             opened = self._open(chosen[label])
             if opened is None:

@@ -58,7 +58,7 @@ def test_a_lost_message_is_found_and_repair_renders_it_again_from_the_export(tmp
     and a damaged reactions revision; nothing is deleted, and the next verify exits 0."""
     cfg_path, cfg = setup(tmp_path)
     older = [msg(ALICE, T0, "hi", reactions=[(ME, "❤")]), msg(ME, T0 + 1000, "hello"), msg(ALICE, T0 + 2000, "gone soon")]
-    newer = older[:2] + [msg(ALICE, T0 + 3000, "later"), msg(ALICE, T0 + 4000, "more")]
+    newer = [*older[:2], msg(ALICE, T0 + 3000, "later"), msg(ALICE, T0 + 4000, "more")]
     write_zip(tmp_path / "inbox" / "a.zip", Export([Thread("alice_1", [ALICE, ME], older)]).files())
     assert poll(cfg, "fbm").new == 4
     write_dir(tmp_path / "inbox" / "b", Export([Thread("alice_1", [ALICE, ME], newer)], new_layout=True).files())
@@ -79,7 +79,10 @@ def test_a_lost_message_is_found_and_repair_renders_it_again_from_the_export(tmp
     reactions.write_bytes(b"{")
     code, report = verify_json(cfg_path)
     assert code == 1 and report["damage"]["missing_from_source"] == 1
-    assert report["examples"]["missing_from_source"][0] == {"native_id": ids["later"], "ref": report["examples"]["missing_from_source"][0]["ref"]}
+    assert report["examples"]["missing_from_source"][0] == {
+        "native_id": ids["later"],
+        "ref": report["examples"]["missing_from_source"][0]["ref"],
+    }
     assert report["examples"]["missing_from_source"][0]["ref"].startswith("b!your_facebook_activity/messages/inbox/alice_1#")
 
     code, report = verify_json(cfg_path, "--repair")
@@ -94,7 +97,10 @@ def test_an_unsent_message_is_not_looked_for_as_an_original(tmp_path: Path) -> N
     """An export whose message was unsent before memex saw it stores only a ``delete`` revision: the inventory
     lists the messages with an original and not that one (it would be "missing" forever)."""
     _, cfg = setup(tmp_path)
-    write_zip(tmp_path / "inbox" / "a.zip", Export([Thread("alice_1", [ALICE, ME], [msg(ALICE, T0, unsent=True), msg(ALICE, T0 + 1, "kept")])]).files())
+    write_zip(
+        tmp_path / "inbox" / "a.zip",
+        Export([Thread("alice_1", [ALICE, ME], [msg(ALICE, T0, unsent=True), msg(ALICE, T0 + 1, "kept")])]).files(),
+    )
     assert poll(cfg, "fbm").status == "ok"
     assert [e.native_id for e in listed(cfg)] == list(native_ids(cfg).values())
 
@@ -128,7 +134,10 @@ def test_the_export_being_read_is_compared_up_to_the_cursor_only(tmp_path: Path)
     rest of the export (not stored yet) is not expected, so verify finds the index whole."""
     cfg_path, cfg = setup(tmp_path)
     messages = [msg(ALICE, T0 + i * 1000, f"m{i}") for i in range(6)]
-    write_zip(tmp_path / "inbox" / "a.zip", Export([Thread("alice_1", [ALICE, ME], messages), Thread("zed_1", [BOB, ME], [msg(BOB, T0, "z")])]).files())
+    write_zip(
+        tmp_path / "inbox" / "a.zip",
+        Export([Thread("alice_1", [ALICE, ME], messages), Thread("zed_1", [BOB, ME], [msg(BOB, T0, "z")])]).files(),
+    )
     assert poll(cfg, "fbm").new == 7
     ids = native_ids(cfg)
     cursor = cursor_store(cfg).cursor("fbm")
