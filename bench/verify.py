@@ -6,7 +6,7 @@ JSON), verified by ``memex verify --json`` in a child process, alternated with `
 size shows whether memory stays flat. S3: M records PUT into a SeaweedFS bucket, verified with 16 workers, alternated
 with a plain loop that lists the keys and GETs them with 16 threads (the same lean client, no checks).
 
-    python -m bench.verify --objects 100000 --objects 1000000 --s3-objects 20000 --rounds 3
+    python -m bench.verify --objects 100000 --objects 1000000 --s3-objects 100000 --rounds 3
 """
 
 from __future__ import annotations

@@ -177,16 +177,28 @@ class Listed:
     ref: str
 
 
+@dataclass(frozen=True)
+class Unchecked:
+    """A part of the source up to the cursor that ``memex verify`` cannot list, and why (one line, no message text).
+
+    E.g. a mailbox renumbered since the cursor (a new UIDVALIDITY: its UIDs now name other mails), an export
+    gone from the folder. The report says so; it is not damage, and nothing is "repaired" from it.
+    """
+
+    why: str
+
+
 class Inventoried(Protocol):
     """Optional: a poller whose source can be listed cheaply, so ``memex verify`` finds what the index lacks.
 
     ``inventory`` lists every message the source has up to ``cursor`` (what the polls have passed, so each should
-    be stored), streamed; ``reread`` renders the messages at some of those ``ref`` s again (with their revisions,
-    blobs and attachments), for ``memex verify --repair`` to store through the same create-only path as a poll.
+    be stored), streamed, and an :class:`Unchecked` for each part it cannot list; ``reread`` renders the messages
+    at some of those ``ref`` s again (with their revisions, blobs and attachments), for ``memex verify --repair``
+    to store through the same create-only path as a poll.
     """
 
-    def inventory(self, cursor: Cursor) -> Iterator[Listed]:
-        """Every message of the source up to ``cursor``, in the source's own order."""
+    def inventory(self, cursor: Cursor) -> Iterator[Listed | Unchecked]:
+        """Every message of the source up to ``cursor``, in the source's own order (and what cannot be listed)."""
         ...
 
     def reread(self, refs: list[str]) -> Iterator[Item]:

@@ -48,8 +48,8 @@ def verify(ctx: click.Context, sources: tuple[str, ...], repair: bool, quiet: bo
 
     Reports per source: objects read; objects that are empty, not JSON, not the record schema, or whose key does
     not match their native_id; revisions whose original is missing; attachments whose bytes do not hash to their
-    name; quarantined records; and, for sources that can be listed cheaply (iMessage, Maildir), messages up to the
-    cursor that the index lacks. Exit codes: 0 whole, 1 something is damaged or missing (a summary says what),
+    name; quarantined records; and, for sources that can be listed cheaply (iMessage, Maildir, IMAP, Messenger),
+    messages up to the cursor that the index lacks. Exit codes: 0 whole, 1 something is damaged or missing (a summary says what),
     2 usage or configuration error. A progress count shows on a terminal only (stderr).
     """
     from memex.verify import verify as run_verify

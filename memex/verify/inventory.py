@@ -1,9 +1,10 @@
 """The source side of ``memex verify``: what a source has up to its cursor that the index lacks, and ``--repair``.
 
-A poller that can list its source cheaply (:class:`memex.source.Inventoried`: iMessage, Maildir) is asked for every
-message up to the saved cursor; each one must be stored (or quarantined). With ``--repair`` the missing ones, and
-those whose objects the walk found damaged, are read again from the source: missing ones are stored through the
-uploader's create-only path (exactly as a poll would), damaged ones replaced by
+A poller that can list its source cheaply (:class:`memex.source.Inventoried`: iMessage, Maildir, IMAP, Messenger) is
+asked for every message up to the saved cursor; each one must be stored (or quarantined). A part of the source it
+cannot list (a renumbered mailbox, an export gone from the folder) is reported as ``unchecked``, not as damage. With
+``--repair`` the missing ones, and those whose objects the walk found damaged, are read again from the source:
+missing ones are stored through the uploader's create-only path (exactly as a poll would), damaged ones replaced by
 :meth:`~memex.store.objects.ObjectStore.replace_damaged` after checking they are still damaged. A source whose
 revisions are whole messages (``whole_revisions``: Teams) has a revision without its original healed from the index
 itself: its earliest revision's record, without ``revision``, is stored as the original (create-only), as a poll
@@ -20,7 +21,7 @@ from typing import Any
 from memex.config import Config
 from memex.records import canonical_json, encode_id, message_key
 from memex.registry import open_poller
-from memex.source import Item, Listed
+from memex.source import Item, Listed, Unchecked
 from memex.store.attachments import store_content
 from memex.store.objects import ObjectStore
 from memex.verify.checks import KEY_MISMATCH, MISSING, ORPHAN_REVISION, record_problem
@@ -53,7 +54,7 @@ def compare(cfg: Config, store: ObjectStore, report: Report, name: str, *, curso
         fixer = Fixer(cfg, store, name, part, damaged) if repair else None
         wanted = {s.where.native_id for s in damaged.values() if s.where.native_id is not None and s.problem}
         wanted.discard(None)
-        listing: Iterator[Listed] = inventory(cursor) if part.inventory == "checked" else iter(())
+        listing = _listed(inventory(cursor), part) if part.inventory == "checked" else iter(())
         reader = Reader(store)
         rereads: list[str] = []
 
@@ -74,6 +75,15 @@ def compare(cfg: Config, store: ObjectStore, report: Report, name: str, *, curso
             if rereads:
                 fixer.store_items(reread(rereads))
             fixer.finish()
+
+
+def _listed(entries: Iterator[Listed | Unchecked], part: SourceReport) -> Iterator[Listed]:
+    """The messages of an inventory; each part the source could not list goes to the report (``unchecked``)."""
+    for entry in entries:
+        if isinstance(entry, Unchecked):
+            part.unchecked.append(entry.why)
+        else:
+            yield entry
 
 
 def originals_from_revisions(cfg: Config, store: ObjectStore, name: str, part: SourceReport, damaged: dict[str, Seen]) -> dict[str, Seen]:

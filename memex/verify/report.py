@@ -28,6 +28,7 @@ class SourceReport:
     before: dict[str, int] | None = None  # with --repair: what the first pass found (``counts`` is then what is left)
     repaired: dict[str, int] = field(default_factory=dict)  # "restored" (was missing), "replaced" (was damaged), "originals from revisions"
     not_repaired: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)  # parts of the source up to the cursor it could not list, and why
 
     def add(self, kind: str, example: dict[str, str]) -> None:
         """Count one damaged object (or missing message) and keep it as an example if there is room."""
@@ -62,6 +63,7 @@ class SourceReport:
             "found_before_repair": None if self.before is None else {k: self.before.get(k, 0) for k in DAMAGE},
             "repaired": self.repaired,
             "not_repaired": self.not_repaired,
+            "unchecked": self.unchecked,
             "whole": self.damaged == 0,
         }
 
@@ -115,6 +117,8 @@ class Report:
             parts = [f"{s.objects} objects"]
             if s.inventory == "checked":
                 parts.append(f"{s.listed} in the source up to the cursor")
+                if s.unchecked:
+                    parts.append(f"{len(s.unchecked)} part(s) of the source not checked")
             elif s.inventory != "index-only":
                 parts.append(f"source not compared: {s.inventory}")
             parts += [f"{n} {DESCRIBE[k]}" for k in DAMAGE if (n := s.counts.get(k, 0))]
@@ -136,6 +140,10 @@ class Report:
                     shown += 1
             for reason in s.not_repaired[:3]:
                 lines.append(f"  {name}: not repaired: {reason}")
+            for why in s.unchecked[:3]:
+                lines.append(f"  {name}: not checked: {why}")
+            if len(s.unchecked) > 3:
+                lines.append(f"  {name}: not checked: ... and {len(s.unchecked) - 3} more (memex verify --json lists them all)")
         if shown > 12:
             lines.append(f"  ... and {shown - 12} more (memex verify --json lists up to {EXAMPLES} per kind)")
         if not self.whole and not self.repair:

@@ -26,7 +26,8 @@ server BYE) are retried with a fresh connection and backoff (see
 :data:`pollers.email.session.RETRY_BUDGET` seconds; failures to connect or
 log in are reported at once (cron retries next minute). The connection and
 the commands are :mod:`pollers.email.session`'s, the reply parsing
-:mod:`pollers.email.wire`'s.
+:mod:`pollers.email.wire`'s; ``memex verify`` lists and fetches again through
+:mod:`pollers.email.imap_inventory`.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ from memex.config import SourceConfig
 from memex.errors import SourceError
 from memex.source import Batch, Cursor, Item
 from pollers.email import utf7
+from pollers.email.imap_inventory import Inventory
 from pollers.email.render import sent_or, to_item
-from pollers.email.session import ImapSession, MailboxError, Settings
+from pollers.email.session import MailboxError, Settings
 from pollers.email.wire import imap_day
 
 FETCH_CHUNK = 250  # UIDs per UID FETCH command
@@ -92,8 +94,8 @@ def make(source: SourceConfig) -> ImapPoller:
     return ImapPoller(source.name, settings)
 
 
-class ImapPoller(ImapSession):
-    """Reads new UIDs of the configured mailboxes, one mailbox per fetch."""
+class ImapPoller(Inventory):
+    """Reads new UIDs of the configured mailboxes, one mailbox per fetch (and lists them for ``memex verify``)."""
 
     def __init__(self, name: str, settings: Settings, *, backoff: tuple[float, ...] | None = None) -> None:
         super().__init__(name, settings, backoff=backoff)
@@ -198,10 +200,7 @@ class ImapPoller(ImapSession):
                     boxes = dict(state["mailboxes"])
                     boxes[mailbox] = {"uidvalidity": validity, "last_uid": uid}
                     state = {"mailboxes": boxes}
-                    extra: dict[str, Any] = {**_mailbox_extra(mailbox), "uid": uid, "uidvalidity": validity}
-                    if internal is not None:
-                        extra["received_at"] = internal.strftime("%Y-%m-%dT%H:%M:%SZ")
-                    items.append(to_item(raw, self.name, state, ref=f"{mailbox} UID {uid}", me=self.me, extra=extra))
+                    items.append(self._item(mailbox, validity, uid, raw, internal, state))
                 if gap is not None:
                     warning = f"{mailbox}: UID {gap} exists but the server sent no data for it; stopped before it, retried next poll"
                     return Batch(items=items, cursor=state, warnings=[warning])
@@ -220,6 +219,16 @@ class ImapPoller(ImapSession):
                 "polled; the source.warning lines of its log give each reason"
             )
         return Batch(items=[], cursor=state)
+
+    def _item(self, mailbox: str, validity: int, uid: int, raw: bytes, internal: datetime | None, cursor: Cursor) -> Item:
+        """One fetched mail as its item: the record (with mailbox, UID, UIDVALIDITY, arrival time) and its ``.eml``.
+
+        The poll, the backfill and ``memex verify --repair`` (:meth:`reread`) all render through here, so they agree.
+        """
+        extra: dict[str, Any] = {**_mailbox_extra(mailbox), "uid": uid, "uidvalidity": validity}
+        if internal is not None:
+            extra["received_at"] = internal.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return to_item(raw, self.name, cursor, ref=f"{mailbox} UID {uid}", me=self.me, extra=extra)
 
     def head(self) -> Cursor:
         """A cursor at each mailbox's newest UID now (UIDNEXT - 1)."""
@@ -281,10 +290,7 @@ class ImapPoller(ImapSession):
 
                 for uid, raw, internal in self._retrying("UID FETCH", get):
                     point = {"mailbox": mailbox, "uidvalidity": validity, "uid": uid}
-                    extra: dict[str, Any] = {**_mailbox_extra(mailbox), "uid": uid, "uidvalidity": validity}
-                    if internal is not None:
-                        extra["received_at"] = internal.strftime("%Y-%m-%dT%H:%M:%SZ")
-                    item = to_item(raw, self.name, point, ref=f"{mailbox} UID {uid}", me=self.me, extra=extra)
+                    item = self._item(mailbox, validity, uid, raw, internal, point)
                     when = sent_or(item.message, internal)
                     if when is not None and ((since is not None and when < since) or (until is not None and when >= until)):
                         continue

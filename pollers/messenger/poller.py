@@ -28,7 +28,8 @@ from typing import Any
 from memex.config import SourceConfig
 from memex.errors import SourceError
 from memex.source import Batch, Cursor, Item
-from pollers.messenger.exports import Candidate, Layout, LayoutError, Reader, layout, scan
+from pollers.messenger.exports import Candidate, Layout, LayoutError, Reader, Unit, layout, scan
+from pollers.messenger.inventory import Inventory
 from pollers.messenger.parse import Renderer
 
 DEFAULT_SETTLE = 10
@@ -58,8 +59,8 @@ class Opened:
     hash: str
 
 
-class MessengerPoller:
-    """Reads every complete export in the inbox once, remembering each by content hash."""
+class MessengerPoller(Inventory):
+    """Reads every complete export in the inbox once, remembering each by content hash (and lists them for ``memex verify``)."""
 
     def __init__(
         self, name: str, inbox: Path, settle_seconds: float = DEFAULT_SETTLE, attachments: bool = True, me: str | None = None
@@ -141,12 +142,14 @@ class MessengerPoller:
         for unit in opened.layout.units:
             if unit.key < unit_from:
                 continue
-            n = 0
-            for item in Renderer(self.name, opened.reader, unit, self.me, floor_ms).items(opened.hash, self.attachments):
-                n += 1
+            for n, item in self._numbered(opened, unit, floor_ms):
                 if unit.key == unit_from and n <= skip:
                     continue
                 yield unit.key, n, item
+
+    def _numbered(self, opened: Opened, unit: Unit, floor_ms: int = 0) -> Iterator[tuple[int, Item]]:
+        """A unit's items numbered from 1, as the cursor's ``at.n`` counts them."""
+        return enumerate(Renderer(self.name, opened.reader, unit, self.me, floor_ms).items(opened.hash, self.attachments), 1)
 
     def _raise_rejects(self) -> None:
         if self._rejects:  # one line naming every unusable export, each with what to do about it

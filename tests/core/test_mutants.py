@@ -923,6 +923,30 @@ MUTANTS = [
         ["tests/core/test_tail.py::test_history_read_while_two_rotations_happen_repeats_no_newer_file"],
         id="tail-history-reads-the-next-unread-name",
     ),
+    pytest.param(
+        "pollers/email/imap_inventory.py",
+        [("partial(self._search, 1, last + 1)", "partial(self._search, 1)")],
+        ["tests/email/test_imap_verify.py::test_verify_compares_the_uids_up_to_the_cursor_and_repair_restores_and_replaces"],
+        id="imap-verify-lists-past-the-cursor",
+    ),
+    pytest.param(
+        "pollers/email/imap_inventory.py",
+        [("            if now != validity:\n", "            if False:\n")],
+        ["tests/email/test_imap_verify.py::test_a_mailbox_renumbered_since_the_cursor_is_reported_and_not_repaired_with_other_mails"],
+        id="imap-verify-ignores-uidvalidity",
+    ),
+    pytest.param(
+        "pollers/messenger/inventory.py",
+        [('stop = (str(at["unit"]), int(at["n"])) if export_hash == partial and at else None', "stop = None")],
+        ["tests/messenger/test_messenger_verify.py::test_the_export_being_read_is_compared_up_to_the_cursor_only"],
+        id="messenger-verify-lists-past-the-cursor",
+    ),
+    pytest.param(
+        "pollers/messenger/inventory.py",
+        [("if item.message is not None and item.message.revision is None:", "if item.message is not None:")],
+        ["tests/messenger/test_messenger_verify.py::test_an_unsent_message_is_not_looked_for_as_an_original"],
+        id="messenger-verify-looks-for-revisions-as-originals",
+    ),
 ]  # fmt: skip
 
 
