@@ -29,6 +29,7 @@ class SourceReport:
     repaired: dict[str, int] = field(default_factory=dict)  # "restored" (was missing), "replaced" (was damaged), "originals from revisions"
     not_repaired: list[str] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)  # parts of the source up to the cursor it could not list, and why
+    deleted_unseen: int = 0  # tombstones of messages deleted before a poll saw them: no original, and none to expect
 
     def add(self, kind: str, example: dict[str, str]) -> None:
         """Count one damaged object (or missing message) and keep it as an example if there is room."""
@@ -64,6 +65,7 @@ class SourceReport:
             "repaired": self.repaired,
             "not_repaired": self.not_repaired,
             "unchecked": self.unchecked,
+            "deleted_before_seen": self.deleted_unseen,
             "whole": self.damaged == 0,
         }
 
@@ -124,6 +126,8 @@ class Report:
             parts += [f"{n} {DESCRIBE[k]}" for k in DAMAGE if (n := s.counts.get(k, 0))]
             if s.quarantined:
                 parts.append(f"{s.quarantined} quarantined")
+            if s.deleted_unseen:
+                parts.append(f"{s.deleted_unseen} deleted before memex saw them")
             if s.repaired:
                 parts.append("repaired: " + ", ".join(f"{n} {k}" for k, n in sorted(s.repaired.items())))
             if s.before:

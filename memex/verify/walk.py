@@ -84,6 +84,7 @@ class Seen:
     problem: tuple[str, str] | None = None
     expected: str | None = None  # a misplaced record's own key
     note: dict[str, str] | None = None  # a quarantine entry's native_id and reason
+    deleted_unseen: bool = False  # a tombstone whose message was deleted before any poll saw it (no original to keep)
 
 
 def ordered_map(fn: Callable[[A], R], args: Iterable[A], pool: ThreadPoolExecutor | None, window: int) -> Iterator[tuple[A, R]]:
@@ -130,7 +131,10 @@ class Inspector:
         if problem is not None and problem[0] == KEY_MISMATCH:  # a sound record, at another's name
             seen.expected = expected_key(json.loads(body))
         if problem is None and where.kind == "revision" and where.parent is not None and not self._has_parent(where.parent):
-            seen.problem = (ORPHAN_REVISION, f"no {where.parent}")
+            if json.loads(body)["revision"]["kind"] == "delete":
+                seen.deleted_unseen = True  # unsent or deleted before it was first read: the source has no text to keep
+            else:
+                seen.problem = (ORPHAN_REVISION, f"no {where.parent}")
         return seen
 
     def _has_parent(self, parent: str) -> bool:
@@ -189,6 +193,7 @@ def count(report: Report, seen: Seen, damaged: dict[str, dict[str, Seen]] | None
         part.records += 1
     elif where.kind == "revision":
         part.revisions += 1
+        part.deleted_unseen += seen.deleted_unseen
     elif where.kind == "quarantine" and seen.note is not None:
         part.quarantine(seen.note)
     if seen.problem is not None:

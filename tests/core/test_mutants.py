@@ -947,6 +947,18 @@ MUTANTS = [
         ["tests/messenger/test_messenger_verify.py::test_an_unsent_message_is_not_looked_for_as_an_original"],
         id="messenger-verify-looks-for-revisions-as-originals",
     ),
+    pytest.param(
+        "memex/verify/walk.py",
+        [('            if json.loads(body)["revision"]["kind"] == "delete":\n', "            if True:\n")],
+        ["tests/core/test_verify.py::test_a_revision_without_its_original_is_found_and_the_original_restored[file]"],
+        id="verify-excuses-every-revision-without-its-original",
+    ),
+    pytest.param(
+        "memex/verify/walk.py",
+        [('            if json.loads(body)["revision"]["kind"] == "delete":\n', "            if False:\n")],
+        ["tests/core/test_verify.py::test_a_tombstone_of_a_message_never_seen_is_counted_not_damage[file]"],
+        id="verify-counts-a-never-seen-tombstone-as-damage",
+    ),
 ]  # fmt: skip
 
 

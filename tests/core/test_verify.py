@@ -169,6 +169,22 @@ def test_a_revision_without_its_original_is_found_and_the_original_restored(inde
     assert index.get(key) == sound
 
 
+def test_a_tombstone_of_a_message_never_seen_is_counted_not_damage(index: Index) -> None:
+    """A ``delete`` revision without an original (unsent before any poll read it) is counted apart: the index is whole.
+
+    Messenger stores a message unsent before memex first read it as a tombstone only, and its text can never arrive
+    (an older export read later still stores it); verify exited 1 on every such message, for ever. An ``edit``
+    revision without its original is still damage (the test above).
+    """
+    doc = json.loads(index.get(revision_key("im", index.guid(EDITED_ROWID), "edit-700000000000000000")) or b"")
+    doc["native_id"] = "never-seen"
+    doc["revision"] = {**doc["revision"], "kind": "delete", "id": "delete-1"}
+    index.put(revision_key("im", "never-seen", "delete-1"), json.dumps(doc).encode())
+    report = found(index)
+    assert report["whole"] is True, report
+    assert report["sources"]["im"]["deleted_before_seen"] == 1 and damage_of(report) == {}
+
+
 def test_an_attachment_that_does_not_hash_to_its_name_is_found_and_kept(index: Index) -> None:
     """Bytes under ``attachments/<sha256>`` that hash to something else are damage; --repair reports, never replaces them."""
     name = hashlib.sha256(b"the photo").hexdigest()
