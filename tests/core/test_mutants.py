@@ -918,6 +918,12 @@ MUTANTS = [
         id="email-decoded-payload-kept-after-a-change",
     ),
     pytest.param(
+        "memex/observe/follow.py",
+        [("        for index in range(idents.index(last) + 1, len(idents)):\n", "        for index in range(1, len(idents)):\n")],
+        ["tests/core/test_tail.py::test_history_read_while_two_rotations_happen_repeats_no_newer_file"],
+        id="tail-history-reads-the-next-unread-name",
+    ),
+    pytest.param(
         "memex/search/index.py",
         [("                if writer:\n                    self._locks.append(writer_lock(path.parent))\n", "")],
         ["tests/core/test_search_rebuild.py::test_a_poll_during_a_rebuild_keeps_its_journal_and_its_next_run_adds_it_to_the_new_index"],
