@@ -2,13 +2,16 @@
 
 **Rebuild** lists the store's records (``messages/`` and ``revisions/``, paginated on S3), reads them with
 ``workers`` GETs in flight (straight from the folder for a file store: :class:`memex.verify.walk.Reader`) and adds
-them in large transactions; memory stays a window of objects whatever the store's size. Nothing but the store is
-read, so a second host, or someone with only the bucket, builds the same index.
+them to a new file (no rollback journal, no fsync until it is whole) that replaces the live one by a rename, so
+searches answer from the old file until then; memory stays a window of objects whatever the store's size. Nothing
+but the store is read, so a second host, or someone with only the bucket, builds the same index. The locks that make
+the swap safe beside polls and searches: :mod:`memex.search.locks`.
 
 **In step** (:class:`Follower`): the runner and the backfill hand over what they stored (key and bytes). Before the
 store's commit the keys are appended to the writer's journal (fsynced); after the commit they are added to the index
-and the journal is emptied. A crash (or a failed index update) in between leaves the journal, and the writer's next
-run reads those keys back from the store and adds them (:meth:`Follower.catch_up`). On S3, where a PUT is durable
+and the journal is emptied once the update is on disk (:meth:`SearchIndex.close`). A crash (or a failed index
+update) in between leaves the journal, and the writer's next run reads those keys back from the store and adds them
+(:meth:`Follower.catch_up`). On S3, where a PUT is durable
 before any commit, a record stored just before a crash is not journaled; the next run stores it again, finds it a
 duplicate, and duplicates are handed over too, so it is indexed then.
 """
@@ -17,17 +20,19 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 from memex.config import Config
 from memex.hold import point_from_env
 from memex.records import encode_id
-from memex.search import journal_path
-from memex.search.index import SearchIndex
+from memex.search import index_path, journal_path
+from memex.search.index import SIDE_FILES, SearchIndex
+from memex.search.locks import OPEN_LOCK, REBUILD_LOCK, REBUILD_WAIT, SWAP_WAIT, RebuildRunning
 from memex.search.rows import is_record_key
-from memex.state.files import fsync_dir, make_dirs
+from memex.state.files import ensure_private_dir, fsync_dir, full_fsync, make_dirs
+from memex.state.locks import exclusive
 from memex.store.objects import ObjectStore
 
 BATCH = 20000  # records inserted together (sorted by row id, so FTS5 writes few segments)
@@ -95,14 +100,88 @@ def _batches(records: Iterator[tuple[str, dict[str, Any]]], size: int) -> Iterat
         yield batch
 
 
+def _ahead(batches: Iterator[list[tuple[str, dict[str, Any]]]]) -> Generator[list[tuple[str, dict[str, Any]]], None, None]:
+    """``batches`` made one ahead by a thread: the next batch is listed, read and parsed while SQLite, which lets go of
+    the GIL while it steps, inserts this one. An error in the thread is raised here; stopping early stops the thread."""
+    import queue
+    import threading
+
+    ready: queue.Queue[tuple[str, Any]] = queue.Queue(1)
+    stop = threading.Event()
+
+    def put(item: tuple[str, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for batch in batches:
+                if not put(("batch", batch)):
+                    return
+            put(("end", None))
+        except BaseException as exc:  # handed to the consumer, raised there
+            put(("error", exc))
+
+    thread = threading.Thread(target=produce, name="index-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = ready.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        thread.join()
+
+
 def rebuild(cfg: Config, store: ObjectStore, sources: list[str] | None, *, workers: int,
             tick: Callable[[int], None] | None = None) -> int:  # fmt: skip
-    """Rebuild the index of ``sources`` (every source in the store when None) from the store alone; records read."""
+    """Rebuild the index of ``sources`` (every source in the store when None) from the store alone; records read.
+
+    The new index is written to ``index.sqlite.new`` (no rollback journal, no fsync until the end: an interrupted
+    rebuild starts again from nothing), then fsynced and renamed over the live one; searches answer from the old file
+    until then. ``rebuild.lock`` is held throughout, so polls keep their journals meanwhile (:mod:`memex.search.locks`).
+    """
     tops = [f"{top}/" for top in ("messages", "revisions")] if not sources else [
         f"{top}/{encode_id(s)}/" for top in ("messages", "revisions") for s in sources]  # fmt: skip
-    keys = (key for prefix in tops for key in store.list_keys(prefix) if is_record_key(key))
-    with SearchIndex.open(cfg.state_dir) as index:
-        return index.rebuild(_batches(read_records(store, keys, workers), BATCH), sources, tick)
+    live = index_path(cfg.state_dir)
+    new = live.with_name(live.name + ".new")
+    folder = ensure_private_dir(live.parent)
+    with exclusive(folder / REBUILD_LOCK, REBUILD_WAIT):
+        keys = (key for prefix in tops for key in store.list_keys(prefix) if is_record_key(key))
+        try:
+            index = SearchIndex(new, fresh=True)
+            batches = _ahead(_batches(read_records(store, keys, workers), BATCH))
+            try:
+                n = index.rebuild(batches, sources, tick, keep=live)
+            finally:
+                batches.close()  # stops the reading thread
+                index.close()
+            fd = os.open(new, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                full_fsync(fd)  # the new file is whole on disk before its name replaces the old one
+            finally:
+                os.close(fd)
+            hold = point_from_env("swap")
+            if hold is not None:
+                hold.reached(None)
+            with exclusive(folder / OPEN_LOCK, SWAP_WAIT):  # no connection has the old file open now
+                for suffix in SIDE_FILES:  # the old file's WAL must not be read as the new one's
+                    Path(f"{live}{suffix}").unlink(missing_ok=True)
+                os.replace(new, live)
+                fsync_dir(folder)
+        except BaseException:
+            new.unlink(missing_ok=True)
+            raise
+    return n
 
 
 def store_counts(store: ObjectStore, source: str) -> int:
@@ -125,8 +204,12 @@ class Follower:
             self._remove()
             return 0
         try:
-            with SearchIndex.open(self.cfg.state_dir, durable=True) as index:
+            with SearchIndex.open(self.cfg.state_dir, writer=True) as index:
                 n = index.add(read_records(store, keys, 1))
+        except RebuildRunning:
+            self.log.info("search.rebuild_running", keys=len(keys))  # the journal is kept for the next run
+            self.whole = False
+            return 0
         except Exception as exc:
             self.log.warning("search.catch_up_failed", keys=len(keys), error=type(exc).__name__)
             self.whole = False
@@ -153,8 +236,12 @@ class Follower:
             self.catch_up(store)
             return
         try:
-            with SearchIndex.open(self.cfg.state_dir, durable=True) as index:
+            with SearchIndex.open(self.cfg.state_dir, writer=True) as index:  # durable once closed
                 index.add((key, json.loads(body)) for key, body in stored)
+        except RebuildRunning:
+            self.log.info("search.rebuild_running", keys=len(stored))  # the journal is kept for the next run
+            self.whole = False
+            return
         except Exception as exc:
             self.log.warning("search.index_failed", records=len(stored), error=type(exc).__name__)
             self.whole = False

@@ -5,6 +5,8 @@ Tables: ``messages`` (one row per stored message: the fields queries filter on, 
 ``revisions`` (every revision seen, so one that arrives before its message is applied when the message comes) and
 ``sources`` (per source: when records were last added and the index last rebuilt; the counts are the rows).
 Adding a record is idempotent (by key), so a journal replayed after a crash, or a record seen twice, is harmless.
+A rebuild fills a fresh file (``fresh=True``, :meth:`SearchIndex.rebuild`) that :func:`memex.search.build.rebuild`
+renames over the live one.
 """
 
 from __future__ import annotations
@@ -20,13 +22,17 @@ from typing import Any
 from memex.errors import StateError
 from memex.records import decode_id, encode_id
 from memex.search import index_path
+from memex.search.locks import RebuildRunning, reader_lock, writer_lock
 from memex.search.rows import RevisionRow, Row, is_record_key, latest_text, message_row, revision_parent, revision_row
 from memex.state.cursors import utc_now
-from memex.state.files import ensure_private_dir
+from memex.state.files import ensure_private_dir, full_fsync
 
 SCHEMA_VERSION = 1
 ID_SPREAD = 1024  # row ids per millisecond (time_id)
-BUSY_SECONDS = 10.0  # a poll adding records waits this long for a rebuild's transaction, then leaves its journal
+BUSY_SECONDS = 10.0  # a connection waits this long for another one's transaction (a poll's, a few ms)
+REBUILD_HASH = 64 << 20  # a rebuild: bytes of terms FTS5 holds in memory before it writes a segment (fewer, larger segments)
+POLL_HASH = 1 << 20  # FTS5's default, put back for the polls' small transactions
+SIDE_FILES = ("-journal", "-wal", "-shm")  # SQLite's files beside a database, named after it
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages(
@@ -59,36 +65,75 @@ _INSERT_FTS = "INSERT INTO fts(rowid, body, subject, sender, recipients, convers
 class SearchIndex:
     """One open index file (one connection; open one per thread)."""
 
-    def __init__(self, path: Path, *, create: bool = True, durable: bool = False) -> None:
-        """Open (or with ``create`` make) the index at ``path``; ``durable``: each commit is fsynced before it returns
-        (a poll's update: its journal is emptied right after, so the update must survive a power loss)."""
+    def __init__(self, path: Path, *, create: bool = True, writer: bool = False, fresh: bool = False) -> None:
+        """Open (or with ``create`` make) the index at ``path``, holding ``open.lock`` shared while it is open, and with
+        ``writer`` ``rebuild.lock`` too (:class:`RebuildRunning` while a rebuild runs): :mod:`memex.search.locks`.
+
+        ``fresh``: a new file for a rebuild to fill (anything at ``path`` removed first), with no rollback journal and
+        no fsync (a rebuild interrupted starts again from nothing) and no locks (the rebuild holds them).
+        """
         self.path = path
         self._any_revisions = True
+        self._wrote = False
+        self._locks: list[int] = []
         if not create and not path.exists():
             raise StateError("no search index yet; build it with `memex index rebuild` (polls then keep it in step)", path=path)
         try:
             ensure_private_dir(path.parent)
+            if fresh:
+                for leftover in (path, *(Path(f"{path}{suffix}") for suffix in SIDE_FILES)):
+                    leftover.unlink(missing_ok=True)
+            else:
+                self._locks.append(reader_lock(path.parent))
+                if writer:
+                    self._locks.append(writer_lock(path.parent))
             if not path.exists():
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # 0600 before SQLite writes a byte
             self.db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
-            self.db.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+            # WAL with NORMAL: a commit is atomic and a power loss never corrupts the file; it is durable after close().
+            self.db.execute(f"PRAGMA synchronous = {'OFF' if fresh else 'NORMAL'}")
+            if fresh:
+                self.db.execute("PRAGMA journal_mode = OFF")
             if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:  # a new file (or an older schema)
-                self.db.execute("PRAGMA journal_mode = WAL")  # kept in the file
+                if not fresh:
+                    self.db.execute("PRAGMA journal_mode = WAL")  # kept in the file
                 self.db.executescript(_SCHEMA)
                 for stmt in _SECONDARY.values():
                     self.db.execute(stmt)
                 self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except RebuildRunning:
+            self._unlock()
+            raise
         except (OSError, sqlite3.Error) as exc:
+            self._unlock()
             raise StateError(f"cannot open the search index ({exc}); `memex index rebuild` makes a new one", path=path) from None
+        except BaseException:
+            self._unlock()
+            raise
 
     @classmethod
-    def open(cls, state_dir: Path, *, create: bool = True, durable: bool = False) -> SearchIndex:
+    def open(cls, state_dir: Path, *, create: bool = True, writer: bool = False) -> SearchIndex:
         """The index of ``state_dir`` (created when absent unless ``create`` is False)."""
-        return cls(index_path(state_dir), create=create, durable=durable)
+        return cls(index_path(state_dir), create=create, writer=writer)
 
     def close(self) -> None:
-        """Close the connection."""
-        self.db.close()
+        """Close the connection; what it added is durable when this returns.
+
+        A commit in WAL mode with ``synchronous = NORMAL`` is not fsynced; the last connection to close checkpoints the
+        WAL into the file, fsyncing both, and removes it. When another connection (a search) kept the file open, the
+        WAL left behind is fsynced here, so a poll empties its journal only after its rows are on disk.
+        """
+        try:
+            self.db.close()
+            if self._wrote:
+                _sync_if_present(Path(f"{self.path}-wal"))
+        finally:
+            self._unlock()
+
+    def _unlock(self) -> None:
+        for fd in self._locks:
+            os.close(fd)  # closing the descriptor lets go of its flock
+        self._locks = []
 
     def __enter__(self) -> SearchIndex:
         return self
@@ -103,46 +148,68 @@ class SearchIndex:
         self._any_revisions = self.db.execute("SELECT 1 FROM revisions LIMIT 1").fetchone() is not None
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            n = self._add(records, bulk=False)
+            n = self._add(records, fresh=False)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
+        self._wrote = True
         return n
 
     def rebuild(self, batches: Iterable[list[tuple[str, dict[str, Any]]]], sources: list[str] | None,
-                tick: Callable[[int], None] | None = None) -> int:  # fmt: skip
-        """Replace every row of ``sources`` (all when None) with ``batches`` of records, in one transaction.
+                tick: Callable[[int], None] | None = None, *, keep: Path | None = None) -> int:  # fmt: skip
+        """Fill this fresh file with ``batches`` of records, of ``sources`` (all when None); with ``keep`` (the live
+        index), the rows of every other source are copied from it first. Then the file is switched to WAL.
 
-        Searches go on answering from the old rows until it commits; a poll adding records meanwhile waits
-        (:data:`BUSY_SECONDS`) and then leaves its journal for its next run. The secondary indexes are dropped and
-        made again at the end, and new messages are inserted many at a time: most of a rebuild is FTS5's own work.
+        New messages are inserted many at a time, in row id order, with FTS5 holding :data:`REBUILD_HASH` bytes of
+        terms before it writes a segment; the secondary indexes are made at the end.
         """
         self.db.execute("PRAGMA cache_size = -65536")  # 64 MiB of pages: the B-trees are written in time order, not key order
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            self._clear(sources)
-            for name in _SECONDARY:
-                self.db.execute(f"DROP INDEX IF EXISTS {name}")
-            self._any_revisions = self.db.execute("SELECT 1 FROM revisions LIMIT 1").fetchone() is not None
-            n = 0
-            for batch in batches:
-                n += self._add(batch, bulk=True)
-                if tick is not None:
-                    tick(n)
-            for stmt in _SECONDARY.values():
-                self.db.execute(stmt)
-            self.rebuilt(sources or [r[0] for r in self.db.execute("SELECT DISTINCT source FROM messages")])
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
+        self.db.execute("INSERT INTO fts(fts, rank) VALUES('hashsize', ?)", (REBUILD_HASH,))
+        for name in _SECONDARY:
+            self.db.execute(f"DROP INDEX IF EXISTS {name}")
+        if keep is not None and sources and keep.exists():
+            self._copy_others(keep, sources)
+        self._any_revisions = self.db.execute("SELECT 1 FROM revisions LIMIT 1").fetchone() is not None
+        self.db.execute("BEGIN")
+        n = 0
+        for batch in batches:
+            n += self._add(batch, fresh=True)
+            if tick is not None:
+                tick(n)
+        for stmt in _SECONDARY.values():
+            self.db.execute(stmt)
+        self.rebuilt(sources or [r[0] for r in self.db.execute("SELECT DISTINCT source FROM messages")])
+        self.db.execute("COMMIT")
+        self.db.execute("INSERT INTO fts(fts, rank) VALUES('hashsize', ?)", (POLL_HASH,))
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        self.db.execute("PRAGMA journal_mode = WAL")  # kept in the file, for its life as the live index
         return n
 
-    def _add(self, records: Iterable[tuple[str, dict[str, Any]]], *, bulk: bool) -> int:
+    def _copy_others(self, keep: Path, sources: list[str]) -> None:
+        """Copy the rows of every source but ``sources`` from the index at ``keep`` (the live one: only read)."""
+        self.db.execute("ATTACH DATABASE ? AS old", (str(keep),))  # only read
+        try:
+            if self.db.execute("PRAGMA old.user_version").fetchone()[0] != SCHEMA_VERSION:
+                raise StateError("the index is of an older format: rebuild every source (`memex index rebuild`)", path=keep)
+            marks = ", ".join("?" * len(sources))
+            not_like = " AND ".join("key NOT LIKE ? ESCAPE '\\'" for _ in sources)
+            self.db.execute("BEGIN")
+            self.db.execute(f"INSERT INTO messages SELECT * FROM old.messages WHERE source NOT IN ({marks}) ORDER BY id", sources)
+            self.db.execute(f"INSERT INTO revisions SELECT * FROM old.revisions WHERE {not_like}",
+                            [_like_prefix(f"revisions/{encode_id(s)}/") for s in sources])  # fmt: skip
+            self.db.execute(f"INSERT INTO sources SELECT * FROM old.sources WHERE source NOT IN ({marks})", sources)
+            self.db.execute("INSERT INTO fts(rowid, body, subject, sender, recipients, conversation, attachments) "
+                            "SELECT id, text, subject, sender_name || char(10) || sender_id, recipients, "
+                            "conv_name || char(10) || conv_id, attachments FROM messages ORDER BY id")  # fmt: skip
+            self.db.execute("COMMIT")
+        finally:
+            self.db.execute("DETACH DATABASE old")
+
+    def _add(self, records: Iterable[tuple[str, dict[str, Any]]], *, fresh: bool) -> int:
         n = 0
         touched: set[str] = set()
-        pending: list[Row] = []  # bulk: new messages, inserted together
+        pending: dict[str, Row] = {}  # messages, inserted together (a key handed twice: its last record)
         for key, doc in records:
             if not is_record_key(key) or not isinstance(doc, dict):
                 continue
@@ -150,39 +217,35 @@ class SearchIndex:
             parent = revision_parent(key)
             touched.add(_source_of(key))
             if parent is None:
-                row = message_row(key, doc)
-                if bulk:
-                    pending.append(row)
-                else:
-                    self._put_message(row)
+                pending[key] = message_row(key, doc)
                 continue
             if pending:
-                self._insert_many(pending)
-                pending = []
+                self._put_many(list(pending.values()), fresh=fresh)
+                pending = {}
             rev = revision_row(key, doc, parent)
             self.db.execute("INSERT OR REPLACE INTO revisions VALUES (?, ?, ?, ?, ?, ?)",
                             (rev.key, rev.message_key, rev.kind, rev.at, rev.text, int(rev.deleted)))  # fmt: skip
             self._any_revisions = True
             self._refresh(parent)
         if pending:
-            self._insert_many(pending)
+            self._put_many(list(pending.values()), fresh=fresh)
         now = utc_now()
         for source in touched:
             self.db.execute("INSERT INTO sources(source, added_at) VALUES (?, ?) "
                             "ON CONFLICT(source) DO UPDATE SET added_at = excluded.added_at", (source, now))  # fmt: skip
         return n
 
-    def _insert_many(self, rows: list[Row]) -> None:
-        """Insert messages (a rebuild's: keys not in the index, as it was just cleared), many at a time."""
-        if self._any_revisions:  # a message whose revisions came first takes the one-by-one path (it is refreshed)
+    def _put_many(self, rows: list[Row], *, fresh: bool) -> None:
+        """Add messages: those already indexed are updated in place (unless ``fresh``: a rebuild's keys are all new),
+        the new ones inserted many at a time, in row id order (FTS5 writes a new segment whenever a rowid goes down)."""
+        if not fresh:
+            found = dict(self._in("SELECT key, id FROM messages WHERE key IN ({})", [row.key for row in rows]))
             for row in rows:
-                self._put_message(row)
-            return
+                if row.key in found:
+                    self._update(row, found[row.key])
+            rows = [row for row in rows if row.key not in found]
         wanted = [time_id(row.ts, row.key) for row in rows]
-        taken: set[int] = set()
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            taken.update(r[0] for r in self.db.execute(f"SELECT id FROM messages WHERE id IN ({', '.join('?' * len(chunk))})", chunk))
+        taken = {r[0] for r in self._in("SELECT id FROM messages WHERE id IN ({})", wanted)}
         ids = []
         for want in wanted:
             if want in taken:  # another message at the same millisecond: the next free id after it (rare)
@@ -190,23 +253,25 @@ class SearchIndex:
                     want += 1
             taken.add(want)
             ids.append(want)
-        # In id order: FTS5 flushes its in-memory segment whenever a rowid is lower than the last one written.
         pairs = sorted(zip(ids, rows, strict=True), key=lambda pair: pair[0])
         self.db.executemany(_INSERT_ID, [(i, *_values(row)) for i, row in pairs])
         self.db.executemany(_INSERT_FTS, [(i, *_fts(row.text, row)) for i, row in pairs])
+        if self._any_revisions:  # a message whose revisions came first (a backfill's order): apply them now
+            for (key,) in self._in("SELECT DISTINCT message_key FROM revisions WHERE message_key IN ({})", [r.key for r in rows]):
+                self._refresh(key)
 
-    def _put_message(self, row: Row) -> None:
-        values = _values(row)
-        found = self.db.execute("SELECT id FROM messages WHERE key = ?", (row.key,)).fetchone()
-        if found is None:  # a new message (the common case)
-            rowid = time_id(row.ts, row.key)
-            while self.db.execute("SELECT 1 FROM messages WHERE id = ?", (rowid,)).fetchone():
-                rowid += 1
-            self.db.execute(_INSERT_ID, (rowid, *values))
-        else:
-            rowid = found[0]
-            self.db.execute(_UPDATE, (*values, rowid))
-            self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
+    def _in(self, sql: str, values: list[Any]) -> list[tuple[Any, ...]]:
+        """The rows of ``sql`` (an ``IN ({})`` query) over ``values``, 500 at a time."""
+        out: list[tuple[Any, ...]] = []
+        for i in range(0, len(values), 500):
+            chunk = values[i : i + 500]
+            out += self.db.execute(sql.format(", ".join("?" * len(chunk))), chunk).fetchall()
+        return out
+
+    def _update(self, row: Row, rowid: int) -> None:
+        """Refresh an indexed message from its record (stored again, or read back by a catch-up)."""
+        self.db.execute(_UPDATE, (*_values(row), rowid))
+        self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
         self.db.execute(_INSERT_FTS, (rowid, *_fts(row.text, row)))
         if self._any_revisions and self.db.execute("SELECT 1 FROM revisions WHERE message_key = ? LIMIT 1", (row.key,)).fetchone():
             self._refresh(row.key)
@@ -229,17 +294,6 @@ class SearchIndex:
                               (rowid,)).fetchone()  # fmt: skip
         self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
         self.db.execute(_INSERT_FTS, (rowid, text, row[0], f"{row[1]}\n{row[2]}", row[3], f"{row[4]}\n{row[5]}", row[6]))
-
-    def _clear(self, sources: list[str] | None) -> None:
-        """Forget every row of ``sources`` (all when None), inside the caller's transaction."""
-        if sources is None:
-            for table in ("messages", "revisions", "fts"):
-                self.db.execute(f"DELETE FROM {table}")
-            return
-        for source in sources:
-            self.db.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM messages WHERE source = ?)", (source,))
-            self.db.execute("DELETE FROM messages WHERE source = ?", (source,))
-            self.db.execute("DELETE FROM revisions WHERE key LIKE ? ESCAPE '\\'", (_like_prefix(f"revisions/{encode_id(source)}/"),))
 
     def rebuilt(self, sources: Iterable[str]) -> None:
         """Record that ``sources`` were rebuilt now."""
@@ -311,3 +365,15 @@ def _source_of(key: str) -> str:
 
 def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _sync_if_present(path: Path) -> None:
+    """fsync the file at ``path`` if it exists (a WAL another connection kept)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        full_fsync(fd)
+    finally:
+        os.close(fd)

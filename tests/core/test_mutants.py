@@ -959,6 +959,24 @@ MUTANTS = [
         ["tests/core/test_verify.py::test_a_tombstone_of_a_message_never_seen_is_counted_not_damage[file]"],
         id="verify-counts-a-never-seen-tombstone-as-damage",
     ),
+    pytest.param(
+        "memex/search/index.py",
+        [("                if writer:\n                    self._locks.append(writer_lock(path.parent))\n", "")],
+        ["tests/core/test_search_rebuild.py::test_a_poll_during_a_rebuild_keeps_its_journal_and_its_next_run_adds_it_to_the_new_index"],
+        id="search-poll-writes-into-the-file-a-rebuild-replaces",
+    ),
+    pytest.param(
+        "memex/search/build.py",
+        [("            with exclusive(folder / OPEN_LOCK, SWAP_WAIT):  # no connection has the old file open now\n", "            if True:\n")],
+        ["tests/core/test_search_rebuild.py::test_the_new_file_replaces_the_old_only_once_no_connection_has_it_open"],
+        id="search-swap-under-an-open-connection",
+    ),
+    pytest.param(
+        "memex/search/index.py",
+        [('                _sync_if_present(Path(f"{self.path}-wal"))\n', "                pass\n")],
+        ["tests/core/test_search_rebuild.py::test_a_poll_empties_its_journal_only_after_its_index_update_is_on_disk"],
+        id="search-journal-emptied-before-the-wal-is-on-disk",
+    ),
 ]  # fmt: skip
 
 
