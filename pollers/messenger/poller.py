@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -139,14 +140,14 @@ class MessengerPoller:
     def _walk(self, opened: Opened, unit_from: str = "", skip: int = 0, floor_ms: int = 0) -> Iterator[tuple[str, int, Item]]:
         """Every item of an export from a position: (unit key, items of that unit so far, item)."""
         for unit in opened.layout.units:
-            if unit.key < unit_from:
+            key = unit.key
+            if key < unit_from:
                 continue
-            n = 0
-            for item in Renderer(self.name, opened.reader, unit, self.me, floor_ms).items(opened.hash, self.attachments):
+            items = Renderer(self.name, opened.reader, unit, self.me, floor_ms).items(opened.hash, self.attachments)
+            n = sum(1 for _ in islice(items, skip)) if key == unit_from else 0  # the items stored before
+            for item in items:
                 n += 1
-                if unit.key == unit_from and n <= skip:
-                    continue
-                yield unit.key, n, item
+                yield key, n, item
 
     def _raise_rejects(self) -> None:
         if self._rejects:  # one line naming every unusable export, each with what to do about it
