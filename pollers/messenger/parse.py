@@ -111,13 +111,14 @@ def parse_message(m: dict[str, Any], kind: str) -> Parsed:
             if m.keys().isdisjoint(MEDIA_KINDS)  # most messages: no media key at all
             else [(k, str(a["uri"])) for k in MEDIA_KINDS for a in (m.get(k) or []) if isinstance(a, dict) and a.get("uri")]
         )
-        if isinstance(m.get("sticker"), dict) and m["sticker"].get("uri"):
-            media.append(("sticker", str(m["sticker"]["uri"])))
+        if isinstance(sticker := m.get("sticker"), dict) and sticker.get("uri"):
+            media.append(("sticker", str(sticker["uri"])))
         unsent = bool(m.get("is_unsent"))
         extra: dict[str, Any] = {}
-        for k in ("type", "call_duration"):
-            if (v := m.get(k)) is not None:
-                extra[k] = v
+        if (v := m.get("type")) is not None:
+            extra["type"] = v
+        if (v := m.get("call_duration")) is not None:
+            extra["call_duration"] = v
         share = m.get("share")
         if isinstance(share, dict):
             extra["share"] = {k: repair(v) if isinstance(v, str) else v for k, v in share.items()}
@@ -172,7 +173,8 @@ def native_ids(group: list[Parsed], key: str) -> list[str]:
     """IDs of the messages of one millisecond (in stream order), see the module docstring."""
     if len(group) == 1:  # the common case: one message in its millisecond
         p = group[0]
-        return [f"{p.ts}-{_h('fbm', key, p.ts, _fold(p.sender))[:32]}"]
+        hashed = f"fbm\x1f{key}\x1f{p.ts}\x1f{_fold(p.sender)}"  # what _h("fbm", key, p.ts, sender) hashes, in one f-string
+        return [f"{p.ts}-{hashlib.sha256(hashed.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}"]
     by_sender: dict[str, int] = {}
     for p in group:
         by_sender[_fold(p.sender)] = by_sender.get(_fold(p.sender), 0) + 1
