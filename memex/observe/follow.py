@@ -13,23 +13,74 @@
   shared lock, and rotation takes it exclusively, so nothing is written to the
   old file after the rename), then continues with the next one; when the file
   was truncated it starts again at 0.
+
+The history reader walks the files by name while writers may rotate them. Going on at the next index after a
+file was read is wrong once two rotations happened while it was read: a file *newer* than it has moved up past it,
+and ``memex tail -f`` printed that file's lines twice (once as history, once followed; seen in a busy flake-hunt
+round). The next file is therefore the one after the file read last, found where it is now by a *stable* scan
+(:func:`scan`: the live file's identity is the same before and after it, so no rotation completed meanwhile and
+the first sighting of each file is in newest-to-oldest order).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 BLOCK = 64 * 1024
+SCAN_TRIES = 200  # stable scans wanted in a row of rotations; each failed try waits a little longer
+
+Ident = tuple[int, int]
 
 
 def rotated(path: Path, index: int) -> Path:
     """The ``index``-th rotated file of a log (0 is the live file)."""
     return path if index == 0 else path.with_name(f"{path.name}.{index}")
+
+
+def _ident(path: Path) -> Ident | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def scan(path: Path, backups: int) -> list[Ident | None] | None:
+    """The identity of the file at each name (live, ``.1``, ...), from a scan no rotation completed during.
+
+    A rotation always renames the live file away, so the live name's identity, read before and after the scan,
+    changes with every rotation that completes meanwhile; such a scan is thrown away and taken again (with a short
+    pause that grows, so a busy writer lets one through). A rotation still in progress may show one file at two
+    neighbouring names, or a hole: the first sighting of each file is still in order, newest first. None if no
+    stable scan was had in :data:`SCAN_TRIES` tries.
+    """
+    names = [rotated(path, i) for i in range(backups + 1)]
+    for attempt in range(SCAN_TRIES):
+        before = _ident(names[0])
+        idents = [before, *(_ident(name) for name in names[1:])]
+        if _ident(names[0]) == before:
+            return idents
+        time.sleep(min(0.05, 0.0005 * (attempt + 1)))
+    return None
+
+
+def _open_as(path: Path, wanted: Ident) -> int | None:
+    """A descriptor of ``path`` if it is still the file ``wanted``, else None (it moved: scan again)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) == wanted:
+        return fd
+    os.close(fd)
+    return None
 
 
 def parse_line(line: bytes) -> dict[str, Any] | None:
@@ -51,38 +102,55 @@ class RecentReader:
     bytes_read: int = 0
     lines_parsed: int = 0
     # Set by Follower.history(): skip files newer than this (dev, inode), read it only up to this offset.
-    start: tuple[tuple[int, int], int] | None = None
+    start: tuple[Ident, int] | None = None
     nothing: bool = False
-    _inodes: set[tuple[int, int]] = field(default_factory=set)
+    _inodes: set[Ident] = field(default_factory=set)
 
     def lines(self) -> Iterator[bytes]:
-        """Complete lines newest first, live file then ``.1``, ``.2``, ..., within ``max_bytes``."""
+        """Complete lines newest first, live file then ``.1``, ``.2``, ..., within ``max_bytes``.
+
+        Each next file is the first one after the file read last, found at its current name by a stable
+        :func:`scan`: a rotation while a file is read neither brings back a newer file nor skips an older one.
+        """
         if self.nothing:
             return
-        waiting = self.start is not None
-        for index in range(self.backups + 1):
-            if self.bytes_read >= self.max_bytes:
+        last: Ident | None = None
+        misses = 0
+        while self.bytes_read < self.max_bytes and misses < SCAN_TRIES:
+            idents = scan(self.path, self.backups)
+            if idents is None:
                 return
-            try:
-                fd = os.open(rotated(self.path, index), os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                if index == 0 or rotated(self.path, index + 1).exists():
-                    continue  # no live file yet, or a hole left by a rotation shifting the files up: the file is further on
+            nxt = self._after(idents, last)
+            if nxt is None:
                 return
+            fd = _open_as(rotated(self.path, nxt[0]), nxt[1])
+            if fd is None:
+                misses += 1
+                continue  # it moved since the scan: scan again
             try:
-                st = os.fstat(fd)
-                ident = (st.st_dev, st.st_ino)
-                if ident in self._inodes:  # rotated under us: already read under its previous name
-                    continue
-                self._inodes.add(ident)
-                end = st.st_size
-                if waiting and self.start is not None:
-                    if ident != self.start[0]:
-                        continue  # newer than where the follower starts: the follower reads it
-                    waiting, end = False, min(end, self.start[1])
+                end = os.fstat(fd).st_size
+                if last is None and self.start is not None:
+                    end = min(end, self.start[1])  # the follower reads on from there
+                self._inodes.add(nxt[1])
+                last = nxt[1]
                 yield from self._backward(fd, end)
             finally:
                 os.close(fd)
+
+    def _after(self, idents: list[Ident | None], last: Ident | None) -> tuple[int, Ident] | None:
+        """Where the file to read next is: the first file (or the follower's), else the next older than ``last``."""
+        if last is None:
+            first = self.start[0] if self.start is not None else next((i for i in idents if i is not None), None)
+            if first is None or first not in idents:
+                return None  # no log, or the follower's file was rotated out: nothing before it is left
+            return idents.index(first), first
+        if last not in idents:
+            return None  # rotated out while it was read: so were the older ones
+        for index in range(idents.index(last) + 1, len(idents)):
+            ident = idents[index]
+            if ident is not None and ident != last and ident not in self._inodes:
+                return index, ident
+        return None
 
     def _backward(self, fd: int, end: int) -> Iterator[bytes]:
         pos, tail = end, b""

@@ -917,6 +917,12 @@ MUTANTS = [
         ["tests/email/test_render_fast.py::test_a_parts_decoded_bytes_are_decoded_once_and_again_after_a_change"],
         id="email-decoded-payload-kept-after-a-change",
     ),
+    pytest.param(
+        "memex/observe/follow.py",
+        [("        for index in range(idents.index(last) + 1, len(idents)):\n", "        for index in range(1, len(idents)):\n")],
+        ["tests/core/test_tail.py::test_history_read_while_two_rotations_happen_repeats_no_newer_file"],
+        id="tail-history-reads-the-next-unread-name",
+    ),
 ]  # fmt: skip
 
 

@@ -207,3 +207,36 @@ def test_history_reads_past_the_hole_a_rotation_in_progress_leaves(tmp_path: Pat
     for name, seq in (("s.jsonl", 3), ("s.jsonl.2", 2), ("s.jsonl.3", 1)):
         (logs / name).write_text(json.dumps({"event": "poll", "seq": seq}) + "\n")
     assert [json.loads(x)["seq"] for x in RecentReader(logs / "s.jsonl", 5).lines()] == [3, 2, 1]
+
+
+def test_history_read_while_two_rotations_happen_repeats_no_newer_file(tmp_path: Path) -> None:
+    """Two rotations while history reads the follower's file move a newer file past it: history must not read it.
+
+    History reads the live file (the follower's) from its end; a writer then rotates twice, so that file is at
+    ``.2`` and the newer one at ``.1``. Going on at the next name printed ``.1``'s lines twice (history and follow,
+    a busy flake-hunt round); the next file is the one after the file read last, wherever it is now.
+    """
+    path = tmp_path / "logs" / "s.jsonl"
+    sink = SourceSink(path, None, False, max_bytes=400, backups=50)
+    seq = 0
+
+    def write_until_rotated(times: int) -> None:
+        nonlocal seq
+        for _ in range(times):
+            first = os.stat(path).st_ino if path.exists() else None
+            while not path.exists() or os.stat(path).st_ino == first:
+                sink.info(event="poll", status="idle", seq=seq)
+                seq += 1
+
+    write_until_rotated(3)  # older files to read after the live one
+    sink.info(event="poll", status="idle", seq=seq)
+    seq += 1
+    follower = Follower(path, 50, from_end=True)
+    lines = follower.history().lines()
+    history = [json.loads(next(lines))["seq"]]  # reading the follower's file now
+    write_until_rotated(2)
+    history += [json.loads(x)["seq"] for x in lines]
+    followed = [json.loads(x)["seq"] for x in follower.read()]
+    follower.close()
+    assert sorted(history + followed) == list(range(seq))  # every line once
+    assert max(history) < min(followed)
