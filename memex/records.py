@@ -10,6 +10,7 @@ import json
 import re
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any, TypedDict
 
 SCHEMA = "memex.message/1"  # the published schema's $id: memex/schema/message-1.json (``memex schema``)
@@ -75,7 +76,7 @@ class Revision(TypedDict):
     at: str | None  # when the change happened (RFC 3339), if the source says
 
 
-@dataclass
+@dataclass(slots=True)  # slots: no per-message ``__dict__`` (a Messenger export makes one per message, issue 25)
 class Message:
     """One normalized message, as stored at ``messages/<source>/<id>.json``."""
 
@@ -99,7 +100,7 @@ class Message:
         A new top-level dict whose values are the message's own (not copies): read it or render it, do not
         change it in place.
         """
-        doc = {f: getattr(self, f) for f in _FIELDS}  # not asdict(): its deep copy was a third of a poll's CPU
+        doc = dict(zip(_FIELDS, _VALUES(self), strict=True))  # not asdict(): its deep copy was a third of a poll's CPU
         if doc["revision"] is None:
             del doc["revision"]  # originals keep the bytes they always had
         doc["schema"] = SCHEMA
@@ -117,6 +118,7 @@ class Message:
 
 
 _FIELDS = tuple(f.name for f in fields(Message))
+_VALUES = attrgetter(*_FIELDS)  # every field's value in one call, in _FIELDS order
 
 
 def canonical_json(doc: Any) -> bytes:

@@ -28,7 +28,7 @@ from memex.store.attachments import Content
 Cursor = Any  # JSON-serialisable; its shape belongs to the poller
 
 
-@dataclass
+@dataclass(slots=True)
 class Failure:
     """A record the poller could not render. ``raw`` is kept in quarantine; ``reason`` never holds message text."""
 
@@ -38,7 +38,7 @@ class Failure:
     ref: str | None = None  # where it is in the source (a UID, a ROWID), for the log
 
 
-@dataclass
+@dataclass(slots=True)  # slots: one per message, so no ``__dict__`` each (issue 25)
 class Item:
     """One unit of progress: a message (or a failure) and the cursor once it is stored."""
 

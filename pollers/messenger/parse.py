@@ -74,7 +74,7 @@ class Thread:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class Parsed:
     """One message of a thread, normalised from either format."""
 
@@ -111,13 +111,14 @@ def parse_message(m: dict[str, Any], kind: str) -> Parsed:
             if m.keys().isdisjoint(MEDIA_KINDS)  # most messages: no media key at all
             else [(k, str(a["uri"])) for k in MEDIA_KINDS for a in (m.get(k) or []) if isinstance(a, dict) and a.get("uri")]
         )
-        if isinstance(m.get("sticker"), dict) and m["sticker"].get("uri"):
-            media.append(("sticker", str(m["sticker"]["uri"])))
+        if isinstance(sticker := m.get("sticker"), dict) and sticker.get("uri"):
+            media.append(("sticker", str(sticker["uri"])))
         unsent = bool(m.get("is_unsent"))
         extra: dict[str, Any] = {}
-        for k in ("type", "call_duration"):
-            if (v := m.get(k)) is not None:
-                extra[k] = v
+        if (v := m.get("type")) is not None:
+            extra["type"] = v
+        if (v := m.get("call_duration")) is not None:
+            extra["call_duration"] = v
         share = m.get("share")
         if isinstance(share, dict):
             extra["share"] = {k: repair(v) if isinstance(v, str) else v for k, v in share.items()}
@@ -133,8 +134,9 @@ def parse_message(m: dict[str, Any], kind: str) -> Parsed:
     return Parsed(ts, repair(sender), repair(text) if text else None, media, reactions, unsent, extra, m)
 
 
-def unit_messages(reader: Reader, unit: Unit, export_hash: str) -> Iterator[Thread | Parsed | Failure]:
-    """A unit's thread (first) and its messages newest first; a file or message that cannot be read is a Failure."""
+def unit_messages(reader: Reader, unit: Unit, export_hash: str) -> Iterator[Thread | list[Parsed] | Failure]:
+    """A unit's thread (first), then per file what cannot be read (a Failure each) and its messages newest first (one
+    list); a file that cannot be read is one Failure."""
     thread: Thread | None = None
     for name in unit.files:
         raw = reader.read(name)
@@ -159,15 +161,20 @@ def unit_messages(reader: Reader, unit: Unit, export_hash: str) -> Iterator[Thre
                 body = json.dumps(m, sort_keys=True).encode()
                 reason = f"message {i} of {name} in export {reader.label} is malformed ({type(exc).__name__})"
                 yield Failure("record:" + hashlib.sha256(body).hexdigest()[:32], reason, raw=body, ref=where)
-        parsed.sort(key=lambda p: -p.ts)  # stable: the export's order among equal timestamps
-        yield from parsed
+        parsed.sort(key=_newest_first)  # stable: the export's order among equal timestamps
+        yield parsed
+
+
+def _newest_first(p: Parsed) -> int:
+    return -p.ts
 
 
 def native_ids(group: list[Parsed], key: str) -> list[str]:
     """IDs of the messages of one millisecond (in stream order), see the module docstring."""
     if len(group) == 1:  # the common case: one message in its millisecond
         p = group[0]
-        return [f"{p.ts}-{_h('fbm', key, p.ts, _fold(p.sender))[:32]}"]
+        hashed = f"fbm\x1f{key}\x1f{p.ts}\x1f{_fold(p.sender)}"  # what _h("fbm", key, p.ts, sender) hashes, in one f-string
+        return [f"{p.ts}-{hashlib.sha256(hashed.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}"]
     by_sender: dict[str, int] = {}
     for p in group:
         by_sender[_fold(p.sender)] = by_sender.get(_fold(p.sender), 0) + 1
@@ -215,33 +222,41 @@ class Renderer:
         self._conversation_ids: dict[str, str] = {}  # thread key -> conversation ID (one hash per thread, not per message)
 
     def items(self, export_hash: str, attachments: bool) -> Iterator[Item]:
-        """Every item of the unit, in a fixed order (a resumed read skips a count of them)."""
-        thread: Thread | None = None
-        group: list[Parsed] = []
-        for x in unit_messages(self.reader, self.unit, export_hash):
-            if isinstance(x, Thread):
-                thread = x
-            elif isinstance(x, Failure):
-                yield Item(cursor=None, failure=x)
-            else:
-                if group and group[0].ts != x.ts and thread is not None:
-                    yield from self._group(thread, group, attachments)
-                    group = []
-                group.append(x)
-        if group and thread is not None:
-            yield from self._group(thread, group, attachments)
+        """Every item of the unit, in a fixed order (a resumed read skips a count of them).
 
-    def _group(self, thread: Thread, group: list[Parsed], attachments: bool) -> list[Item]:
-        out: list[Item] = []  # a list, not a generator: most groups are one message
+        A file's messages are rendered into one list, handed out from it (a generator or a list per message cost
+        more); the messages of a file's oldest millisecond wait for the next file, which may go on with them.
+        """
+        thread: Thread | None = None
+        group: list[Parsed] = []  # the messages of one millisecond, not rendered yet
+        out: list[Item] = []
+        for x in unit_messages(self.reader, self.unit, export_hash):
+            if isinstance(x, list):
+                if thread is None:  # never: a file's thread comes before its messages
+                    continue
+                for p in x:
+                    if group and group[0].ts != p.ts:
+                        self._group(thread, group, attachments, out)
+                        group.clear()
+                    group.append(p)
+                yield from out
+                out.clear()
+            elif isinstance(x, Thread):
+                thread = x
+            else:
+                yield Item(cursor=None, failure=x)
+        if group and thread is not None:
+            self._group(thread, group, attachments, out)
+            yield from out
+
+    def _group(self, thread: Thread, group: list[Parsed], attachments: bool, out: list[Item]) -> None:
+        """The items of one millisecond's messages, appended to ``out``."""
         for p, nid in zip(group, native_ids(group, thread.key), strict=True):
             if p.ts >= self.floor_ms:
-                out += self._items(thread, p, nid, attachments)
-        return out
+                self._items(thread, p, nid, attachments, out)
 
-    def _items(self, thread: Thread, p: Parsed, nid: str, attachments: bool) -> list[Item]:
-        # The message's items (an original or a delete revision, then its reactions) as a list, not a generator:
-        # one item per message is the common case, and a generator per message cost more than the list.
-        out: list[Item] = []
+    def _items(self, thread: Thread, p: Parsed, nid: str, attachments: bool, out: list[Item]) -> None:
+        """The message's items (an original or a delete revision, then its reactions), appended to ``out``."""
         at = _sent_at(p.ts)
         conversation_id = self._conversation_ids.get(thread.key)
         if conversation_id is None:
@@ -250,32 +265,39 @@ class Renderer:
         conversation: Conversation = {"id": conversation_id, "name": thread.title, "participants": thread.participants}
         sender: Sender = {"id": None, "name": p.sender, "is_me": self.me is not None and _fold(p.sender) == self.me}
         extra = {**thread.extra, **p.extra, "export": self.reader.label}
-
         kind = "event" if extra.get("type") in EVENT_TYPES else "message"
-
-        def record(kind: str, **kw: Any) -> Message:  # revisions (unsent, reactions): the rarer cases
-            return Message(source=self.source, type=kind, native_id=nid, sent_at=at, conversation=conversation, sender=sender, **kw)
-
+        # Messages built directly with keywords (no **kw dict, no closure per message).
         if p.unsent:
-            unsent = record(kind, deleted=True, extra=extra, revision=Revision(id="unsent", kind="delete", at=None))
+            unsent = Message(
+                source=self.source, type=kind, native_id=nid, sent_at=at, conversation=conversation, sender=sender,
+                deleted=True, extra=extra, revision=Revision(id="unsent", kind="delete", at=None),
+            )  # fmt: skip
             out.append(Item(None, message=unsent, expected_dup=True))
-        else:
-            atts, contents, media = self._media(p, attachments)
-            if media:
-                extra["media"] = media
+        elif p.media:
+            atts, contents, extra["media"] = self._media(p, attachments)
             if p.reactions:
                 extra["reactions"] = [{"actor": a, "reaction": r} for a, r in p.reactions]
-            message = Message(  # the common case, built directly (no **kw dict)
+            message = Message(
                 source=self.source, type=kind, native_id=nid, sent_at=at, conversation=conversation, sender=sender,
                 text=p.text, attachments=atts, extra=extra,
             )  # fmt: skip
             out.append(Item(None, message=message, contents=contents, expected_dup=True))
+        else:  # the common case: no media
+            if p.reactions:
+                extra["reactions"] = [{"actor": a, "reaction": r} for a, r in p.reactions]
+            message = Message(
+                source=self.source, type=kind, native_id=nid, sent_at=at, conversation=conversation, sender=sender,
+                text=p.text, attachments=[], extra=extra,
+            )  # fmt: skip
+            out.append(Item(None, message=message, expected_dup=True))
         if p.reactions:
             rid = "reactions-" + _h(*(f"{a}\x1f{r}" for a, r in p.reactions))[:24]
             how = {"reactions": [{"actor": a, "reaction": r} for a, r in p.reactions]}
-            reactions = record("reaction", extra=how, revision=Revision(id=rid, kind="reactions", at=None))  # the set of reactions
+            reactions = Message(  # the set of reactions, a revision of its own
+                source=self.source, type="reaction", native_id=nid, sent_at=at, conversation=conversation, sender=sender,
+                extra=how, revision=Revision(id=rid, kind="reactions", at=None),
+            )  # fmt: skip
             out.append(Item(None, message=reactions, expected_dup=True))
-        return out
 
     def _media(self, p: Parsed, store: bool) -> tuple[list[Attachment], list[Content], list[dict[str, str]]]:
         atts: list[Attachment] = []

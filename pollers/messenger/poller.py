@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -140,12 +141,15 @@ class MessengerPoller(Inventory):
     def _walk(self, opened: Opened, unit_from: str = "", skip: int = 0, floor_ms: int = 0) -> Iterator[tuple[str, int, Item]]:
         """Every item of an export from a position: (unit key, items of that unit so far, item)."""
         for unit in opened.layout.units:
-            if unit.key < unit_from:
+            key = unit.key
+            if key < unit_from:
                 continue
-            for n, item in self._numbered(opened, unit, floor_ms):
-                if unit.key == unit_from and n <= skip:
-                    continue
-                yield unit.key, n, item
+            items = self._numbered(opened, unit, floor_ms)
+            if key == unit_from:
+                for _ in islice(items, skip):  # the items stored before
+                    pass
+            for n, item in items:
+                yield key, n, item
 
     def _numbered(self, opened: Opened, unit: Unit, floor_ms: int = 0) -> Iterator[tuple[int, Item]]:
         """A unit's items numbered from 1, as the cursor's ``at.n`` counts them."""

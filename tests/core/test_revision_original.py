@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, cast
 
@@ -56,7 +57,7 @@ def test_a_whole_revision_whose_original_is_missing_stores_the_original_first(st
     up.sync()
     original = store.get(message_key("src", "chat/42"))
     assert original is not None and b'"revision"' not in original and b"edited text" in original
-    assert original == Message(**{**rev.__dict__, "revision": None}).to_json()
+    assert original == Message(**{**asdict(rev), "revision": None}).to_json()
     assert store.get(revision_key("src", "chat/42", "edit-1")) == rev.to_json()
     assert up.put(Item(cursor=None, message=_revision("edited text"), whole=True)) == "dup"
     up.sync()
