@@ -20,6 +20,7 @@ import re
 from datetime import UTC
 
 from memex.records import rfc3339
+from pollers.email.mime import Mail
 
 _ID_RE = re.compile(r"<([^<>]*)>")
 _ADDR_RE = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")
@@ -73,6 +74,8 @@ def clean(value: object) -> str:
 def raw_all(msg: email.message.Message, name: str) -> list[str]:
     """Every value of header ``name`` as sent (8-bit bytes surrogate-escaped, not yet decoded)."""
     lname = name.lower()
+    if isinstance(msg, Mail):
+        return msg.header_values(lname)
     return [str(v) for k, v in msg.raw_items() if k.lower() == lname]
 
 
