@@ -16,6 +16,7 @@ import codecs
 import email.errors
 import email.message
 import email.utils
+import functools
 import re
 from datetime import UTC
 
@@ -85,8 +86,10 @@ def raw(msg: email.message.Message, name: str) -> str | None:
     return values[0] if values else None
 
 
+@functools.lru_cache(maxsize=256)
 def codec_for(label: str | None) -> str | None:
-    """The Python codec name for a MIME charset label (common aliases included), or None when unknown."""
+    """The Python codec name for a MIME charset label (common aliases included), or None when unknown (remembered:
+    a mail's few labels are looked up for every encoded word and part)."""
     if not label:
         return None
     name = label.strip().strip('"').lower()

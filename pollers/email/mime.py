@@ -5,9 +5,9 @@ and a stack of boundary checks, which is most of the CPU a poll spends on a mail
 runs the same algorithm (``email/feedparser.py`` of Python 3.11, step for step: the same header rules, defects,
 preamble, epilogue and line-end trimming) over the whole text at once: a part's body is one slice of the text, cut
 at the next line that closes it, found with ``str.find`` instead of a look at every line. What it does not take,
-it leaves to the standard parser, which then builds the tree: a mail with a bare CR line end (the standard parser
-cuts lines there too; this one looks for line starts after LF only), a ``message/delivery-status`` part (blocks
-of headers split by blank lines), and any mail on which it fails. ``tests/email/test_mime.py`` pins that both
+it leaves to the standard parser, which then builds the tree: a bare CR where a line it reads would end (the
+standard parser ends lines there too; this one after LF only: in a header, a boundary-like line, or before ``--``),
+a ``message/delivery-status`` part (blocks of headers split by blank lines), and any mail on which it fails. ``tests/email/test_mime.py`` pins that both
 build the same tree, part by part, for every test mail and for damaged variants of them.
 
 :class:`Mail` is the message class of every part: compat32's ``Message`` with a multipart boundary unfolded, a
@@ -141,6 +141,7 @@ class _Parser:
             end = self.text.find("\n", pos) + 1 or self.n
             line = self.text[pos:end]
             self.pos = end
+            _no_bare_cr(line)
         for ateof in reversed(self.stack):
             if ateof(line):
                 self.pending.append(line)
@@ -152,22 +153,31 @@ class _Parser:
         self.pending.append(line)
 
     def stop(self, checks: list[_Match]) -> int:
-        """The start of the first line from the read position that one of ``checks`` matches, else the end."""
+        """The start of the first line from the read position that one of ``checks`` matches, else the end.
+
+        Only a line that starts with ``--`` can match, and lines start after LF here; a bare CR followed by ``--``
+        (where the standard parser starts a line) is declined.
+        """
         if not checks:
             return self.n
-        text, pos = self.text, self.pos
+        text, start = self.text, self.pos
+        pos = start
         while True:
             if not text.startswith("--", pos):
                 found = text.find("\n--", pos)
                 if found < 0:
-                    return self.n
+                    pos = self.n
+                    break
                 pos = found + 1
             end = text.find("\n", pos) + 1 or self.n
             line = text[pos:end]
-            for check in checks:
-                if check(line):
-                    return pos
+            _no_bare_cr(line)
+            if any(check(line) for check in checks):
+                break
             pos = end
+        if text.find("\r--", start, pos) >= 0:
+            raise _Fallback("a bare CR before --")
+        return pos
 
     def rest(self) -> str:
         """Every line up to the end of the input or the next line that closes an enclosing part, joined."""
@@ -358,6 +368,12 @@ class _Parser:
             cur.set_raw(*compat32.header_source_parse(lastvalue))
 
 
+def _no_bare_cr(line: str) -> None:
+    """Decline a line (read up to its LF) holding a CR not followed by LF: the standard parser ends a line there."""
+    if "\r" in line and line.count("\r") != (1 if line.endswith("\r\n") else 0):
+        raise _Fallback("a bare CR")
+
+
 def _cut_eol(text: str) -> str:
     """``text`` less one trailing line end (CRLF, CR or LF), as the standard parser's ``NLCRE_eol`` cuts it."""
     if text.endswith("\r\n"):
@@ -369,10 +385,8 @@ def _cut_eol(text: str) -> str:
 
 def parse_bytes(raw: bytes) -> Mail:
     """``email.message_from_bytes(raw, _class=Mail)``: the same tree, built in one pass where the shape allows."""
-    text = raw.decode("ascii", "surrogateescape")
-    if "\r" not in text or text.count("\r") == text.count("\r\n"):  # line starts only after LF
-        try:
-            return _Parser(text).parse()
-        except Exception:
-            pass
+    try:
+        return _Parser(raw.decode("ascii", "surrogateescape")).parse()
+    except Exception:
+        pass
     return email.message_from_bytes(raw, _class=Mail)

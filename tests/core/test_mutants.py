@@ -919,7 +919,7 @@ MUTANTS = [
     ),
     pytest.param(
         "pollers/email/mime.py",
-        [('    if "\\r" not in text or text.count("\\r") == text.count("\\r\\n"):  # line starts only after LF\n', "    if True:\n")],
+        [('    if "\\r" in line and line.count("\\r") != (1 if line.endswith("\\r\\n") else 0):\n', "    if False:\n")],
         ["tests/email/test_mime.py::test_parse_bytes_gives_the_standard_tree_for_every_case"],
         id="email-one-pass-parser-takes-bare-cr-line-ends",
     ),

@@ -40,11 +40,8 @@ def _standard(raw: bytes) -> Any:
 
 def _one_pass(raw: bytes) -> Any:
     """The one-pass parser alone (no fall-back): its tree, or "declined" for a shape it leaves to the standard one."""
-    text = raw.decode("ascii", "surrogateescape")
-    if "\r" in text and text.count("\r") != text.count("\r\n"):
-        return "declined"
     try:
-        return tree(mime._Parser(text).parse())
+        return tree(mime._Parser(raw.decode("ascii", "surrogateescape")).parse())
     except mime._Fallback:
         return "declined"
 
