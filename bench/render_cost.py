@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--bench-mails", type=int, default=400)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from bench.imap_vs_mbsync import sample
+    from tests.email.bench_mail import sample
 
     data = ROOT / "tests" / "email" / "data"
     real = [p.read_bytes() for p in sorted(data.rglob("*")) if p.is_file() and not p.name.lower().startswith(("readme", "license"))]

@@ -127,7 +127,7 @@ def _variants(name: str, raw: bytes) -> dict[str, bytes]:
 
 def _bench_like() -> dict[str, bytes]:
     """Mails of ``bench/imap_vs_mbsync.py``: plain, plain + HTML alternatives, each with a base64 attachment."""
-    from bench.imap_vs_mbsync import sample
+    from tests.email.bench_mail import sample
 
     return {f"bench-{i}": sample(i) for i in (0, 1, 2, 5, 15)}
 
