@@ -20,7 +20,8 @@ import pytest
 
 from memex.config import StoreConfig, parse
 from memex.errors import ConfigError, StoreError
-from memex.s3.lean import EMPTY_SHA256, Credentials, Endpoint, LeanS3, Signer, encode_key, endpoint_for
+from memex.s3.lean import LeanS3
+from memex.s3.sigv4 import EMPTY_SHA256, Credentials, Endpoint, Signer, encode_key, endpoint_for
 from memex.store import open_store
 from memex.store.s3 import S3Store
 from tests.conftest import FAKE_AWS, FaultProxy, moto_server, put_fault, s3_objects
