@@ -16,10 +16,12 @@ import codecs
 import email.errors
 import email.message
 import email.utils
+import functools
 import re
 from datetime import UTC
 
 from memex.records import rfc3339
+from pollers.email.mime import Mail
 
 _ID_RE = re.compile(r"<([^<>]*)>")
 _ADDR_RE = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")
@@ -73,6 +75,8 @@ def clean(value: object) -> str:
 def raw_all(msg: email.message.Message, name: str) -> list[str]:
     """Every value of header ``name`` as sent (8-bit bytes surrogate-escaped, not yet decoded)."""
     lname = name.lower()
+    if isinstance(msg, Mail):
+        return msg.header_values(lname)
     return [str(v) for k, v in msg.raw_items() if k.lower() == lname]
 
 
@@ -82,8 +86,10 @@ def raw(msg: email.message.Message, name: str) -> str | None:
     return values[0] if values else None
 
 
+@functools.lru_cache(maxsize=256)
 def codec_for(label: str | None) -> str | None:
-    """The Python codec name for a MIME charset label (common aliases included), or None when unknown."""
+    """The Python codec name for a MIME charset label (common aliases included), or None when unknown (remembered:
+    a mail's few labels are looked up for every encoded word and part)."""
     if not label:
         return None
     name = label.strip().strip('"').lower()

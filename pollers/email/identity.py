@@ -40,7 +40,9 @@ def _payload(part: email.message.Message) -> bytes:
     if not isinstance(payload, bytes):
         payload = str(part.get_payload()).encode("utf-8", "surrogateescape")
     if clean(raw(part, "Content-Transfer-Encoding") or "").strip().lower() != "base64":
-        payload = payload.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        payload = payload.replace(b"\r\n", b"\n")
+        if b"\r" in payload:  # a bare CR left: one more pass (most mail has none)
+            payload = payload.replace(b"\r", b"\n")
     return payload
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import email
 import email.message
 import hashlib
-import re
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +29,7 @@ from memex.source import Cursor, Failure, Item
 from pollers.email.headers import addresses, clean, header_text, message_ids, parse_date
 from pollers.email.headers import raw as raw_header
 from pollers.email.identity import legacy_fingerprint, mail_fingerprint
+from pollers.email.mime import parse_bytes
 from pollers.email.parts import body_and_attachments, html_to_text
 
 __all__ = ["EML", "html_to_text", "message_ids", "native_id_of", "raw_id", "render", "sent_or", "to_item"]
@@ -43,50 +43,6 @@ def raw_id(raw: bytes) -> str:
 
 
 BOM = b"\xef\xbb\xbf"
-_LOOSE_BOUNDARY = re.compile(r'\sboundary\s*=\s*("([^"]*)"|([^\s;"]+))', re.IGNORECASE)
-
-
-class _Mail(email.message.Message):
-    """A compat32 message whose multipart boundary is unfolded (``boundary="foo<CRLF> bar"`` is ``foo bar``).
-
-    compat32 keeps the line break in the parameter, so the parser never meets the boundary and the whole
-    multipart becomes one opaque part; RFC 5322 unfolding removes the line break only.
-    """
-
-    def get_boundary(self, failobj: Any = None) -> Any:
-        """The boundary parameter, unfolded; also found after a missing ``;`` (``multipart/mixed<CRLF> boundary="b"``)."""
-        boundary = super().get_boundary(None)
-        if boundary is None and self.get_content_maintype() == "multipart":
-            found = _LOOSE_BOUNDARY.search(str(self.get("content-type", "")))
-            boundary = (found.group(2) if found.group(2) is not None else found.group(3)) if found else None
-        if boundary is None:
-            return failobj
-        return re.sub(r"\r?\n(?=[ \t])", "", boundary) if isinstance(boundary, str) else boundary
-
-    _decoded: tuple[Any, Any, Any] | None = None  # (payload, Content-Transfer-Encoding, its decoded bytes)
-
-    def get_payload(self, i: Any = None, decode: bool = False) -> Any:
-        """As compat32's; a single part's decoded bytes are decoded once (the text, the attachment's size and the
-        fingerprint each ask), and again only if the payload or its Content-Transfer-Encoding changed."""
-        if not decode or i is not None or self.is_multipart():
-            return super().get_payload(i, decode)  # type: ignore[call-overload]
-        payload, cte = vars(self).get("_payload"), self.get("content-transfer-encoding")
-        memo = self._decoded
-        if memo is not None and memo[0] is payload and memo[1] == cte:
-            return memo[2]
-        value = super().get_payload(None, True)
-        self._decoded = (payload, cte, value)
-        return value
-
-    def get_content_type(self) -> str:
-        """The type's first token: ``image/png<CRLF> name=a.png`` (a missing ``;``) is ``image/png``, never the line break.
-
-        Without it compat32 returns the whole folded value as the type, and the record's ``mime_type`` carried a
-        line break and the parameters.
-        """
-        ctype: str = super().get_content_type()
-        token = ctype.split(None, 1)[0] if ctype.strip() else ctype
-        return token if token.count("/") == 1 else "text/plain"
 
 
 def parse(raw: bytes, problems: list[str] | None = None) -> email.message.Message:
@@ -95,7 +51,7 @@ def parse(raw: bytes, problems: list[str] | None = None) -> email.message.Messag
         raw = raw[len(BOM) :]
         if problems is not None:
             problems.append("starts with a byte order mark, read past it")
-    return email.message_from_bytes(raw, _class=_Mail)
+    return parse_bytes(raw)
 
 
 def native_id_of(msg: email.message.Message, raw: bytes) -> str:

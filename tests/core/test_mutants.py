@@ -645,19 +645,19 @@ MUTANTS = [
         id="email-byte-order-mark-hides-the-headers",
     ),
     pytest.param(
-        "pollers/email/render.py",
+        "pollers/email/mime.py",
         [('        return re.sub(r"\\r?\\n(?=[ \\t])", "", boundary) if isinstance(boundary, str) else boundary\n', "        return boundary\n")],
         ["tests/email/test_email_render.py::test_a_folded_boundary_parameter_still_splits_the_parts"],
         id="email-folded-boundary-kept-folded",
     ),
     pytest.param(
-        "pollers/email/render.py",
+        "pollers/email/mime.py",
         [("        token = ctype.split(None, 1)[0] if ctype.strip() else ctype\n", "        token = ctype\n")],
         ["tests/email/test_email_render.py::test_a_content_type_missing_its_semicolon_is_only_the_type"],
         id="email-content-type-keeps-its-folded-parameters",
     ),
     pytest.param(
-        "pollers/email/render.py",
+        "pollers/email/mime.py",
         [('        if boundary is None and self.get_content_maintype() == "multipart":\n', "        if False:\n")],
         ["tests/email/test_email_render.py::test_a_content_type_missing_its_semicolon_is_only_the_type"],
         id="email-boundary-after-a-missing-semicolon-ignored",
@@ -912,7 +912,7 @@ MUTANTS = [
         id="imap-read-ahead-used-for-any-cursor",
     ),
     pytest.param(
-        "pollers/email/render.py",
+        "pollers/email/mime.py",
         [("if memo is not None and memo[0] is payload and memo[1] == cte:", "if memo is not None:")],
         ["tests/email/test_render_fast.py::test_a_parts_decoded_bytes_are_decoded_once_and_again_after_a_change"],
         id="email-decoded-payload-kept-after-a-change",
@@ -976,6 +976,24 @@ MUTANTS = [
         [('                _sync_if_present(Path(f"{self.path}-wal"))\n', "                pass\n")],
         ["tests/core/test_search_rebuild.py::test_a_poll_empties_its_journal_only_after_its_index_update_is_on_disk"],
         id="search-journal-emptied-before-the-wal-is-on-disk",
+    ),
+    pytest.param(
+        "pollers/email/mime.py",
+        [('    if "\\r" in line and line.count("\\r") != (1 if line.endswith("\\r\\n") else 0):\n', "    if False:\n")],
+        ["tests/email/test_mime.py::test_parse_bytes_gives_the_standard_tree_for_every_case"],
+        id="email-one-pass-parser-takes-bare-cr-line-ends",
+    ),
+    pytest.param(
+        "pollers/email/mime.py",
+        [('        if cur.get_content_type() == "message/delivery-status":\n            raise _Fallback("message/delivery-status")\n', "")],
+        ["tests/email/test_mime.py::test_parse_bytes_gives_the_standard_tree_for_every_case"],
+        id="email-one-pass-parser-takes-delivery-status",
+    ),
+    pytest.param(
+        "pollers/email/mime.py",
+        [("        self._ctype = self._index = None\n        super().replace_header(_name, _value)\n", "        super().replace_header(_name, _value)\n")],
+        ["tests/email/test_mime.py::test_the_content_type_and_the_headers_are_remembered_until_the_headers_change"],
+        id="email-remembered-headers-kept-after-a-change",
     ),
 ]  # fmt: skip
 
