@@ -240,3 +240,13 @@ def _folder(path: Path) -> Candidate:
                 rel = os.path.relpath(full, path)
                 h.update(f"{rel}\0{s.st_size}\0{s.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
     return Candidate(path, False, "dir:" + h.hexdigest()[:40], newest, mtime)
+
+
+@dataclass
+class Opened:
+    """An export opened for reading: its reader, layout and content hash."""
+
+    candidate: Candidate
+    reader: Reader
+    layout: Layout
+    hash: str

@@ -21,10 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memex.source import Cursor, Item, Listed, Unchecked
-from pollers.messenger.exports import Candidate, Unit, scan
-
-if TYPE_CHECKING:
-    from pollers.messenger.poller import Opened
+from pollers.messenger.exports import Candidate, Opened, Unit, scan
 
 
 class Inventory:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 from memex.config import SourceConfig
 from memex.errors import SourceError
 from memex.source import Batch, Cursor, Item
-from pollers.messenger.exports import Candidate, Layout, LayoutError, Reader, Unit, layout, scan
+from pollers.messenger.exports import Candidate, LayoutError, Opened, Reader, Unit, layout, scan
 from pollers.messenger.inventory import Inventory
 from pollers.messenger.parse import Renderer
 
@@ -48,16 +47,6 @@ def make(source: SourceConfig) -> MessengerPoller:
         raise keys.error("me", "must be your display name as Messenger shows it, or left out")
     keys.finish()
     return MessengerPoller(source.name, Path(inbox).expanduser(), settle, attachments, me)
-
-
-@dataclass
-class Opened:
-    """An export opened for reading: its reader, layout and content hash."""
-
-    candidate: Candidate
-    reader: Reader
-    layout: Layout
-    hash: str
 
 
 class MessengerPoller(Inventory):
