@@ -260,15 +260,10 @@ class Follower:
                 found = index, (st.st_dev, st.st_ino)
             if found is None:
                 return
-            try:
-                fd = os.open(rotated(self.path, found[0]), os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                continue
-            st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) == found[1]:
+            fd = _open_as(rotated(self.path, found[0]), found[1])
+            if fd is not None:
                 self._fd, self._ident, self._offset, self._partial = fd, found[1], 0, b""
                 return
-            os.close(fd)
 
     def _successor(self) -> tuple[int, tuple[int, int]] | None:
         """Open the file that came after the current one (the next newer rotated file, or the live one)."""
@@ -290,14 +285,9 @@ class Follower:
             wanted = idents[where - 1]
             if wanted is None:
                 return None
-            try:
-                fd = os.open(names[where - 1], os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                continue
-            st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) == wanted:
+            fd = _open_as(names[where - 1], wanted)
+            if fd is not None:
                 return fd, wanted
-            os.close(fd)
         return None
 
     def read(self) -> list[bytes]:
