@@ -31,6 +31,8 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if os.environ.get("MEMEX_BENCH_TREE"):  # --before TREE: this child reads with the memex and pollers of TREE
+    sys.path.insert(0, os.environ["MEMEX_BENCH_TREE"])
 
 from bench._common import Run, run
 from tests.messenger.messenger_fixtures import ME, T0, _mangle, msg
@@ -58,9 +60,13 @@ def build(path: Path, n: int, threads: int) -> None:
 
 def child_memex(zip_path: str) -> None:
     """Read every item of the export through the poller (media hashed), print the count."""
+    from memex.cli import entry
     from memex.store.attachments import digest
     from pollers.messenger.poller import MessengerPoller
 
+    tune = getattr(entry, "one_shot_collector", None)  # what `memex poll` does before it polls (absent in older trees)
+    if tune is not None:
+        tune()
     poller = MessengerPoller("bench", Path(zip_path).parent, settle_seconds=0)
     cursor, count = None, 0
     while True:
@@ -128,11 +134,15 @@ def main() -> None:
     parser.add_argument("--messages", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--threads", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before", metavar="TREE", help="also time the memex reader of TREE (a folder holding memex/ and pollers/)")
+    parser.add_argument("--no-naive", action="store_true", help="leave the naive loop out")
     parser.add_argument("--child", nargs="+")
     args = parser.parse_args()
     if args.child:
         kind, zip_path = args.child[0], args.child[1]
-        child_memex(zip_path) if kind == "memex" else child_strict(zip_path) if kind == "strict" else child_naive(zip_path, args.child[2])
+        child_memex(zip_path) if kind in ("memex", "before") else child_strict(zip_path) if kind == "strict" else child_naive(
+            zip_path, args.child[2]
+        )
         return
     print(f"load average {os.getloadavg()[0]:.2f}; medians of {args.rounds} alternated rounds; goal: memex / strict >= 0.5")
     print(
@@ -148,13 +158,21 @@ def main() -> None:
             build(zpath, n, args.threads)
             built = time.perf_counter() - started
             runs: dict[str, list[Run]] = {"memex": [], "strict": [], "naive": []}
+            if args.no_naive:
+                del runs["naive"]
+            if args.before:
+                runs = {"before": [], **runs}
             for _ in range(args.rounds):
                 for kind in runs:
                     extra = [str(d / "out")] if kind == "naive" else []
-                    r = run([sys.executable, __file__, "--child", kind, str(zpath), *extra])
+                    env = {"MEMEX_BENCH_TREE": str(Path(args.before).resolve())} if kind == "before" else None
+                    r = run([sys.executable, __file__, "--child", kind, str(zpath), *extra], env)
                     assert r.returncode == 0, (kind, r)
                     runs[kind].append(r)
                     shutil.rmtree(d / "out", ignore_errors=True)
+            _cpu_table(n, runs)
+            if args.no_naive:
+                continue
             rate = {kind: n / statistics.median(r.wall for r in rs) for kind, rs in runs.items()}
             mb = zpath.stat().st_size / 2**20
             print(
@@ -163,6 +181,20 @@ def main() -> None:
                 f" {max(r.rss_mib for r in runs['memex']):>10.0f} {max(r.rss_mib for r in runs['naive']):>10.0f}   (built in {built:.0f}s)",
                 flush=True,
             )
+
+
+def _cpu_table(n: int, runs: dict[str, list[Run]]) -> None:
+    """CPU seconds (user + system of the child) and wall per contender, medians, and memex's ratio to strict in both.
+
+    On a machine shared with other jobs the CPU figures are the comparable ones (wall includes waiting for a core).
+    """
+    cpu = {kind: statistics.median(r.cpu for r in rs) for kind, rs in runs.items()}
+    wall = {kind: statistics.median(r.wall for r in rs) for kind, rs in runs.items()}
+    line = "  ".join(
+        f"{kind} {cpu[kind]:.2f} s CPU / {wall[kind]:.2f} s wall / {max(r.rss_mib for r in runs[kind]):.0f} MiB" for kind in runs
+    )
+    ratios = "  ".join(f"{kind}/strict {cpu['strict'] / cpu[kind]:.2f}x" for kind in runs if kind in ("before", "memex"))
+    print(f"{n:>9} messages: {line}; in CPU (msg/s ratio): {ratios}", flush=True)
 
 
 if __name__ == "__main__":
