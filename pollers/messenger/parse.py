@@ -185,6 +185,9 @@ _PLAIN_KEYS = frozenset({"sender_name", "timestamp_ms", "content", "is_geoblocke
 # Shared by every plain message: never changed in place (parse_message builds its own for a message with media/extra).
 _NONE: list[Any] = []
 _NO_EXTRA: dict[str, Any] = {}
+# An item's blobs and contents when it has none, shared (never changed in place: the uploader only reads them).
+_NO_BLOBS: dict[str, bytes] = {}
+_NO_CONTENTS: list[Content] = []
 
 
 def native_ids(group: list[Parsed], key: str) -> list[str]:
@@ -278,10 +281,23 @@ class Renderer:
                 self._items(thread, p, nid, attachments, out)
 
     def _one(self, thread: Thread, p: Parsed, attachments: bool, out: list[Item]) -> None:
-        """The items of the only message of its millisecond (the common case): ``_group`` without a list of IDs."""
-        if p.ts >= self.floor_ms:
-            hashed = f"fbm\x1f{thread.key}\x1f{p.ts}\x1f{_fold(p.sender)}"  # native_ids' one-message case
-            self._items(thread, p, f"{p.ts}-{hashlib.sha256(hashed.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}", attachments, out)
+        """The items of the only message of its millisecond (the common case): ``_group`` without a list of IDs, and
+        for a message with nothing but a sender, a time and a text, ``_items`` inline."""
+        ts = p.ts
+        if ts < self.floor_ms:
+            return
+        hashed = f"fbm\x1f{thread.key}\x1f{ts}\x1f{_fold(p.sender)}"  # native_ids' one-message case
+        nid = f"{ts}-{hashlib.sha256(hashed.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}"
+        if p.unsent or p.media or p.reactions or p.extra:
+            self._items(thread, p, nid, attachments, out)
+            return
+        conversation, base = self._threads.get(thread.key) or self._shared(thread)
+        sender = self._senders.get(p.sender) or self._sender(p.sender)
+        # Positional (a keyword call costs twice as much): source, type, native_id, sent_at, conversation, sender, text,
+        # attachments, reply_to, edited_at, deleted, extra, revision; then the Item's cursor, message, failure, blobs,
+        # contents, expected_dup. What _items renders for such a message, field for field.
+        message = Message(self.source, "message", nid, _sent_at(ts), conversation, sender, p.text, [], None, None, False, base.copy(), None)
+        out.append(Item(None, message, None, _NO_BLOBS, _NO_CONTENTS, True))
 
     def _shared(self, thread: Thread) -> tuple[Conversation, dict[str, Any]]:
         """The thread's conversation and the extra fields every message of it has, made once per thread."""

@@ -9,7 +9,8 @@ threads become records (native ID, revisions, mojibake): :mod:`pollers.messenger
 Cursor: ``{"done": [[content hash, signature], ...], "exports": N, "items": N, "at": {"export": hash,
 "unit": key, "n": count}}``. ``done`` lists the exports read to the end (the newest :data:`MAX_DONE`);
 ``at`` is where the poll stands inside the export it is reading: the thread unit (units are read in
-sorted order) and how many items of it are stored. Each item's cursor points just past it, so a poll
+sorted order) and how many items of it are stored. Each item's cursor (made only where the runner stops
+inside a batch: ``Batch.cursor_at``) points just past it, so a poll
 stopped anywhere (deadline, SIGTERM, kill -9) resumes inside a large export, re-reading only the
 current thread; an export joins ``done`` only with the cursor of the batch that stored its last item.
 Positions ``{"exports", "items"}`` only grow. ``floor_ms`` (set by ``start = "now"``) skips messages
@@ -18,6 +19,7 @@ sent before it.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -187,17 +189,19 @@ class MessengerPoller(Inventory):
         if self._stream is None or self._pos != at:
             self._stream = self._walk(opened, at["unit"], at["n"], int(cur.get("floor_ms", 0)))
         items: list[Item] = []
-        n_items = int(cur["items"])
-        for unit, n, item in self._stream:
-            n_items += 1
-            at = {"export": opened.hash, "unit": unit, "n": n}
-            item.cursor = {**cur, "at": at, "items": n_items}
-            items.append(item)
+        marks: list[tuple[str, int, Item]] = []  # (unit, n, item) as walked: an item's cursor is made only if asked for
+        append, mark = items.append, marks.append
+        cursor_at = functools.partial(_item_cursor, cur, opened, marks)  # Batch.cursor_at: the runner stopped there
+        for walked in self._stream:
+            append(walked[2])
+            mark(walked)
             if len(items) >= limit:
-                self._pos = at
-                return Batch(items=items, cursor=item.cursor, warnings=warnings)
+                last = cursor_at(len(items))
+                self._pos = last["at"]
+                return Batch(items=items, cursor=last, warnings=warnings, cursor_at=cursor_at)
         self._pos = self._stream = None
-        return Batch(items=items, cursor=_finish({**cur, "items": n_items}, opened, count=True), warnings=warnings)
+        done = _finish({**cur, "items": int(cur["items"]) + len(items)}, opened, count=True)
+        return Batch(items=items, cursor=done, warnings=warnings, cursor_at=cursor_at)
 
     def _find(self, candidates: list[Candidate], export_hash: str) -> Opened | None:
         for cand in candidates:
@@ -238,6 +242,12 @@ class MessengerPoller(Inventory):
                     continue
                 yield item
         self._raise_rejects()
+
+
+def _item_cursor(cur: dict[str, Any], opened: Opened, marks: list[tuple[str, int, Item]], n: int) -> dict[str, Any]:
+    """The cursor right after the ``n``-th item of a batch fetched after ``cur``: just past it inside the export."""
+    unit, k, _ = marks[n - 1]
+    return {**cur, "at": {"export": opened.hash, "unit": unit, "n": k}, "items": int(cur["items"]) + n}
 
 
 def _finish(cur: dict[str, Any], opened: Opened, *, count: bool) -> dict[str, Any]:
