@@ -241,7 +241,7 @@ class Renderer:
         self.me = _fold(me) if me else None
         self.floor_ms = floor_ms
         self._threads: dict[str, tuple[Conversation, dict[str, Any]]] = {}  # thread key -> what its messages share
-        self._senders: dict[str, Sender] = {}  # sender name -> its sender dict
+        self._senders: dict[str, tuple[Sender, str]] = {}  # sender name -> its sender dict and its folded name
 
     def items(self, export_hash: str, attachments: bool) -> Iterator[Item]:
         """Every item of the unit, in a fixed order (a resumed read skips a count of them).
@@ -286,13 +286,13 @@ class Renderer:
         ts = p.ts
         if ts < self.floor_ms:
             return
-        hashed = f"fbm\x1f{thread.key}\x1f{ts}\x1f{_fold(p.sender)}"  # native_ids' one-message case
+        sender, who = self._senders.get(p.sender) or self._sender(p.sender)
+        hashed = f"fbm\x1f{thread.key}\x1f{ts}\x1f{who}"  # native_ids' one-message case
         nid = f"{ts}-{hashlib.sha256(hashed.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}"
         if p.unsent or p.media or p.reactions or p.extra:
             self._items(thread, p, nid, attachments, out)
             return
         conversation, base = self._threads.get(thread.key) or self._shared(thread)
-        sender = self._senders.get(p.sender) or self._sender(p.sender)
         # Positional (a keyword call costs twice as much): source, type, native_id, sent_at, conversation, sender, text,
         # attachments, reply_to, edited_at, deleted, extra, revision; then the Item's cursor, message, failure, blobs,
         # contents, expected_dup. What _items renders for such a message, field for field.
@@ -308,11 +308,13 @@ class Renderer:
             found = self._threads[thread.key] = (conversation, {**thread.extra, "export": self.reader.label})
         return found
 
-    def _sender(self, name: str) -> Sender:
-        sender = self._senders.get(name)
-        if sender is None:
-            sender = self._senders[name] = {"id": None, "name": name, "is_me": self.me is not None and _fold(name) == self.me}
-        return sender
+    def _sender(self, name: str) -> tuple[Sender, str]:
+        """A sender's dict (shared by their messages) and folded name, made once per name."""
+        found = self._senders.get(name)
+        if found is None:
+            who = _fold(name)
+            found = self._senders[name] = ({"id": None, "name": name, "is_me": self.me is not None and who == self.me}, who)
+        return found
 
     def _items(self, thread: Thread, p: Parsed, nid: str, attachments: bool, out: list[Item]) -> None:
         """The message's items (an original or a delete revision, then its reactions), appended to ``out``.
@@ -322,7 +324,7 @@ class Renderer:
         """
         at = _sent_at(p.ts)
         conversation, base = self._shared(thread)
-        sender = self._sender(p.sender)
+        sender = self._sender(p.sender)[0]
         extra = {**base, **p.extra} if p.extra else base.copy()
         kind = "event" if extra.get("type") in EVENT_TYPES else "message"
         # Messages built directly with keywords (no **kw dict, no closure per message).

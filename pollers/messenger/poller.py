@@ -23,7 +23,7 @@ import functools
 import time
 from collections.abc import Iterator
 from datetime import datetime
-from itertools import islice
+from itertools import islice, repeat
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,7 @@ class MessengerPoller(Inventory):
         self._opened: dict[str, Opened] = {}  # by signature
         self._rejects: dict[str, str] = {}  # signature -> the error line
         self._pos: Any = None  # the "at" the live stream stands at
-        self._stream: Iterator[tuple[str, int, Item]] | None = None
+        self._stream: Iterator[tuple[str, tuple[int, Item]]] | None = None
 
     def watch_paths(self) -> list[Path]:
         """What ``memex watch`` watches: the inbox folder."""
@@ -129,8 +129,8 @@ class MessengerPoller(Inventory):
         self._opened[cand.signature] = opened
         return opened
 
-    def _walk(self, opened: Opened, unit_from: str = "", skip: int = 0, floor_ms: int = 0) -> Iterator[tuple[str, int, Item]]:
-        """Every item of an export from a position: (unit key, items of that unit so far, item)."""
+    def _walk(self, opened: Opened, unit_from: str = "", skip: int = 0, floor_ms: int = 0) -> Iterator[tuple[str, tuple[int, Item]]]:
+        """Every item of an export from a position: (unit key, (items of that unit so far, item))."""
         for unit in opened.layout.units:
             key = unit.key
             if key < unit_from:
@@ -139,8 +139,7 @@ class MessengerPoller(Inventory):
             if key == unit_from:
                 for _ in islice(items, skip):  # the items stored before
                     pass
-            for n, item in items:
-                yield key, n, item
+            yield from zip(repeat(key), items)  # the pairs made in C, not a frame per item
 
     def _numbered(self, opened: Opened, unit: Unit, floor_ms: int = 0) -> Iterator[tuple[int, Item]]:
         """A unit's items numbered from 1, as the cursor's ``at.n`` counts them."""
@@ -188,17 +187,13 @@ class MessengerPoller(Inventory):
             return Batch(items=[], cursor=rest, warnings=warnings)
         if self._stream is None or self._pos != at:
             self._stream = self._walk(opened, at["unit"], at["n"], int(cur.get("floor_ms", 0)))
-        items: list[Item] = []
-        marks: list[tuple[str, int, Item]] = []  # (unit, n, item) as walked: an item's cursor is made only if asked for
-        append, mark = items.append, marks.append
+        marks = list(islice(self._stream, max(limit, 1)))  # (unit, (n, item)) as walked: cursors made only if asked for
+        items = [walked[1][1] for walked in marks]
         cursor_at = functools.partial(_item_cursor, cur, opened, marks)  # Batch.cursor_at: the runner stopped there
-        for walked in self._stream:
-            append(walked[2])
-            mark(walked)
-            if len(items) >= limit:
-                last = cursor_at(len(items))
-                self._pos = last["at"]
-                return Batch(items=items, cursor=last, warnings=warnings, cursor_at=cursor_at)
+        if items and len(items) >= limit:
+            last = cursor_at(len(items))
+            self._pos = last["at"]
+            return Batch(items=items, cursor=last, warnings=warnings, cursor_at=cursor_at)
         self._pos = self._stream = None
         done = _finish({**cur, "items": int(cur["items"]) + len(items)}, opened, count=True)
         return Batch(items=items, cursor=done, warnings=warnings, cursor_at=cursor_at)
@@ -234,7 +229,7 @@ class MessengerPoller(Inventory):
                 continue
             seen.add(export.hash)
             mine = export.hash == start.get("export")
-            for unit, n, item in self._walk(export, start["unit"] if mine else "", start["n"] if mine else 0):
+            for unit, (n, item) in self._walk(export, start["unit"] if mine else "", start["n"] if mine else 0):
                 item.cursor = {"export": export.hash, "unit": unit, "n": n}
                 sent = item.message.sent_at if item.message is not None else None
                 when = datetime.fromisoformat(sent) if sent else None
@@ -244,9 +239,9 @@ class MessengerPoller(Inventory):
         self._raise_rejects()
 
 
-def _item_cursor(cur: dict[str, Any], opened: Opened, marks: list[tuple[str, int, Item]], n: int) -> dict[str, Any]:
+def _item_cursor(cur: dict[str, Any], opened: Opened, marks: list[tuple[str, tuple[int, Item]]], n: int) -> dict[str, Any]:
     """The cursor right after the ``n``-th item of a batch fetched after ``cur``: just past it inside the export."""
-    unit, k, _ = marks[n - 1]
+    unit, (k, _) = marks[n - 1]
     return {**cur, "at": {"export": opened.hash, "unit": unit, "n": k}, "items": int(cur["items"]) + n}
 
 

@@ -1005,7 +1005,7 @@ MUTANTS = [
     ),
     pytest.param(
         "pollers/messenger/poller.py",
-        [("    unit, k, _ = marks[n - 1]\n", "    unit, k, _ = marks[-1]\n")],
+        [("    unit, (k, _) = marks[n - 1]\n", "    unit, (k, _) = marks[-1]\n")],
         ["tests/messenger/test_messenger_faults.py::test_sigterm_inside_a_batch_saves_the_cursor_right_after_the_last_stored_message"],
         id="messenger-item-cursor-is-the-batch-end",
     ),
