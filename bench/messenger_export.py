@@ -11,9 +11,13 @@ Facebook writes it, a 1 KiB photo stub per 100 messages) is read two ways, each 
   record made per message (sender, time, text, thread, ID), and SHA-256 of every photo read from the zip;
 - naive: extract the zip to a folder, then ``json.load`` every file.
 
-Rounds alternate memex, strict, naive (``--rounds``, default 3) and the medians are printed.
+Rounds alternate memex, strict, naive (``--rounds``, default 3) and the medians are printed: CPU seconds (user +
+system of the child: what compares on a machine shared with other jobs) and peak RSS of each, then the table of
+messages per second (wall). ``--before TREE`` adds memex as the folder TREE holds it (``memex/`` and ``pollers/``, e.g.
+``git archive main memex pollers | tar -x -C TREE``) to the same rounds; ``--no-naive`` leaves the naive loop out.
+The memex child tunes the collector as ``memex poll`` does (:func:`memex.cli.entry.one_shot_collector`).
 
-Run: .venv/bin/python bench/messenger_export.py [--messages N ...] (default 100000 and 1000000).
+Run: .venv/bin/python bench/messenger_export.py [--messages N ...] (default 100000 and 1000000) [--before TREE]
 """
 
 from __future__ import annotations
@@ -140,15 +144,19 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         kind, zip_path = args.child[0], args.child[1]
-        child_memex(zip_path) if kind in ("memex", "before") else child_strict(zip_path) if kind == "strict" else child_naive(
-            zip_path, args.child[2]
-        )
+        if kind in ("memex", "before"):  # "before": the same child, importing from MEMEX_BENCH_TREE
+            child_memex(zip_path)
+        elif kind == "strict":
+            child_strict(zip_path)
+        else:
+            child_naive(zip_path, args.child[2])
         return
     print(f"load average {os.getloadavg()[0]:.2f}; medians of {args.rounds} alternated rounds; goal: memex / strict >= 0.5")
-    print(
-        f"{'messages':>9} {'zip MiB':>8} {'memex msg/s':>12} {'strict msg/s':>13} {'/strict':>8} {'naive msg/s':>12} {'/naive':>7}"
-        f" {'memex MiB':>10} {'naive MiB':>10}"
-    )
+    if not args.no_naive:  # the wall-clock table (msg/s), printed under the CPU line of each size
+        print(
+            f"{'messages':>9} {'zip MiB':>8} {'memex msg/s':>12} {'strict msg/s':>13} {'/strict':>8} {'naive msg/s':>12} {'/naive':>7}"
+            f" {'memex MiB':>10} {'naive MiB':>10}"
+        )
     for n in args.messages:
         with tempfile.TemporaryDirectory() as tmp:
             d = Path(tmp)
