@@ -256,14 +256,7 @@ class Renderer:
             if isinstance(x, list):
                 if thread is None:  # never: a file's thread comes before its messages
                     continue
-                for p in x:
-                    if group and group[0].ts != p.ts:
-                        if len(group) == 1:
-                            self._one(thread, group[0], attachments, out)
-                        else:
-                            self._group(thread, group, attachments, out)
-                        group.clear()
-                    group.append(p)
+                self._file(thread, x, group, attachments, out)
                 yield from out
                 out.clear()
             elif isinstance(x, Thread):
@@ -280,24 +273,38 @@ class Renderer:
             if p.ts >= self.floor_ms:
                 self._items(thread, p, nid, attachments, out)
 
-    def _one(self, thread: Thread, p: Parsed, attachments: bool, out: list[Item]) -> None:
-        """The items of the only message of its millisecond (the common case): ``_group`` without a list of IDs, and
-        for a message with nothing but a sender, a time and a text, ``_items`` inline."""
-        ts = p.ts
-        if ts < self.floor_ms:
-            return
-        sender, who = self._senders.get(p.sender) or self._sender(p.sender)
-        hashed = f"fbm\x1f{thread.key}\x1f{ts}\x1f{who}"  # native_ids' one-message case
-        nid = f"{ts}-{hashlib.sha256(hashed.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}"
-        if p.unsent or p.media or p.reactions or p.extra:
-            self._items(thread, p, nid, attachments, out)
-            return
-        conversation, base = self._threads.get(thread.key) or self._shared(thread)
-        # Positional (a keyword call costs twice as much): source, type, native_id, sent_at, conversation, sender, text,
-        # attachments, reply_to, edited_at, deleted, extra, revision; then the Item's cursor, message, failure, blobs,
-        # contents, expected_dup. What _items renders for such a message, field for field.
-        message = Message(self.source, "message", nid, _sent_at(ts), conversation, sender, p.text, [], None, None, False, base.copy(), None)
-        out.append(Item(None, message, None, _NO_BLOBS, _NO_CONTENTS, True))
+    def _file(self, thread: Thread, parsed: list[Parsed], group: list[Parsed], attachments: bool, out: list[Item]) -> None:
+        """A file's messages (newest first) rendered into ``out``, one millisecond at a time; ``group`` holds the messages
+        of the millisecond not rendered yet (the previous file's last, and this file's last for the next file).
+
+        The only message of its millisecond with nothing but a sender, a time and a text (the common case) is rendered
+        here, in one loop with what it needs bound once per file: what ``_group`` and ``_items`` render for it (its
+        ID is native_ids' one-message case), field for field.
+        """
+        key, floor, source = thread.key, self.floor_ms, self.source
+        conversation, base = self._threads.get(key) or self._shared(thread)
+        senders, sender_of, append, sha256 = self._senders, self._sender, out.append, hashlib.sha256
+        for p in parsed:
+            if not group:
+                group.append(p)
+                continue
+            first = group[0]
+            if first.ts == p.ts:
+                group.append(p)
+                continue
+            if len(group) > 1 or first.unsent or first.media or first.reactions or first.extra:
+                self._group(thread, group, attachments, out)
+            elif (ts := first.ts) >= floor:
+                sender, who = senders.get(first.sender) or sender_of(first.sender)
+                hashed = f"fbm\x1f{key}\x1f{ts}\x1f{who}".encode("utf-8", "surrogatepass")
+                # Positional (a keyword call costs twice as much): source, type, native_id, sent_at, conversation,
+                # sender, text, attachments, reply_to, edited_at, deleted, extra, revision; then the Item's cursor,
+                # message, failure, blobs, contents, expected_dup.
+                message = Message(source, "message", f"{ts}-{sha256(hashed).hexdigest()[:32]}", _sent_at(ts), conversation, sender,
+                                  first.text, [], None, None, False, base.copy(), None)  # fmt: skip
+                append(Item(None, message, None, _NO_BLOBS, _NO_CONTENTS, True))
+            group.clear()
+            group.append(p)
 
     def _shared(self, thread: Thread) -> tuple[Conversation, dict[str, Any]]:
         """The thread's conversation and the extra fields every message of it has, made once per thread."""
