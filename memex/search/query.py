@@ -45,7 +45,7 @@ class Query:
         """The SELECT answering this query, newest first (or best match first with ``rank`` and words to rank by)."""
         cols = "m.key, m.source, m.native_id, m.sent_at, m.conv_id, m.conv_name, m.sender_id, m.sender_name, m.is_me, " \
                "m.subject, m.text, m.edited, m.deleted, m.n_attachments"  # fmt: skip
-        rowid = "fts.rowid" if self.match else "m.id"  # ids are in time order (memex.search.index.time_id)
+        rowid = "fts.rowid" if self.match else "m.id"  # ids are in time order (memex.search.rows.time_id)
         where = [w.replace("{rowid}", rowid) for w in self.where]
         params: list[Any] = []
         if self.match:
@@ -157,7 +157,7 @@ def _filter(q: Query, op: str, value: str, sql_ors: dict[str, list[str]]) -> Non
             raise QueryError(f"has:{value}: unknown; has:attachment is the one there is")
         q.where.append("m.n_attachments > 0")
     elif op in ("after", "before"):
-        from memex.search.index import id_at
+        from memex.search.rows import id_at
 
         q.where.append("{rowid} >= ?" if op == "after" else "{rowid} >= 0 AND {rowid} < ?")
         q.params.append(id_at(_date(value, op)))

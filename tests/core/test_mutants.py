@@ -995,6 +995,24 @@ MUTANTS = [
         ["tests/email/test_mime.py::test_the_content_type_and_the_headers_are_remembered_until_the_headers_change"],
         id="email-remembered-headers-kept-after-a-change",
     ),
+    pytest.param(
+        "memex/search/bulk.py",
+        [("    return f\"CASE json_type(body, '{path}') WHEN 'text' THEN json_extract(body, '{path}') ELSE '' END\"", "    return f\"coalesce(json_extract(body, '{path}'), '')\"")],
+        ["tests/core/test_search_bulk.py::test_a_rebuild_makes_the_rows_the_python_path_makes"],
+        id="search-rebuild-reads-a-field-of-the-wrong-type",
+    ),
+    pytest.param(
+        "memex/search/bulk.py",
+        [("        if clash:\n            _spread(db, taken)\n", "")],
+        ["tests/core/test_search_bulk.py::test_a_rebuild_makes_the_rows_the_python_path_makes"],
+        id="search-rebuild-ids-clash-unresolved",
+    ),
+    pytest.param(
+        "memex/search/bulk.py",
+        [("f\"END) WHERE type = 'text'{where}\"", "f\"END) WHERE 1{where}\"")],
+        ["tests/core/test_search_bulk.py::test_a_rebuild_makes_the_rows_the_python_path_makes"],
+        id="search-rebuild-recipients-not-only-strings",
+    ),
 ]  # fmt: skip
 
 
