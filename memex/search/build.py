@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from memex.config import Config
 from memex.hold import point_from_env
 from memex.records import encode_id
-from memex.search import bulk, index_path, journal_path
+from memex.search import index_path, journal_path
 from memex.search.index import SIDE_FILES, SearchIndex
 from memex.search.locks import OPEN_LOCK, REBUILD_LOCK, REBUILD_WAIT, SWAP_WAIT, RebuildRunning
 from memex.search.rows import is_record_key
@@ -155,6 +155,8 @@ def rebuild(cfg: Config, store: ObjectStore, sources: list[str] | None, *, worke
     rebuild starts again from nothing), then fsynced and renamed over the live one; searches answer from the old file
     until then. ``rebuild.lock`` is held throughout, so polls keep their journals meanwhile (:mod:`memex.search.locks`).
     """
+    from memex.search import bulk  # here: a poll never needs it
+
     tops = [f"{top}/" for top in ("messages", "revisions")] if not sources else [
         f"{top}/{encode_id(s)}/" for top in ("messages", "revisions") for s in sources]  # fmt: skip
     live = index_path(cfg.state_dir)

@@ -17,15 +17,18 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memex.errors import StateError
 from memex.records import decode_id, encode_id
-from memex.search import bulk, index_path
+from memex.search import index_path
 from memex.search.locks import RebuildRunning, reader_lock, writer_lock
 from memex.search.rows import RevisionRow, Row, is_record_key, latest_text, message_row, revision_parent, revision_row, time_id
 from memex.state.cursors import utc_now
 from memex.state.files import ensure_private_dir, full_fsync
+
+if TYPE_CHECKING:
+    from memex.search.bulk import Staged
 
 SCHEMA_VERSION = 1
 BUSY_SECONDS = 10.0  # a connection waits this long for another one's transaction (a poll's, a few ms)
@@ -155,7 +158,7 @@ class SearchIndex:
         self._wrote = True
         return n
 
-    def rebuild(self, batches: Iterable[bulk.Staged], sources: list[str] | None,
+    def rebuild(self, batches: Iterable[Staged], sources: list[str] | None,
                 tick: Callable[[int], None] | None = None, *, keep: Path | None = None) -> int:  # fmt: skip
         """Fill this fresh file with ``batches`` of stored records (:func:`memex.search.bulk.staged`), of ``sources``
         (all when None); with ``keep`` (the live index), the rows of every other source are copied from it first.
@@ -207,9 +210,11 @@ class SearchIndex:
         finally:
             self.db.execute("DETACH DATABASE old")
 
-    def _add_staged(self, batch: bulk.Staged) -> int:
+    def _add_staged(self, batch: Staged) -> int:
         """Add a rebuild's batch (keys new to the index): its staged originals in SQLite (:func:`memex.search.bulk.add_staged`),
         then what SQLite's JSON parser refused and the batch's other records through :meth:`_add`; how many were records."""
+        from memex.search import bulk  # a poll never needs it
+
         n = 0
         parsed: list[tuple[str, dict[str, Any]]] = []
         if batch.path is not None:
