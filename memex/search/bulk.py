@@ -3,13 +3,15 @@
 A rebuild reads every record of the store; parsing each with ``json.loads`` and turning it into a
 :class:`memex.search.rows.Row` cost more CPU than SQLite's inserts. Here the thread that reads the store writes each
 batch of original records, as text, into a staging file of its own (:func:`stage`: one SQLite file per batch beside
-the new index, no journal, never fsynced, removed once used), with each record's kind, time and row id worked out
-by the same Python functions as an added record's (:func:`memex.search.rows.timestamp`, :func:`~memex.search.rows.time_id`).
-The index's connection then attaches that file and builds its rows with one ``INSERT ... SELECT`` per table
-(:func:`add_staged`), reading exactly what :func:`memex.search.rows.message_row` reads: a field of the wrong type
-reads as empty, recipients are the mail's ``extra.to`` and ``extra.cc`` (else the conversation's participants but
-the sender), attachment names are the non-empty ``filename`` strings of the attachment objects. SQLite lets go of
-Python's lock while it works, so the next batch is read and staged while this one is inserted. A record SQLite's JSON
+the new index, no journal, never fsynced, removed once used), with each record's kind, time and row id (worked out
+by the same Python functions as an added record's: :func:`memex.search.rows.timestamp`, :func:`~memex.search.rows.time_id`)
+and the columns that walk arrays (recipients, attachments). The index's connection then attaches that file and
+builds its rows with one ``INSERT ... SELECT`` per table (:func:`add_staged`). SQLite lets go of Python's lock while
+it works, so the next batch is read and staged while this one is inserted.
+
+Together they read exactly what :func:`memex.search.rows.message_row` reads: a field of the wrong type reads as
+empty, recipients are the mail's ``extra.to`` and ``extra.cc`` (else the conversation's participants but the
+sender), attachment names are the non-empty ``filename`` strings of the attachment objects. A record SQLite's JSON
 parser refuses (JSON only Python reads), and one that is not UTF-8, is handed to the Python path, which decides.
 ``tests/core/test_search_bulk.py`` pins the rows equal to the Python path's.
 """
@@ -55,12 +57,16 @@ _DELETED = "json_type(body, '$.deleted') IS 'true'"
 _TEXT = _s("$.text")
 
 STAGE = ("CREATE TABLE stage(n INTEGER PRIMARY KEY, key TEXT NOT NULL, body TEXT NOT NULL, kind INTEGER NOT NULL, ts REAL, "
-         "id INTEGER)")  # fmt: skip
-# kind: 1 a JSON object, 2 other JSON (left out), 0 JSON SQLite refuses (handed back); ts and id as an added record's
-_STAGE_INSERT = """
-INSERT INTO stage(key, body, kind, ts, id) SELECT key, body, kind, memex_ts(t), memex_time_id(memex_ts(t), key)
-FROM (SELECT ?1 AS key, ?2 AS body, CASE WHEN NOT json_valid(?2) THEN 0 WHEN json_type(?2) = 'object' THEN 1 ELSE 2 END AS kind,
-  CASE WHEN json_valid(?2) AND json_type(?2, '$.sent_at') = 'text' THEN json_extract(?2, '$.sent_at') END AS t)
+         "id INTEGER, recipients TEXT, attachments TEXT, n_attachments INTEGER)")  # fmt: skip
+_RAW = "CREATE TEMP TABLE raw(n INTEGER PRIMARY KEY, key TEXT NOT NULL, body TEXT NOT NULL)"
+# kind: 1 a JSON object, 2 other JSON (left out), 0 JSON SQLite refuses (handed back); ts and id as an added record's.
+# The columns that walk arrays are worked out here too, by the reading thread: that shares the work between two cores.
+_STAGE_INSERT = f"""
+INSERT INTO stage(n, key, body, kind, ts, id, recipients, attachments, n_attachments)
+SELECT n, key, body, kind, memex_ts(t), memex_time_id(memex_ts(t), key), CASE kind WHEN 1 THEN {_RECIPIENTS} END,
+  CASE kind WHEN 1 THEN {_NAMES} END, CASE kind WHEN 1 THEN {_COUNT} END
+FROM (SELECT n, key, body, CASE WHEN NOT json_valid(body) THEN 0 WHEN json_type(body) = 'object' THEN 1 ELSE 2 END AS kind,
+  CASE WHEN json_valid(body) AND json_type(body, '$.sent_at') = 'text' THEN json_extract(body, '$.sent_at') END AS t FROM raw)
 """  # fmt: skip
 
 INSERT_MESSAGES = f"""
@@ -68,7 +74,7 @@ INSERT INTO messages(id, key, source, native_id, sent_at, ts, conv_id, conv_name
   subject, attachments, n_attachments, original, original_deleted, text, edited, deleted)
 SELECT id, key, {_s('$.source')}, {_s('$.native_id')}, CASE json_type(body, '$.sent_at') WHEN 'text'
   THEN json_extract(body, '$.sent_at') END, ts, {_s('$.conversation.id')}, {_s('$.conversation.name')}, {_SENDER},
-  {_s('$.sender.name')}, json_type(body, '$.sender.is_me') IS 'true', {_RECIPIENTS}, {_s('$.extra.subject')}, {_NAMES}, {_COUNT},
+  {_s('$.sender.name')}, json_type(body, '$.sender.is_me') IS 'true', recipients, {_s('$.extra.subject')}, attachments, n_attachments,
   {_TEXT}, {_DELETED}, {_TEXT}, 0, {_DELETED}
 FROM stg.stage ORDER BY id
 """  # fmt: skip
@@ -110,7 +116,8 @@ def staged(batches: Iterable[list[tuple[str, bytes]]], base: Path) -> Iterator[S
 
 
 def stage(path: Path, records: list[tuple[str, str]]) -> None:
-    """Write ``records`` (key, JSON text) to a new staging file at ``path`` (0600), each with its kind, time and row id."""
+    """Write ``records`` (key, JSON text) to a new staging file at ``path`` (0600), each with its kind, time, row id,
+    recipients and attachment names."""
     path.unlink(missing_ok=True)
     os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -120,8 +127,10 @@ def stage(path: Path, records: list[tuple[str, str]]) -> None:
         db.create_function("memex_ts", 1, timestamp, deterministic=True)
         db.create_function("memex_time_id", 2, time_id, deterministic=True)
         db.execute(STAGE)
+        db.execute(_RAW)
         db.execute("BEGIN")
-        db.executemany(_STAGE_INSERT, records)
+        db.executemany("INSERT INTO raw(key, body) VALUES (?, ?)", records)
+        db.execute(_STAGE_INSERT)
         db.execute("COMMIT")
     finally:
         db.close()
