@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from memex.errors import StateError
+from memex.records import encode_id
 from memex.search.rows import is_record_key, time_id, timestamp
 
 
@@ -194,3 +196,29 @@ def _spread(db: sqlite3.Connection, taken: Callable[[list[int]], set[int]]) -> N
             moved.append((want, n))
         used.add(want)
     db.executemany("UPDATE stg.stage SET id = ? WHERE n = ?", moved)
+
+
+def copy_others(db: sqlite3.Connection, keep: Path, sources: list[str], version: int) -> None:
+    """Copy the rows of every source but ``sources`` from the index at ``keep`` (the live one: only read) into ``db``
+    (a rebuild of ``sources`` only); an index at ``keep`` of another schema ``version`` cannot be copied."""
+    db.execute("ATTACH DATABASE ? AS old", (str(keep),))  # only read
+    try:
+        if db.execute("PRAGMA old.user_version").fetchone()[0] != version:
+            raise StateError("the index is of an older format: rebuild every source (`memex index rebuild`)", path=keep)
+        marks = ", ".join("?" * len(sources))
+        not_like = " AND ".join("key NOT LIKE ? ESCAPE '\\'" for _ in sources)
+        db.execute("BEGIN")
+        db.execute(f"INSERT INTO messages SELECT * FROM old.messages WHERE source NOT IN ({marks}) ORDER BY id", sources)
+        db.execute(f"INSERT INTO revisions SELECT * FROM old.revisions WHERE {not_like}",
+                        [_like_prefix(f"revisions/{encode_id(s)}/") for s in sources])  # fmt: skip
+        db.execute(f"INSERT INTO sources SELECT * FROM old.sources WHERE source NOT IN ({marks})", sources)
+        db.execute("INSERT INTO fts(rowid, body, subject, sender, recipients, conversation, attachments) "
+                        "SELECT id, text, subject, sender_name || char(10) || sender_id, recipients, "
+                        "conv_name || char(10) || conv_id, attachments FROM messages ORDER BY id")  # fmt: skip
+        db.execute("COMMIT")
+    finally:
+        db.execute("DETACH DATABASE old")
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memex.errors import StateError
-from memex.records import decode_id, encode_id
+from memex.records import decode_id
 from memex.search import index_path
 from memex.search.locks import RebuildRunning, reader_lock, writer_lock
 from memex.search.rows import RevisionRow, Row, is_record_key, latest_text, message_row, revision_parent, revision_row, time_id
@@ -173,7 +173,9 @@ class SearchIndex:
         for name in _SECONDARY:
             self.db.execute(f"DROP INDEX IF EXISTS {name}")
         if keep is not None and sources and keep.exists():
-            self._copy_others(keep, sources)
+            from memex.search import bulk
+
+            bulk.copy_others(self.db, keep, sources, SCHEMA_VERSION)
         self._any_revisions = self.db.execute("SELECT 1 FROM revisions LIMIT 1").fetchone() is not None
         n = 0
         for batch in batches:
@@ -189,26 +191,6 @@ class SearchIndex:
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA journal_mode = WAL")  # kept in the file, for its life as the live index
         return n
-
-    def _copy_others(self, keep: Path, sources: list[str]) -> None:
-        """Copy the rows of every source but ``sources`` from the index at ``keep`` (the live one: only read)."""
-        self.db.execute("ATTACH DATABASE ? AS old", (str(keep),))  # only read
-        try:
-            if self.db.execute("PRAGMA old.user_version").fetchone()[0] != SCHEMA_VERSION:
-                raise StateError("the index is of an older format: rebuild every source (`memex index rebuild`)", path=keep)
-            marks = ", ".join("?" * len(sources))
-            not_like = " AND ".join("key NOT LIKE ? ESCAPE '\\'" for _ in sources)
-            self.db.execute("BEGIN")
-            self.db.execute(f"INSERT INTO messages SELECT * FROM old.messages WHERE source NOT IN ({marks}) ORDER BY id", sources)
-            self.db.execute(f"INSERT INTO revisions SELECT * FROM old.revisions WHERE {not_like}",
-                            [_like_prefix(f"revisions/{encode_id(s)}/") for s in sources])  # fmt: skip
-            self.db.execute(f"INSERT INTO sources SELECT * FROM old.sources WHERE source NOT IN ({marks})", sources)
-            self.db.execute("INSERT INTO fts(rowid, body, subject, sender, recipients, conversation, attachments) "
-                            "SELECT id, text, subject, sender_name || char(10) || sender_id, recipients, "
-                            "conv_name || char(10) || conv_id, attachments FROM messages ORDER BY id")  # fmt: skip
-            self.db.execute("COMMIT")
-        finally:
-            self.db.execute("DETACH DATABASE old")
 
     def _add_staged(self, batch: Staged) -> int:
         """Add a rebuild's batch (keys new to the index): its staged originals in SQLite (:func:`memex.search.bulk.add_staged`),
@@ -388,10 +370,6 @@ def _loads(body: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     return doc if isinstance(doc, dict) else None
-
-
-def _like_prefix(prefix: str) -> str:
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _sync_if_present(path: Path) -> None:
