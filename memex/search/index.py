@@ -34,6 +34,7 @@ SCHEMA_VERSION = 1
 BUSY_SECONDS = 10.0  # a connection waits this long for another one's transaction (a poll's, a few ms)
 REBUILD_HASH = 64 << 20  # a rebuild: bytes of terms FTS5 holds in memory before it writes a segment (fewer, larger segments)
 POLL_HASH = 1 << 20  # FTS5's default, put back for the polls' small transactions
+REBUILD_SEGMENTS = 2000  # a rebuild leaves FTS5's segments unmerged (up to this many) until its end
 SIDE_FILES = ("-journal", "-wal", "-shm")  # SQLite's files beside a database, named after it
 
 _SCHEMA = """
@@ -170,6 +171,8 @@ class SearchIndex:
         """
         self.db.execute("PRAGMA cache_size = -65536")  # 64 MiB of pages: the B-trees are written in time order, not key order
         self.db.execute("INSERT INTO fts(fts, rank) VALUES('hashsize', ?)", (REBUILD_HASH,))
+        self.db.execute("INSERT INTO fts(fts, rank) VALUES('automerge', 0)")  # segments merged once, at the end
+        self.db.execute("INSERT INTO fts(fts, rank) VALUES('crisismerge', ?)", (REBUILD_SEGMENTS,))
         for name in _SECONDARY:
             self.db.execute(f"DROP INDEX IF EXISTS {name}")
         if keep is not None and sources and keep.exists():
@@ -187,7 +190,10 @@ class SearchIndex:
             self.db.execute(stmt)
         self.rebuilt(sources or [r[0] for r in self.db.execute("SELECT DISTINCT source FROM messages")])
         self.db.execute("COMMIT")
+        self.db.execute("INSERT INTO fts(fts) VALUES('optimize')")  # one segment: merged in one pass, searched fastest
         self.db.execute("INSERT INTO fts(fts, rank) VALUES('hashsize', ?)", (POLL_HASH,))
+        self.db.execute("INSERT INTO fts(fts, rank) VALUES('automerge', 4)")  # FTS5's defaults, for the polls
+        self.db.execute("INSERT INTO fts(fts, rank) VALUES('crisismerge', 16)")
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA journal_mode = WAL")  # kept in the file, for its life as the live index
         return n
