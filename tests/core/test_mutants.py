@@ -1013,6 +1013,12 @@ MUTANTS = [
         ["tests/core/test_search_bulk.py::test_a_rebuild_makes_the_rows_the_python_path_makes"],
         id="search-rebuild-recipients-not-only-strings",
     ),
+    pytest.param(
+        "memex/search/query.py",
+        [("            if len(rows) >= limit:\n", "            if True:\n")],
+        ["tests/core/test_search_rank.py::test_a_ranked_search_answers_as_ranking_every_match"],
+        id="search-rank-trusts-a-window-that-holds-too-few",
+    ),
 ]  # fmt: skip
 
 
