@@ -113,8 +113,8 @@ MUTANTS = [
         id="s3-cas-retry-reapplies-a-landed-write",
     ),
     pytest.param(
-        "memex/state/s3state.py",
-        [("            age=got.age,\n", "            age=time.time() - got.last_modified,\n")],
+        "memex/state/s3lease.py",
+        [("            age=got.age,\n", "            age=__import__(\"time\").time() - got.last_modified,\n")],
         ["tests/core/test_s3state.py::test_a_host_whose_clock_is_far_ahead_does_not_steal_a_live_lease"],
         id="lease-expiry-by-the-host-clock",
     ),
@@ -777,7 +777,7 @@ MUTANTS = [
         id="state-deadline-taken-for-the-polls-normal-stop",
     ),
     pytest.param(
-        "memex/state/s3state.py",
+        "memex/state/s3lease.py",
         [("        if previous.released:\n", "        if True:\n")],
         ["tests/core/test_quiet_commands.py::test_a_lease_taken_from_a_holder_that_did_not_release_is_a_warning_naming_it"],
         id="lease-taken-from-a-dead-holder-is-only-info",
@@ -995,6 +995,30 @@ MUTANTS = [
         [("        self._ctype = self._index = None\n        super().replace_header(_name, _value)\n", "        super().replace_header(_name, _value)\n")],
         ["tests/email/test_mime.py::test_the_content_type_and_the_headers_are_remembered_until_the_headers_change"],
         id="email-remembered-headers-kept-after-a-change",
+    ),
+    pytest.param(
+        "memex/search/bulk.py",
+        [("    return f\"CASE json_type(body, '{path}') WHEN 'text' THEN json_extract(body, '{path}') ELSE '' END\"", "    return f\"coalesce(json_extract(body, '{path}'), '')\"")],
+        ["tests/core/test_search_bulk.py::test_a_rebuild_makes_the_rows_the_python_path_makes"],
+        id="search-rebuild-reads-a-field-of-the-wrong-type",
+    ),
+    pytest.param(
+        "memex/search/bulk.py",
+        [("        if clash:\n            _spread(db, taken)\n", "")],
+        ["tests/core/test_search_bulk.py::test_a_rebuild_makes_the_rows_the_python_path_makes"],
+        id="search-rebuild-ids-clash-unresolved",
+    ),
+    pytest.param(
+        "memex/search/bulk.py",
+        [("f\"END) WHERE type = 'text'{where}\"", "f\"END) WHERE 1{where}\"")],
+        ["tests/core/test_search_bulk.py::test_a_rebuild_makes_the_rows_the_python_path_makes"],
+        id="search-rebuild-recipients-not-only-strings",
+    ),
+    pytest.param(
+        "memex/search/query.py",
+        [("            if len(rows) >= limit:\n", "            if True:\n")],
+        ["tests/core/test_search_rank.py::test_a_ranked_search_answers_as_ranking_every_match"],
+        id="search-rank-trusts-a-window-that-holds-too-few",
     ),
     pytest.param(
         "memex/runner.py",
