@@ -995,6 +995,12 @@ MUTANTS = [
         ["tests/email/test_mime.py::test_the_content_type_and_the_headers_are_remembered_until_the_headers_change"],
         id="email-remembered-headers-kept-after-a-change",
     ),
+    pytest.param(
+        "pollers/email/identity.py",
+        [("        bare = _BARE_CR.search(payload) is not None\n", "        bare = False\n")],
+        ["tests/email/test_render_fast.py::test_the_fingerprints_line_ends_are_made_lf_as_before"],
+        id="mail-fingerprint-cr-shortcut-over-a-bare-cr",
+    ),
 ]  # fmt: skip
 
 
