@@ -99,7 +99,7 @@ class Config:
     log_max_bytes: int = 10 * 1024 * 1024
     log_backups: int = 5
     metrics_textfile: Path | None = None  # Prometheus textfile; None: <state_dir>/metrics/memex.prom
-    state_url: str | None = None  # s3://bucket/prefix: cursors and run leases shared by several hosts (memex.state.s3state)
+    state_url: str | None = None  # s3://bucket/prefix: cursors and leases shared by hosts (memex.state.s3state, .s3lease)
     lease_seconds: int = 90  # a run lease not renewed for this long (server clock) may be taken over
     search_index: bool = True  # polls and backfills keep the search index (memex.search) in step
 

@@ -39,7 +39,7 @@ from memex.state.backend import cursor_store, leases
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from memex.state.s3state import LeaseInfo
+    from memex.state.s3lease import LeaseInfo
 
 DAY = 24 * 3600.0
 SPARK = "▁▂▃▄▅▆▇█"

@@ -1,6 +1,6 @@
 """Compare-and-swap on single S3 objects, through either client of :class:`~memex.s3.bucket.S3Bucket`.
 
-Two operations, enough to build cursors and leases on S3 (:mod:`memex.state.s3state`):
+Two operations, enough to build cursors and leases on S3 (:mod:`memex.state.s3state`, :mod:`memex.state.s3lease`):
 
 - :func:`get_versioned`: the object's bytes with its ETag, its ``Last-Modified`` and the server's ``Date``
   (both read off the S3 server's clock, so that lease expiry never trusts the host's clock);

@@ -18,7 +18,8 @@ from memex.state.locks import RunLock
 if TYPE_CHECKING:
     from memex.deadline import Deadline
     from memex.s3.bucket import S3Bucket
-    from memex.state.s3state import LeaseInfo, S3CursorStore, S3Lease
+    from memex.state.s3lease import LeaseInfo, S3Lease
+    from memex.state.s3state import S3CursorStore
 
 
 def cursor_store(cfg: Config, *, epoch: int | None = None, deadline: Deadline | None = None,
@@ -50,7 +51,8 @@ def run_lock(cfg: Config, lease: str, local_path: Path, *, fenced_source: str | 
     ensure_private_dir(local_path.parent)
     if cfg.state_url is None:
         return RunLock(local_path)
-    from memex.state.s3state import S3Lease, open_state
+    from memex.state.s3lease import S3Lease
+    from memex.state.s3state import open_state
 
     memo = local_path.with_name(local_path.stem + ".lease.json")
     return S3Lease(_bounded(open_state(cfg), deadline), lease, ttl=float(cfg.lease_seconds), fenced_source=fenced_source, log=log,
@@ -80,7 +82,8 @@ def leases(cfg: Config) -> dict[str, LeaseInfo]:
     """With S3 state: each source's poll lease as last written (holder, epoch, age by the server's clock)."""
     if cfg.state_url is None:
         return {}
-    from memex.state.s3state import open_state, read_lease
+    from memex.state.s3lease import read_lease
+    from memex.state.s3state import open_state
 
     state = open_state(cfg)
     out = {}

@@ -16,13 +16,7 @@ try again with jittered backoff. Each write carries a random ``write_id``; a ret
 lost (the write landed, the retry met 412) recognises its own write on the re-read instead of failing or
 applying the change twice. A corrupt object stops the poll and is never overwritten.
 
-Leases and fencing. A lease object holds its owner (host, pid), an ``epoch`` and its ``ttl``. It is created with
-``If-None-Match: *``, renewed while the poll runs (every ttl/3, ``If-Match``), released at the end, and an
-expired or released lease is taken over with ``If-Match`` on its ETag and epoch + 1. Every cursor write made
-under a lease carries its epoch, and a write whose epoch is older than the one stored in the section is
-refused (:class:`~memex.errors.LeaseLost`): a holder paused past its TTL (a laptop asleep mid-poll, a stopped
-VM) can never move the cursor after another host took over. Its messages are create-only objects, so the
-refusal loses nothing.
+Leases and fencing: :mod:`memex.state.s3lease`.
 
 Requests. A poll with nothing new costs four: the lease PUT, one GET of the cursor object (which is both the
 epoch floor and the poll's cursor), the claim PUT and the release PUT. The lease GET is skipped when this host
@@ -30,14 +24,6 @@ released the lease last: the release's ETag and epoch are kept beside the local 
 (``<state_dir>/locks/<source>.poll.lease.json``) and the next acquire writes with ``If-Match`` on that ETag, which
 succeeds only if nobody wrote the lease since (a 412 falls back to reading it: two requests more). A cursor write remembers what it wrote, so the next write of the
 same store tries ``If-Match`` on it without a GET first (a stale one meets 412 and reads).
-
-Logs. The lease's events go to the poll's (or backfill's) source log: ``lease.taken_over`` is info after a clean
-release and a warning naming the holder that did not release; ``lease.lost`` is an error.
-
-Clocks. Expiry is judged on the S3 server's clock alone: the lease object's ``Last-Modified`` against the
-``Date`` of the response that read it. No host's wall clock enters any decision, so hosts may disagree by any
-amount (they must stay within S3's 15-minute request-signing window to talk to AWS at all). The design assumes
-only that the server's clock runs at a sane rate, and a 1-second allowance covers the headers' granularity.
 """
 
 from __future__ import annotations
@@ -47,21 +33,17 @@ import json
 import os
 import random
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from memex.config import Config
-from memex.errors import AlreadyRunning, ConfigError, LeaseLost, StateError
+from memex.errors import ConfigError, LeaseLost, StateError
 from memex.s3.bucket import S3Bucket
 from memex.s3.cas import Versioned, get_versioned, put_if
 from memex.state.cursors import FORMAT, CursorEdits, Section, utc_now
-from memex.state.files import write_temp
 
 CAS_ATTEMPTS = 12
 GRANULARITY_S = 1.0  # Last-Modified and Date have whole seconds
@@ -222,193 +204,3 @@ def _parse(raw: bytes, where: str, source: str) -> Section:
         raise StateError(f"unknown cursors format {doc.get('format')!r} (this memex reads {FORMAT}); upgrade memex", path=where)
     section: Section = doc["section"]
     return section
-
-
-@dataclass
-class LeaseInfo:
-    """What a lease object says, for status and messages."""
-
-    host: str | None
-    pid: int | None
-    epoch: int
-    released: bool
-    age: float
-    ttl: float
-
-    @property
-    def live(self) -> bool:
-        """Held and not expired (by the server's clock)."""
-        return not self.released and self.age < self.ttl + GRANULARITY_S
-
-
-def read_lease(state: S3Bucket, key: str) -> tuple[LeaseInfo, Versioned] | None:
-    """The lease at ``key`` (None if there is none); a corrupt lease raises StateError."""
-    got = get_versioned(state, key)
-    if got is None:
-        return None
-    try:
-        doc = json.loads(got.body)
-        info = LeaseInfo(
-            host=doc.get("host"),
-            pid=doc.get("pid"),
-            epoch=int(doc["epoch"]),
-            released=bool(doc.get("released")),
-            age=got.age,
-            ttl=float(doc["ttl"]),
-        )
-    except (ValueError, TypeError, KeyError, AttributeError):
-        raise StateError("corrupt lease object; delete it once no memex runs for this source", path=f"{state.url}/{key}") from None
-    return info, got
-
-
-class S3Lease:
-    """A run lease on S3 with the interface of :class:`memex.state.locks.RunLock`, plus the fencing ``epoch``.
-
-    ``log``: the source logger its events go to (None: not logged). ``memo``: a local file where the release's
-    ETag and epoch are kept, so that this host's next acquire skips the lease GET (None: always read it).
-    """
-
-    def __init__(self, state: S3Bucket, name: str, *, ttl: float, fenced_source: str | None = None, log: Any = None,
-                 memo: Path | None = None) -> None:  # fmt: skip
-        self.state = state
-        self.key = f"leases/{name}.json"
-        self.path = f"{state.url}/{self.key}"
-        self.ttl = ttl
-        self.fenced_source = fenced_source  # the source whose cursor writes carry this lease's epoch
-        self.log = log
-        self.memo = memo
-        self.epoch: int | None = None
-        self.lost = threading.Event()
-        self.claimed: tuple[Section, Versioned | None] | None = None  # the fenced section as the claim wrote it
-        self._etag: str | None = None
-        self._stop = threading.Event()
-        self._renewer: threading.Thread | None = None
-        self._memo_pid: int | None = None
-
-    def _doc(self, **extra: Any) -> bytes:
-        return json.dumps({**owner(), "epoch": self.epoch, "ttl": self.ttl, "acquired_at": utc_now(), **extra}).encode()
-
-    def acquire(self) -> None:
-        """Take the lease now or raise :class:`AlreadyRunning` naming the holder."""
-        cursors = S3CursorStore(self.state)
-        previous: LeaseInfo | None = None
-        etag = self._take_remembered()
-        if etag is not None:  # we released it last and nobody wrote it since
-            previous = LeaseInfo(host=host_name(), pid=self._memo_pid, epoch=(self.epoch or 1) - 1, released=True, age=0.0, ttl=self.ttl)
-            floor = self._floor(cursors)
-            if floor >= (self.epoch or 0):  # a cursor fenced above the lease (a lease deleted by hand): go above it
-                self.epoch = floor + 1
-                etag = put_if(self.state, self.key, self._doc(), etag=etag)
-                if etag is None:
-                    again = read_lease(self.state, self.key)
-                    raise AlreadyRunning(self.path, again[0].pid if again else None, host=again[0].host if again else None)
-        else:
-            found = read_lease(self.state, self.key)
-            if found is not None and found[0].live:
-                raise AlreadyRunning(self.path, found[0].pid, host=found[0].host)
-            # Above both the lease's epoch and the one the cursor saw: a deleted lease must not restart lower.
-            self.epoch = max(found[0].epoch if found else 0, self._floor(cursors)) + 1
-            etag = put_if(self.state, self.key, self._doc(), etag=found[1].etag if found else None)
-            if etag is None:  # another host took it between our read and write
-                again = read_lease(self.state, self.key)
-                raise AlreadyRunning(self.path, again[0].pid if again else None, host=again[0].host if again else None)
-            previous = found[0] if found else None
-        self._etag = etag
-        if self.fenced_source is not None:
-            cursors.epoch = self.epoch
-            try:
-                cursors.claim(self.fenced_source)
-            except LeaseLost:  # an even newer holder fenced it meanwhile
-                self.release()
-                raise AlreadyRunning(self.path, None) from None
-            except BaseException:
-                self.release()
-                raise
-            self.claimed = cursors.written(self.fenced_source)
-        if previous is not None:
-            self._log_takeover(previous)
-        self._renewer = threading.Thread(target=self._renew_loop, name=f"lease {self.key}", daemon=True)
-        self._renewer.start()
-
-    def _floor(self, cursors: S3CursorStore) -> int:
-        """The epoch stored in the fenced source's cursor section (0 without one); the read is kept for the claim."""
-        if self.fenced_source is None:
-            return 0
-        section, got = cursors._read(self.fenced_source)
-        cursors.prime(self.fenced_source, (section, got))
-        floor = section.get("epoch")
-        return floor if isinstance(floor, int) else 0
-
-    def _take_remembered(self) -> str | None:
-        """Write the lease with ``If-Match`` on the ETag this host's last release left; its new ETag, or None (read it then)."""
-        if self.memo is None:
-            return None
-        try:
-            memo = json.loads(self.memo.read_text())
-            etag, epoch = str(memo["etag"]), int(memo["epoch"])
-            self._memo_pid = memo.get("pid")
-            self.memo.unlink()  # used once: a stale memo costs a request, never a wrong take
-        except (OSError, ValueError, TypeError, KeyError):
-            return None
-        self.epoch = epoch + 1
-        taken = put_if(self.state, self.key, self._doc(), etag=etag)
-        if taken is None:
-            self.epoch = None
-        return taken
-
-    def _remember(self, etag: str) -> None:
-        """Keep the release's ETag and epoch for this host's next acquire (best effort: without it, one GET more)."""
-        if self.memo is None:
-            return
-        try:
-            tmp = write_temp(
-                self.memo.parent, self.memo.name, json.dumps({"etag": etag, "epoch": self.epoch, "pid": os.getpid()}).encode(), sync=False
-            )
-            os.replace(tmp, self.memo)
-        except OSError:
-            pass
-
-    def _log_takeover(self, previous: LeaseInfo) -> None:
-        """``lease.taken_over``: info after a clean release, a warning naming a holder that did not release."""
-        if self.log is None:
-            return
-        fields = {"lease": self.path, "epoch": self.epoch, "previous_host": previous.host, "previous_pid": previous.pid}
-        if previous.released:
-            self.log.info("lease.taken_over", previous_released=True, **fields)
-        else:
-            self.log.warning("lease.taken_over", previous_released=False, reason="the holder did not release it and it expired", **fields)
-
-    def _renew_loop(self) -> None:
-        while not self._stop.wait(self.ttl / 3):
-            try:
-                etag = put_if(self.state, self.key, self._doc(), etag=self._etag)
-            except Exception:  # a network fault: try again next round; the fence keeps the cursor safe meanwhile
-                continue
-            if etag is None:
-                self.lost.set()
-                if self.log is not None:
-                    self.log.error("lease.lost", lease=self.path, epoch=self.epoch)
-                return
-            self._etag = etag
-
-    def release(self) -> None:
-        """Stop renewing and mark the lease released (only if it is still ours)."""
-        self._stop.set()
-        if self._renewer is not None:
-            self._renewer.join(timeout=30)
-            self._renewer = None
-        if self._etag is not None and not self.lost.is_set():
-            try:
-                released = put_if(self.state, self.key, self._doc(released=True), etag=self._etag)
-            except Exception:  # it expires by itself
-                released = None
-            if released is not None:
-                self._remember(released)
-        self._etag = None
-
-    def __enter__(self) -> S3Lease:
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()

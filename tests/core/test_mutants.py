@@ -112,8 +112,8 @@ MUTANTS = [
         id="s3-cas-retry-reapplies-a-landed-write",
     ),
     pytest.param(
-        "memex/state/s3state.py",
-        [("            age=got.age,\n", "            age=time.time() - got.last_modified,\n")],
+        "memex/state/s3lease.py",
+        [("            age=got.age,\n", "            age=__import__(\"time\").time() - got.last_modified,\n")],
         ["tests/core/test_s3state.py::test_a_host_whose_clock_is_far_ahead_does_not_steal_a_live_lease"],
         id="lease-expiry-by-the-host-clock",
     ),
@@ -776,7 +776,7 @@ MUTANTS = [
         id="state-deadline-taken-for-the-polls-normal-stop",
     ),
     pytest.param(
-        "memex/state/s3state.py",
+        "memex/state/s3lease.py",
         [("        if previous.released:\n", "        if True:\n")],
         ["tests/core/test_quiet_commands.py::test_a_lease_taken_from_a_holder_that_did_not_release_is_a_warning_naming_it"],
         id="lease-taken-from-a-dead-holder-is-only-info",

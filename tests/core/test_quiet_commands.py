@@ -18,7 +18,8 @@ from typing import Any
 import boto3
 
 from memex import config
-from memex.state.s3state import open_state, read_lease
+from memex.state.s3lease import read_lease
+from memex.state.s3state import open_state
 from pollers.imessage import samples as imessage_samples
 from tests.conftest import ROOT, read_log, wait_until, write_config
 from tests.email.test_maildir import deliver, mail, make_maildir

@@ -16,7 +16,8 @@ import pytest
 
 from memex import config
 from memex.errors import AlreadyRunning, CursorConflict
-from memex.state.s3state import S3CursorStore, S3Lease, open_state, read_lease
+from memex.state.s3lease import S3Lease, read_lease
+from memex.state.s3state import S3CursorStore, open_state
 from pollers.imessage import samples as imessage_samples
 from tests.conftest import ROOT, FaultProxy, Gate, read_log, run_cli, s3_objects, wait_until, write_config
 from tests.core import race_worker
