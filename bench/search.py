@@ -123,12 +123,11 @@ def latency(state: Path, n: int, repeat: int = 5) -> None:
     for args in QUERIES:
         rank = args[0] == "--rank"
         q = parse(" ".join(args[1:] if rank else args))
-        sql, params = q.sql(20, rank=rank)
-        found = len(list(index.select(sql, params)))  # warm-up
+        found = len(q.run(index.select, 20, rank=rank))  # warm-up
         times = []
         for _ in range(repeat):
             t = time.perf_counter()
-            list(index.select(sql, params))
+            q.run(index.select, 20, rank=rank)
             times.append((time.perf_counter() - t) * 1000)
         every += times
         rows.append((" ".join(args), found, statistics.median(times)))

@@ -64,9 +64,8 @@ def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, a
         raise QueryError(f"{late[0]} after the query: options go first (memex search -n 5 --json WORDS...)")
     q = parse(" ".join(query))
     cfg = load_config(ctx)
-    sql, params = q.sql(limit, rank=rank)
     with SearchIndex.open(cfg.state_dir, create=False) as index:
-        results = [_result(row) for row in index.select(sql, params)]
+        results = [_result(row) for row in q.run(index.select, limit, rank=rank)]
     if as_json:
         for r in results:
             r["snippet"] = r.pop("_plain")

@@ -22,7 +22,7 @@ import json
 import os
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memex.config import Config
 from memex.hold import point_from_env
@@ -35,7 +35,8 @@ from memex.state.files import ensure_private_dir, fsync_dir, full_fsync, make_di
 from memex.state.locks import exclusive
 from memex.store.objects import ObjectStore
 
-BATCH = 20000  # records inserted together (sorted by row id, so FTS5 writes few segments)
+T = TypeVar("T")
+FIRST, BATCH, MOST = 2000, 20000, 100000  # records inserted together (batch_sizes)
 
 
 def journal_append(path: Path, keys: list[str]) -> None:
@@ -61,47 +62,48 @@ def journal_keys(path: Path) -> list[str]:
     return list(dict.fromkeys(k for k in text.splitlines() if k))
 
 
-def read_records(store: ObjectStore, keys: Iterator[str] | list[str], workers: int) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(key, record)`` of each key that holds a readable record (gone or unreadable ones are left out)."""
+def read_bodies(store: ObjectStore, keys: Iterator[str] | list[str], workers: int) -> Iterator[tuple[str, bytes]]:
+    """``(key, bytes)`` of each key that holds a non-empty object (gone ones are left out), in ``keys``' order."""
     from concurrent.futures import ThreadPoolExecutor  # here: a poll that only adds what it stored never needs it
 
     from memex.verify.walk import Reader, ordered_map
 
     reader = Reader(store)
-
-    def load(key: str) -> dict[str, Any] | None:
-        body = reader.read(key)
-        if not body:
-            return None
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            return None
-        return doc if isinstance(doc, dict) else None
-
     pool = ThreadPoolExecutor(workers, thread_name_prefix="index") if workers > 1 else None
     try:
-        for key, doc in ordered_map(load, keys, pool, workers * 4):
-            if doc is not None:
-                yield key, doc
+        for key, body in ordered_map(reader.read, keys, pool, workers * 4):
+            if body:
+                yield key, body
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _batches(records: Iterator[tuple[str, dict[str, Any]]], size: int) -> Iterator[list[tuple[str, dict[str, Any]]]]:
-    batch: list[tuple[str, dict[str, Any]]] = []
-    for record in records:
-        batch.append(record)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+def read_records(store: ObjectStore, keys: Iterator[str] | list[str], workers: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(key, record)`` of each key that holds a readable record (gone or unreadable ones are left out)."""
+    for key, body in read_bodies(store, keys, workers):
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            yield key, doc
 
 
-def _ahead(batches: Iterator[list[tuple[str, dict[str, Any]]]]) -> Generator[list[tuple[str, dict[str, Any]]], None, None]:
-    """``batches`` made one ahead by a thread: the next batch is listed, read and parsed while SQLite, which lets go of
+def batch_sizes() -> Iterator[int]:
+    """Records in each batch of a rebuild: :data:`FIRST` (SQLite starts while the next one is read), then a quarter of
+    what was read so far, from :data:`BATCH` to :data:`MOST`: a batch's rows spread over the whole time range, and the
+    more of them there are beside the rows already in, the more of them share a page of the index."""
+    yield FIRST
+    n = FIRST
+    while True:
+        size = min(MOST, max(BATCH, n // 4))
+        yield size
+        n += size
+
+
+def _ahead(batches: Iterator[T]) -> Generator[T, None, None]:
+    """``batches`` made one ahead by a thread: the next batch is listed, read and staged while SQLite, which lets go of
     the GIL while it steps, inserts this one. An error in the thread is raised here; stopping early stops the thread."""
     import queue
     import threading
@@ -150,6 +152,8 @@ def rebuild(cfg: Config, store: ObjectStore, sources: list[str] | None, *, worke
     rebuild starts again from nothing), then fsynced and renamed over the live one; searches answer from the old file
     until then. ``rebuild.lock`` is held throughout, so polls keep their journals meanwhile (:mod:`memex.search.locks`).
     """
+    from memex.search import bulk  # here: a poll never needs it
+
     tops = [f"{top}/" for top in ("messages", "revisions")] if not sources else [
         f"{top}/{encode_id(s)}/" for top in ("messages", "revisions") for s in sources]  # fmt: skip
     live = index_path(cfg.state_dir)
@@ -157,9 +161,10 @@ def rebuild(cfg: Config, store: ObjectStore, sources: list[str] | None, *, worke
     folder = ensure_private_dir(live.parent)
     with exclusive(folder / REBUILD_LOCK, REBUILD_WAIT):
         keys = (key for prefix in tops for key in store.list_keys(prefix) if is_record_key(key))
+        bulk.remove_stages(new)  # a rebuild that was killed
         try:
             index = SearchIndex(new, fresh=True)
-            batches = _ahead(_batches(read_records(store, keys, workers), BATCH))
+            batches = _ahead(bulk.staged(read_bodies(store, keys, workers), new, batch_sizes()))
             try:
                 n = index.rebuild(batches, sources, tick, keep=live)
             finally:
@@ -181,6 +186,8 @@ def rebuild(cfg: Config, store: ObjectStore, sources: list[str] | None, *, worke
         except BaseException:
             new.unlink(missing_ok=True)
             raise
+        finally:
+            bulk.remove_stages(new)
     return n
 
 

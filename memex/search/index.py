@@ -1,7 +1,7 @@
 """The search index file: SQLite with an FTS5 table, in ``<state_dir>/search/index.sqlite`` (folder 0700, file 0600).
 
 Tables: ``messages`` (one row per stored message: the fields queries filter on, the original and the latest text),
-``fts`` (FTS5, rowid = ``messages.id``, which is in time order (:func:`time_id`): body, subject, sender, recipients, conversation, attachment names),
+``fts`` (FTS5, rowid = ``messages.id``, which is in time order (:func:`memex.search.rows.time_id`): body, subject, sender, recipients, conversation, attachment names),
 ``revisions`` (every revision seen, so one that arrives before its message is applied when the message comes) and
 ``sources`` (per source: when records were last added and the index last rebuilt; the counts are the rows).
 Adding a record is idempotent (by key), so a journal replayed after a crash, or a record seen twice, is harmless.
@@ -12,26 +12,29 @@ renames over the live one.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sqlite3
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memex.errors import StateError
-from memex.records import decode_id, encode_id
+from memex.records import decode_id
 from memex.search import index_path
 from memex.search.locks import RebuildRunning, reader_lock, writer_lock
-from memex.search.rows import RevisionRow, Row, is_record_key, latest_text, message_row, revision_parent, revision_row
+from memex.search.rows import RevisionRow, Row, is_record_key, latest_text, message_row, revision_parent, revision_row, time_id
 from memex.state.cursors import utc_now
 from memex.state.files import ensure_private_dir, full_fsync
 
+if TYPE_CHECKING:
+    from memex.search.bulk import Staged
+
 SCHEMA_VERSION = 1
-ID_SPREAD = 1024  # row ids per millisecond (time_id)
 BUSY_SECONDS = 10.0  # a connection waits this long for another one's transaction (a poll's, a few ms)
 REBUILD_HASH = 64 << 20  # a rebuild: bytes of terms FTS5 holds in memory before it writes a segment (fewer, larger segments)
 POLL_HASH = 1 << 20  # FTS5's default, put back for the polls' small transactions
+REBUILD_SEGMENTS = 2000  # a rebuild leaves FTS5's segments unmerged (up to this many) until its end
 SIDE_FILES = ("-journal", "-wal", "-shm")  # SQLite's files beside a database, named after it
 
 _SCHEMA = """
@@ -156,55 +159,69 @@ class SearchIndex:
         self._wrote = True
         return n
 
-    def rebuild(self, batches: Iterable[list[tuple[str, dict[str, Any]]]], sources: list[str] | None,
+    def rebuild(self, batches: Iterable[Staged], sources: list[str] | None,
                 tick: Callable[[int], None] | None = None, *, keep: Path | None = None) -> int:  # fmt: skip
-        """Fill this fresh file with ``batches`` of records, of ``sources`` (all when None); with ``keep`` (the live
-        index), the rows of every other source are copied from it first. Then the file is switched to WAL.
+        """Fill this fresh file with ``batches`` of stored records (:func:`memex.search.bulk.staged`), of ``sources``
+        (all when None); with ``keep`` (the live index), the rows of every other source are copied from it first.
+        Then the file is switched to WAL.
 
-        New messages are inserted many at a time, in row id order, with FTS5 holding :data:`REBUILD_HASH` bytes of
-        terms before it writes a segment; the secondary indexes are made at the end.
+        Original records become rows in SQLite (:mod:`memex.search.bulk`), a batch a transaction, in row id order,
+        with FTS5 holding up to :data:`REBUILD_HASH` bytes of terms before it writes a segment; the secondary indexes
+        are made at the end.
         """
         self.db.execute("PRAGMA cache_size = -65536")  # 64 MiB of pages: the B-trees are written in time order, not key order
         self.db.execute("INSERT INTO fts(fts, rank) VALUES('hashsize', ?)", (REBUILD_HASH,))
+        self.db.execute("INSERT INTO fts(fts, rank) VALUES('automerge', 0)")  # segments merged once, at the end
+        self.db.execute("INSERT INTO fts(fts, rank) VALUES('crisismerge', ?)", (REBUILD_SEGMENTS,))
         for name in _SECONDARY:
             self.db.execute(f"DROP INDEX IF EXISTS {name}")
         if keep is not None and sources and keep.exists():
-            self._copy_others(keep, sources)
+            from memex.search import bulk
+
+            bulk.copy_others(self.db, keep, sources, SCHEMA_VERSION)
         self._any_revisions = self.db.execute("SELECT 1 FROM revisions LIMIT 1").fetchone() is not None
-        self.db.execute("BEGIN")
         n = 0
         for batch in batches:
-            n += self._add(batch, fresh=True)
+            n += self._add_staged(batch)
             if tick is not None:
                 tick(n)
+        self.db.execute("BEGIN")
         for stmt in _SECONDARY.values():
             self.db.execute(stmt)
         self.rebuilt(sources or [r[0] for r in self.db.execute("SELECT DISTINCT source FROM messages")])
         self.db.execute("COMMIT")
+        self.db.execute("INSERT INTO fts(fts) VALUES('optimize')")  # one segment: merged in one pass, searched fastest
         self.db.execute("INSERT INTO fts(fts, rank) VALUES('hashsize', ?)", (POLL_HASH,))
+        self.db.execute("INSERT INTO fts(fts, rank) VALUES('automerge', 4)")  # FTS5's defaults, for the polls
+        self.db.execute("INSERT INTO fts(fts, rank) VALUES('crisismerge', 16)")
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA journal_mode = WAL")  # kept in the file, for its life as the live index
         return n
 
-    def _copy_others(self, keep: Path, sources: list[str]) -> None:
-        """Copy the rows of every source but ``sources`` from the index at ``keep`` (the live one: only read)."""
-        self.db.execute("ATTACH DATABASE ? AS old", (str(keep),))  # only read
+    def _add_staged(self, batch: Staged) -> int:
+        """Add a rebuild's batch (keys new to the index): its staged originals in SQLite (:func:`memex.search.bulk.add_staged`),
+        then what SQLite's JSON parser refused and the batch's other records through :meth:`_add`; how many were records."""
+        from memex.search import bulk  # a poll never needs it
+
+        n = 0
+        parsed: list[tuple[str, dict[str, Any]]] = []
+        if batch.path is not None:
+            n, folders, refused = bulk.add_staged(
+                self.db, batch.path, taken=lambda ids: {r[0] for r in self._in("SELECT id FROM messages WHERE id IN ({})", ids)},
+                refresh=self._refresh if self._any_revisions else None)  # fmt: skip
+            self._touch({_source_of(folder) for folder in folders})
+            parsed = [(key, doc) for key, text in refused if (doc := _loads(text.encode())) is not None]
+        parsed += [(key, doc) for key, body in batch.others if (doc := _loads(body)) is not None]
+        if not parsed:
+            return n
+        self.db.execute("BEGIN")
         try:
-            if self.db.execute("PRAGMA old.user_version").fetchone()[0] != SCHEMA_VERSION:
-                raise StateError("the index is of an older format: rebuild every source (`memex index rebuild`)", path=keep)
-            marks = ", ".join("?" * len(sources))
-            not_like = " AND ".join("key NOT LIKE ? ESCAPE '\\'" for _ in sources)
-            self.db.execute("BEGIN")
-            self.db.execute(f"INSERT INTO messages SELECT * FROM old.messages WHERE source NOT IN ({marks}) ORDER BY id", sources)
-            self.db.execute(f"INSERT INTO revisions SELECT * FROM old.revisions WHERE {not_like}",
-                            [_like_prefix(f"revisions/{encode_id(s)}/") for s in sources])  # fmt: skip
-            self.db.execute(f"INSERT INTO sources SELECT * FROM old.sources WHERE source NOT IN ({marks})", sources)
-            self.db.execute("INSERT INTO fts(rowid, body, subject, sender, recipients, conversation, attachments) "
-                            "SELECT id, text, subject, sender_name || char(10) || sender_id, recipients, "
-                            "conv_name || char(10) || conv_id, attachments FROM messages ORDER BY id")  # fmt: skip
+            n += self._add(parsed, fresh=True)
             self.db.execute("COMMIT")
-        finally:
-            self.db.execute("DETACH DATABASE old")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return n
 
     def _add(self, records: Iterable[tuple[str, dict[str, Any]]], *, fresh: bool) -> int:
         n = 0
@@ -229,11 +246,15 @@ class SearchIndex:
             self._refresh(parent)
         if pending:
             self._put_many(list(pending.values()), fresh=fresh)
+        self._touch(touched)
+        return n
+
+    def _touch(self, sources: set[str]) -> None:
+        """Record that records of ``sources`` were added now."""
         now = utc_now()
-        for source in touched:
+        for source in sources:
             self.db.execute("INSERT INTO sources(source, added_at) VALUES (?, ?) "
                             "ON CONFLICT(source) DO UPDATE SET added_at = excluded.added_at", (source, now))  # fmt: skip
-        return n
 
     def _put_many(self, rows: list[Row], *, fresh: bool) -> None:
         """Add messages: those already indexed are updated in place (unless ``fresh``: a rebuild's keys are all new),
@@ -329,21 +350,6 @@ class SearchIndex:
             self.db.row_factory = None
 
 
-def time_id(ts: float | None, key: str) -> int:
-    """A message's first-choice row id: its time in milliseconds times 1024 plus 10 bits of its key's hash, so
-    that id order is time order (the FTS5 table then gives the newest matches first without sorting them all);
-    a message with no time gets a negative id (last). Taken ids move up by one (:meth:`SearchIndex._put_message`)."""
-    spread = zlib.crc32(key.encode("utf-8", "surrogatepass"))
-    if ts is None:
-        return -1 - spread
-    return max(0, int(ts * 1000)) * ID_SPREAD + (spread % ID_SPREAD)
-
-
-def id_at(ts: float) -> int:
-    """The lowest row id of a message sent at or after ``ts`` (after:/before: become row id ranges)."""
-    return max(0, int(ts * 1000)) * ID_SPREAD
-
-
 def _values(row: Row) -> tuple[Any, ...]:
     return (row.key, row.source, row.native_id, row.sent_at, row.ts, row.conv_id, row.conv_name, row.sender_id, row.sender_name,
             int(row.is_me), row.recipients, row.subject, row.attachments, row.n_attachments, row.text, int(row.deleted), row.text,
@@ -363,8 +369,13 @@ def _source_of(key: str) -> str:
     return _segment_source(key.split("/", 2)[1])
 
 
-def _like_prefix(prefix: str) -> str:
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+def _loads(body: bytes) -> dict[str, Any] | None:
+    """The record ``body`` holds, or None when it is not a JSON object (left out, like an unreadable object)."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _sync_if_present(path: Path) -> None:

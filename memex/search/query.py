@@ -12,17 +12,20 @@ A query memex cannot read raises :class:`QueryError` with one line saying why.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from memex.errors import MemexError
 
+RANK_WINDOW = 200  # a ranked search ranks this many best matches first (Query.run)
 HIGHLIGHT = ("\x02", "\x03")  # snippet() marks around a matched word; the CLI renders them
 FIELDS = {"from": "sender", "to": "recipients", "subject": "subject", "body": "body", "attachment": "attachments", "in": "conversation"}
 FILTERS = ("source", "has", "after", "before", "is", "id")
 _TOKEN = re.compile(r'\s*(-?)(?:([A-Za-z]+):)?("(?:[^"]|"")*"?|[^\s"]+)')
 _WORD = re.compile(r"\w", re.UNICODE)
+R = TypeVar("R")
 
 
 class QueryError(MemexError):
@@ -41,11 +44,26 @@ class Query:
     params: list[Any] = field(default_factory=list)
     deleted: bool = False  # is:deleted asked for the deleted ones
 
-    def sql(self, limit: int, *, rank: bool = False) -> tuple[str, list[Any]]:
-        """The SELECT answering this query, newest first (or best match first with ``rank`` and words to rank by)."""
+    def run(self, select: Callable[[str, list[Any]], Iterable[R]], limit: int, *, rank: bool = False) -> list[R]:
+        """The rows answering this query (:meth:`sql`), through ``select(sql, params)``.
+
+        Ranked, the best :data:`RANK_WINDOW` matches (by FTS5 alone) are ranked first; they hold the answer when
+        ``limit`` of them pass the query's conditions on the messages (any other match ranks below all of them).
+        Otherwise (or with a date range, which FTS5 applies itself) every match is ranked: so a word found in many
+        messages is not joined to each of its rows only to be ranked below the first ``limit``.
+        """
+        if rank and self.match and not any("{rowid}" in w for w in self.where):  # a date range narrows the matches itself
+            rows = list(select(*self.sql(limit, rank=True, window=max(RANK_WINDOW, limit * 4))))
+            if len(rows) >= limit:
+                return rows
+        return list(select(*self.sql(limit, rank=rank)))
+
+    def sql(self, limit: int, *, rank: bool = False, window: int | None = None) -> tuple[str, list[Any]]:
+        """The SELECT answering this query, newest first (or best match first with ``rank`` and words to rank by);
+        with ``window``, ranked among that many best matches only (:meth:`run`)."""
         cols = "m.key, m.source, m.native_id, m.sent_at, m.conv_id, m.conv_name, m.sender_id, m.sender_name, m.is_me, " \
                "m.subject, m.text, m.edited, m.deleted, m.n_attachments"  # fmt: skip
-        rowid = "fts.rowid" if self.match else "m.id"  # ids are in time order (memex.search.index.time_id)
+        rowid = "fts.rowid" if self.match else "m.id"  # ids are in time order (memex.search.rows.time_id)
         where = [w.replace("{rowid}", rowid) for w in self.where]
         params: list[Any] = []
         if self.match:
@@ -66,6 +84,10 @@ class Query:
         if where:
             sql += " WHERE " + " AND ".join(where)
         order = f"bm25(fts), {rowid} DESC" if rank and self.match else f"{rowid} DESC"
+        if window is not None and rank and self.match:
+            top = "SELECT rowid FROM (SELECT rowid, bm25(fts) AS r FROM fts WHERE fts MATCH ? ORDER BY r, rowid DESC LIMIT ?)"
+            sql = sql.replace(" WHERE fts MATCH ?", f" WHERE fts MATCH ? AND +fts.rowid IN ({top})", 1)  # a filter, not a look-up
+            params[1:1] = [params[0], window]
         sql += f" ORDER BY {order} LIMIT ?"
         params.append(limit)
         return sql, params
@@ -157,7 +179,7 @@ def _filter(q: Query, op: str, value: str, sql_ors: dict[str, list[str]]) -> Non
             raise QueryError(f"has:{value}: unknown; has:attachment is the one there is")
         q.where.append("m.n_attachments > 0")
     elif op in ("after", "before"):
-        from memex.search.index import id_at
+        from memex.search.rows import id_at
 
         q.where.append("{rowid} >= ?" if op == "after" else "{rowid} >= 0 AND {rowid} < ?")
         q.params.append(id_at(_date(value, op)))

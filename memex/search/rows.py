@@ -9,10 +9,12 @@ source-specific name is ``extra.subject`` (mail) and the mail's ``extra.to``/``e
 
 from __future__ import annotations
 
+import zlib
 from datetime import datetime
 from typing import Any, NamedTuple
 
 TEXT_KINDS = ("edit", "update")  # revision kinds whose text replaces the message's
+ID_SPREAD = 1024  # row ids per millisecond (time_id)
 
 
 class Row(NamedTuple):
@@ -124,3 +126,18 @@ def latest_text(revisions: list[RevisionRow]) -> str | None:
     if not texts:
         return None
     return max(texts, key=lambda r: (timestamp(r.at) or 0.0, r.key)).text
+
+
+def time_id(ts: float | None, key: str) -> int:
+    """A message's first-choice row id: its time in milliseconds times 1024 plus 10 bits of its key's hash, so
+    that id order is time order (the FTS5 table then gives the newest matches first without sorting them all);
+    a message with no time gets a negative id (last). Taken ids move up by one (:meth:`memex.search.index.SearchIndex._put_many`)."""
+    spread = zlib.crc32(key.encode("utf-8", "surrogatepass"))
+    if ts is None:
+        return -1 - spread
+    return max(0, int(ts * 1000)) * ID_SPREAD + (spread % ID_SPREAD)
+
+
+def id_at(ts: float) -> int:
+    """The lowest row id of a message sent at or after ``ts`` (after:/before: become row id ranges)."""
+    return max(0, int(ts * 1000)) * ID_SPREAD

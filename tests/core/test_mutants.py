@@ -996,6 +996,30 @@ MUTANTS = [
         id="email-remembered-headers-kept-after-a-change",
     ),
     pytest.param(
+        "memex/search/bulk.py",
+        [("    return f\"CASE json_type(body, '{path}') WHEN 'text' THEN json_extract(body, '{path}') ELSE '' END\"", "    return f\"coalesce(json_extract(body, '{path}'), '')\"")],
+        ["tests/core/test_search_bulk.py::test_a_rebuild_makes_the_rows_the_python_path_makes"],
+        id="search-rebuild-reads-a-field-of-the-wrong-type",
+    ),
+    pytest.param(
+        "memex/search/bulk.py",
+        [("        if clash:\n            _spread(db, taken)\n", "")],
+        ["tests/core/test_search_bulk.py::test_a_rebuild_makes_the_rows_the_python_path_makes"],
+        id="search-rebuild-ids-clash-unresolved",
+    ),
+    pytest.param(
+        "memex/search/bulk.py",
+        [("f\"END) WHERE type = 'text'{where}\"", "f\"END) WHERE 1{where}\"")],
+        ["tests/core/test_search_bulk.py::test_a_rebuild_makes_the_rows_the_python_path_makes"],
+        id="search-rebuild-recipients-not-only-strings",
+    ),
+    pytest.param(
+        "memex/search/query.py",
+        [("            if len(rows) >= limit:\n", "            if True:\n")],
+        ["tests/core/test_search_rank.py::test_a_ranked_search_answers_as_ranking_every_match"],
+        id="search-rank-trusts-a-window-that-holds-too-few",
+    ),
+    pytest.param(
         "pollers/email/identity.py",
         [("        bare = _BARE_CR.search(payload) is not None\n", "        bare = False\n")],
         ["tests/email/test_render_fast.py::test_the_fingerprints_line_ends_are_made_lf_as_before"],
