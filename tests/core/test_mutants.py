@@ -1019,6 +1019,12 @@ MUTANTS = [
         ["tests/core/test_search_rank.py::test_a_ranked_search_answers_as_ranking_every_match"],
         id="search-rank-trusts-a-window-that-holds-too-few",
     ),
+    pytest.param(
+        "pollers/email/identity.py",
+        [("        bare = _BARE_CR.search(payload) is not None\n", "        bare = False\n")],
+        ["tests/email/test_render_fast.py::test_the_fingerprints_line_ends_are_made_lf_as_before"],
+        id="mail-fingerprint-cr-shortcut-over-a-bare-cr",
+    ),
 ]  # fmt: skip
 
 
