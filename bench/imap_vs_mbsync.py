@@ -14,7 +14,10 @@ Each round's wall time gives msg/s; its CPU is the child's own user+sys (``os.wa
 process alone, or mbsync alone). Dovecot's CPU (its process tree, from /proc) serves both and is shown per
 message beside each. The load average is printed: the machine may be shared.
 
-Run: .venv/bin/python bench/imap_vs_mbsync.py [--messages 20000] [--rounds 3] [--before TREE]
+With ``--no-index`` a third memex row (**no-index**) runs this tree with ``search_index = false``: the same poll
+without the search index (an informational row: the index is on by default).
+
+Run: .venv/bin/python bench/imap_vs_mbsync.py [--messages 20000] [--rounds 3] [--before TREE] [--no-index]
 """
 
 from __future__ import annotations
@@ -84,16 +87,17 @@ def dovecot_cpu(server: dv.Dovecot) -> float:
     return total
 
 
-def memex_round(work: Path, server: dv.Dovecot, user: str, n: int, tree: Path | None = None) -> tuple[Run, float]:
+def memex_round(work: Path, server: dv.Dovecot, user: str, n: int, tree: Path | None = None, *, index: bool = True) -> tuple[Run, float]:
     """One `memex poll` draining the mailbox into a fresh file store and state; (the child's run, Dovecot CPU s).
 
     ``tree``: run the memex of that source tree instead (``python -m memex`` started in it finds its packages first).
+    ``index=False``: with ``search_index = false`` (no search index kept), to show what the index costs.
     """
     d = Path(tempfile.mkdtemp(dir=work))
     try:
         cfg = d / "config.toml"
         cfg.write_text(
-            f'state_dir = "{d}/state"\n[store]\nurl = "file://{d}/store"\n'
+            ("" if index else "search_index = false\n") + f'state_dir = "{d}/state"\n[store]\nurl = "file://{d}/store"\n'
             f'[sources.mail]\ntype = "imap"\nhost = "127.0.0.1"\nport = {server.port}\nsecurity = "none"\n'
             f'user = "{user}"\npassword_env = "BENCH_IMAP_PASSWORD"\nmailboxes = ["INBOX"]\n'
         )
@@ -140,6 +144,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each tool (alternated)")
     parser.add_argument("--before", type=Path, help="also time the memex of this source tree (e.g. a checkout of main), same rounds")
+    parser.add_argument("--no-index", action="store_true", help="also time this memex with search_index = false (row no-index)")
     args = parser.parse_args()
     if shutil.which("mbsync") is None:
         sys.exit("mbsync (isync) is not installed: apt-get install isync")
@@ -154,12 +159,16 @@ def main() -> None:
             rounds: dict[str, list[tuple[Run, float]]] = {"memex": [], "mbsync": []}
             if args.before is not None:
                 rounds["before"] = []
+            if args.no_index:
+                rounds["no-index"] = []
             loads = [os.getloadavg()[0]]
             for _ in range(args.rounds):
                 rounds["memex"].append(memex_round(work, server, user, n))
                 rounds["mbsync"].append(mbsync_round(work, server, user, n))
                 if args.before is not None:
                     rounds["before"].append(memex_round(work, server, user, n, args.before))
+                if args.no_index:
+                    rounds["no-index"].append(memex_round(work, server, user, n, index=False))
                 loads.append(os.getloadavg()[0])
         print(f"IMAP drain of {n:,} mails ({size / n / 1024:.1f} KiB average, {size / 2**20:,.0f} MiB) from one local Dovecot,")
         print(f"median of {args.rounds} alternated rounds each; {os.cpu_count()} cores, load average {min(loads):.2f}-{max(loads):.2f}")
@@ -179,6 +188,10 @@ def main() -> None:
         if "before" in med:
             print(
                 f"before / mbsync: {med['before'][0] / med['mbsync'][0]:.2f}x the msg/s, {med['before'][1] / med['mbsync'][1]:.2f}x the CPU per message"
+            )
+        if "no-index" in med:
+            print(
+                f"no-index / mbsync: {med['no-index'][0] / med['mbsync'][0]:.2f}x the msg/s, {med['no-index'][1] / med['mbsync'][1]:.2f}x the CPU per message"
             )
     finally:
         dv.stop(server)

@@ -14,7 +14,7 @@ registered in the ``memex.pollers`` entry-point group under its type name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -50,9 +50,10 @@ class Item:
     expected_dup: bool = False  # if it turns out stored already, the poller expected that (not a sign of a replay)
     # A reused native ID (memex.store.collisions): today's fingerprint of a stored record's first blob (its raw
     # bytes), so a record stored under an earlier fingerprint rule is compared by today's; and this item's
-    # fingerprints under earlier rules, where a collision stored by them sits.
+    # fingerprints under earlier rules, where a collision stored by them sits (a sequence that may compute them only when
+    # read: only a name found taken reads them).
     refingerprint: Callable[[bytes], str] | None = None
-    earlier_fingerprints: tuple[str, ...] = ()
+    earlier_fingerprints: Sequence[str] = ()
     # A revision whose record is the whole message as it is now, from a source that never gives an earlier version
     # of it (Teams: Graph shows only the current state). If its original is missing when it is stored, the record
     # stands in: stored as the original first (memex.uploader). Never set where the source can still bring the true

@@ -36,8 +36,7 @@ from memex.state.locks import exclusive
 from memex.store.objects import ObjectStore
 
 T = TypeVar("T")
-BATCH = 20000  # records inserted together (sorted by row id, so FTS5 writes few segments)
-FIRST = 2000  # records in the first batch
+FIRST, BATCH, MOST = 2000, 20000, 100000  # records inserted together (batch_sizes)
 
 
 def journal_append(path: Path, keys: list[str]) -> None:
@@ -91,18 +90,16 @@ def read_records(store: ObjectStore, keys: Iterator[str] | list[str], workers: i
             yield key, doc
 
 
-def _batches(records: Iterator[tuple[str, bytes]], size: int) -> Iterator[list[tuple[str, bytes]]]:
-    """``records`` in lists of ``size``, the first of :data:`FIRST` only (SQLite starts while the next one is read)."""
-    batch: list[tuple[str, bytes]] = []
-    limit = min(FIRST, size)
-    for record in records:
-        batch.append(record)
-        if len(batch) >= limit:
-            yield batch
-            batch = []
-            limit = size
-    if batch:
-        yield batch
+def batch_sizes() -> Iterator[int]:
+    """Records in each batch of a rebuild: :data:`FIRST` (SQLite starts while the next one is read), then a quarter of
+    what was read so far, from :data:`BATCH` to :data:`MOST`: a batch's rows spread over the whole time range, and the
+    more of them there are beside the rows already in, the more of them share a page of the index."""
+    yield FIRST
+    n = FIRST
+    while True:
+        size = min(MOST, max(BATCH, n // 4))
+        yield size
+        n += size
 
 
 def _ahead(batches: Iterator[T]) -> Generator[T, None, None]:
@@ -167,7 +164,7 @@ def rebuild(cfg: Config, store: ObjectStore, sources: list[str] | None, *, worke
         bulk.remove_stages(new)  # a rebuild that was killed
         try:
             index = SearchIndex(new, fresh=True)
-            batches = _ahead(bulk.staged(_batches(read_bodies(store, keys, workers), BATCH), new))
+            batches = _ahead(bulk.staged(read_bodies(store, keys, workers), new, batch_sizes()))
             try:
                 n = index.rebuild(batches, sources, tick, keep=live)
             finally:

@@ -58,17 +58,19 @@ _COUNT = f"CASE WHEN {_ATTACHMENTS} THEN (SELECT count(*) FROM {_OBJECTS}) ELSE 
 _DELETED = "json_type(body, '$.deleted') IS 'true'"
 _TEXT = _s("$.text")
 
+CHUNK = 2000  # records staged at a time (a batch may be made of several)
 STAGE = ("CREATE TABLE stage(n INTEGER PRIMARY KEY, key TEXT NOT NULL, body TEXT NOT NULL, kind INTEGER NOT NULL, ts REAL, "
          "id INTEGER, recipients TEXT, attachments TEXT, n_attachments INTEGER)")  # fmt: skip
 _RAW = "CREATE TEMP TABLE raw(n INTEGER PRIMARY KEY, key TEXT NOT NULL, body TEXT NOT NULL)"
 # kind: 1 a JSON object, 2 other JSON (left out), 0 JSON SQLite refuses (handed back); ts and id as an added record's.
 # The columns that walk arrays are worked out here too, by the reading thread: that shares the work between two cores.
 _STAGE_INSERT = f"""
-INSERT INTO stage(n, key, body, kind, ts, id, recipients, attachments, n_attachments)
-SELECT n, key, body, kind, memex_ts(t), memex_time_id(memex_ts(t), key), CASE kind WHEN 1 THEN {_RECIPIENTS} END,
+INSERT INTO stage(key, body, kind, ts, id, recipients, attachments, n_attachments)
+SELECT key, body, kind, memex_ts(t), memex_time_id(memex_ts(t), key), CASE kind WHEN 1 THEN {_RECIPIENTS} END,
   CASE kind WHEN 1 THEN {_NAMES} END, CASE kind WHEN 1 THEN {_COUNT} END
 FROM (SELECT n, key, body, CASE WHEN NOT json_valid(body) THEN 0 WHEN json_type(body) = 'object' THEN 1 ELSE 2 END AS kind,
   CASE WHEN json_valid(body) AND json_type(body, '$.sent_at') = 'text' THEN json_extract(body, '$.sent_at') END AS t FROM raw)
+ORDER BY n
 """  # fmt: skip
 
 INSERT_MESSAGES = f"""
@@ -96,46 +98,82 @@ class Staged:
     others: list[tuple[str, bytes]]
 
 
-def staged(batches: Iterable[list[tuple[str, bytes]]], base: Path) -> Iterator[Staged]:
-    """Each batch of stored records ``(key, bytes)`` as :class:`Staged`, its staging file named after ``base`` (the new
-    index); run by the reading thread. A staging file not handed over is removed by :func:`remove_stages`."""
-    for i, batch in enumerate(batches):
-        originals: list[tuple[str, str]] = []
-        others: list[tuple[str, bytes]] = []
-        for key, body in batch:
-            if key.startswith("messages/") and is_record_key(key):
-                try:
-                    originals.append((key, body.decode()))
-                    continue
-                except UnicodeDecodeError:
-                    pass
+def staged(records: Iterable[tuple[str, bytes]], base: Path, sizes: Iterator[int], chunk_size: int = CHUNK) -> Iterator[Staged]:
+    """The stored records ``(key, bytes)`` in batches of the next of ``sizes`` records as :class:`Staged`, each staging
+    file named after ``base`` (the new index); run by the reading thread. The originals go to the file as they are
+    read, ``chunk_size`` at a time, so memory holds a chunk whatever the batch's size. A staging file not handed over
+    is removed by :func:`remove_stages`."""
+    n = 0
+    limit = next(sizes)
+    stager: _Stager | None = None
+    chunk: list[tuple[str, str]] = []
+    others: list[tuple[str, bytes]] = []
+    count = 0
+    for key, body in records:
+        count += 1
+        if key.startswith("messages/") and is_record_key(key):
+            try:
+                chunk.append((key, body.decode()))
+            except UnicodeDecodeError:
+                others.append((key, body))
+            else:
+                if len(chunk) >= chunk_size:
+                    stager = stager or _Stager(base.with_name(f"{base.name}.stage-{n}"))
+                    stager.add(chunk)
+                    chunk = []
+        else:
             others.append((key, body))
-        path = None
-        if originals:
-            path = base.with_name(f"{base.name}.stage-{i}")
-            stage(path, originals)
-        yield Staged(path, others)
+        if count >= limit:
+            yield _done(stager, chunk, others, base.with_name(f"{base.name}.stage-{n}"))
+            n, count, limit, stager, chunk, others = n + 1, 0, next(sizes), None, [], []
+    if count:
+        yield _done(stager, chunk, others, base.with_name(f"{base.name}.stage-{n}"))
 
 
-def stage(path: Path, records: list[tuple[str, str]]) -> None:
-    """Write ``records`` (key, JSON text) to a new staging file at ``path`` (0600), each with its kind, time, row id,
-    recipients and attachment names."""
-    path.unlink(missing_ok=True)
-    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    try:
-        db.execute("PRAGMA journal_mode = OFF")
-        db.execute("PRAGMA synchronous = OFF")
-        db.create_function("memex_ts", 1, timestamp, deterministic=True)
-        db.create_function("memex_time_id", 2, time_id, deterministic=True)
-        db.execute(STAGE)
-        db.execute(_RAW)
-        db.execute("BEGIN")
-        db.executemany("INSERT INTO raw(key, body) VALUES (?, ?)", records)
-        db.execute(_STAGE_INSERT)
-        db.execute("COMMIT")
-    finally:
-        db.close()
+def _done(stager: _Stager | None, chunk: list[tuple[str, str]], others: list[tuple[str, bytes]], path: Path) -> Staged:
+    """A batch's :class:`Staged`, its last chunk written and its staging file closed (none when it had no originals)."""
+    if chunk:
+        stager = stager or _Stager(path)
+        stager.add(chunk)
+    if stager is None:
+        return Staged(None, others)
+    stager.close()
+    return Staged(stager.path, others)
+
+
+class _Stager:
+    """A new staging file at ``path`` (0600) being written: each record with its kind, time, row id, recipients and
+    attachment names."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.unlink(missing_ok=True)
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            self.db.execute("PRAGMA journal_mode = OFF")
+            self.db.execute("PRAGMA synchronous = OFF")
+            self.db.create_function("memex_ts", 1, timestamp, deterministic=True)
+            self.db.create_function("memex_time_id", 2, time_id, deterministic=True)
+            self.db.execute(STAGE)
+            self.db.execute(_RAW)
+            self.db.execute("BEGIN")
+        except BaseException:
+            self.db.close()
+            raise
+
+    def add(self, records: list[tuple[str, str]]) -> None:
+        """Stage ``records`` (key, JSON text), after those already staged."""
+        self.db.executemany("INSERT INTO raw(key, body) VALUES (?, ?)", records)
+        self.db.execute(_STAGE_INSERT)
+        self.db.execute("DELETE FROM raw")
+
+    def close(self) -> None:
+        """Commit and close the file (the index's connection then attaches it)."""
+        try:
+            self.db.execute("COMMIT")
+        finally:
+            self.db.close()
 
 
 def remove_stages(base: Path) -> None:

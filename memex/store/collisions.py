@@ -21,7 +21,7 @@ looked for there before a new one is made.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -56,7 +56,7 @@ def same_record(
     *,
     blob_suffix: str | None = None,
     refingerprint: Callable[[bytes], str] | None = None,
-    earlier: tuple[str, ...] = (),
+    earlier: Sequence[str] = (),
 ) -> bool | None:
     """Whether the record at ``key`` is ours (None: nothing there).
 

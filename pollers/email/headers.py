@@ -82,6 +82,8 @@ def raw_all(msg: email.message.Message, name: str) -> list[str]:
 
 def raw(msg: email.message.Message, name: str) -> str | None:
     """The first value of header ``name`` as sent, or None."""
+    if isinstance(msg, Mail):
+        return msg.header_value(name.lower())
     values = raw_all(msg, name)
     return values[0] if values else None
 

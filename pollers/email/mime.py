@@ -87,6 +87,14 @@ class Mail(email.message.Message):
 
         The headers are indexed by name once, until they change (a rendering reads a dozen headers of a part).
         """
+        return list(self._by_name().get(lname, ()))
+
+    def header_value(self, lname: str) -> str | None:
+        """The first value of the header named ``lname`` (lower case) as sent, or None (:meth:`header_values`' first)."""
+        values = self._by_name().get(lname)
+        return values[0] if values else None
+
+    def _by_name(self) -> dict[str, list[str]]:
         headers = vars(self)["_headers"]
         memo = self._index
         if memo is None or memo[0] is not headers or memo[1] != len(headers):
@@ -94,7 +102,7 @@ class Mail(email.message.Message):
             for k, v in headers:
                 index.setdefault(k.lower(), []).append(str(v))
             memo = self._index = (headers, len(headers), index)
-        return list(memo[2].get(lname, ()))
+        return memo[2]
 
     def replace_header(self, _name: str, _value: Any) -> None:
         """As compat32's (a header changed in place, the list as long as before: what is remembered is dropped)."""

@@ -28,7 +28,7 @@ from memex.records import Conversation, Message, Sender
 from memex.source import Cursor, Failure, Item
 from pollers.email.headers import addresses, clean, header_text, message_ids, parse_date
 from pollers.email.headers import raw as raw_header
-from pollers.email.identity import legacy_fingerprint, mail_fingerprint
+from pollers.email.identity import Later, legacy_fingerprint, mail_fingerprint
 from pollers.email.mime import parse_bytes
 from pollers.email.parts import body_and_attachments, html_to_text
 
@@ -75,8 +75,8 @@ def refingerprint(raw: bytes) -> str:
     return mail_fingerprint(parse(raw), raw)
 
 
-def _render(raw: bytes, source: str, me: frozenset[str], extra: dict[str, Any] | None) -> tuple[Message, str]:
-    """The record, and its fingerprint under the rule before (where a collision stored by it sits)."""
+def _render(raw: bytes, source: str, me: frozenset[str], extra: dict[str, Any] | None) -> tuple[Message, Later]:
+    """The record, and its fingerprint under the rule before (where a collision stored by it sits; computed when read)."""
     problems: list[str] = []
     msg = parse(raw, problems)
     native_id = native_id_of(msg, raw)
@@ -121,7 +121,7 @@ def _render(raw: bytes, source: str, me: frozenset[str], extra: dict[str, Any] |
         doc["problems"] = sorted(set(problems))
     # What tells two mails apart when they share a Message-ID (memex.store.collisions): not the Received headers.
     doc["fingerprint"] = mail_fingerprint(msg, raw, {"From": senders, "To": to, "Cc": cc})
-    legacy = legacy_fingerprint(sender_addr.lower(), date_header, subject, text)
+    legacy = Later(lambda: (legacy_fingerprint(sender_addr.lower(), date_header, subject, text),))
     doc.update(extra or {})
     message = Message(
         source=source,
@@ -152,7 +152,7 @@ def to_item(
         return Item(
             cursor=cursor, failure=Failure(native_id=native_id, reason=f"unparseable mail ({type(exc).__name__})", raw=raw, ref=ref)
         )
-    return Item(cursor=cursor, message=message, blobs={EML: raw}, refingerprint=refingerprint, earlier_fingerprints=(legacy,))
+    return Item(cursor=cursor, message=message, blobs={EML: raw}, refingerprint=refingerprint, earlier_fingerprints=legacy)
 
 
 def sent_or(message: Message | None, fallback: datetime | None) -> datetime | None:

@@ -4,7 +4,8 @@
 then) and runs every exchange under the poll's deadline (:meth:`ImapSession._io`).
 Transient network failures after login (connection reset, timeout, a server BYE) are
 retried with a fresh connection and backoff (:data:`BACKOFF`, read at call time) within
-:data:`RETRY_BUDGET` seconds. The poller (:mod:`pollers.email.imap`) builds on it.
+:data:`RETRY_BUDGET` seconds. The poller (:mod:`pollers.email.imap`) builds on it; the next chunk's
+``UID FETCH`` read by a helper thread while the poll renders is :mod:`pollers.email.fetch_ahead`'s.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import imaplib
 import os
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from memex.deadline import NEVER, Deadline, Interrupted
 from memex.errors import SourceError
 from pollers.email import utf7
+from pollers.email.fetch_ahead import Ahead
 from pollers.email.wire import ints, parse_fetch, parse_list, quote, reply_text, server_text, uid_set, untagged_int
 
 SEARCH_WINDOW = 20_000  # UIDs per UID SEARCH (its answer is one line; imaplib refuses lines over 1,000,000 bytes)
@@ -51,43 +52,6 @@ class Settings:
 
 class MailboxError(SourceError):
     """One mailbox cannot be read (refused EXAMINE, no UIDVALIDITY); the others are polled all the same."""
-
-
-class Ahead:
-    """A ``UID FETCH`` already sent, whose answer a helper thread reads while the poll renders and stores what came before.
-
-    Only the poller's own next command may use the connection after it: :meth:`ImapSession._collect_ahead` waits for
-    the answer (bounded by the poll's deadline) before anything else is sent.
-    """
-
-    def __init__(self, conn: imaplib.IMAP4, uids: list[int], key: tuple[str, int]) -> None:
-        self.conn, self.uids, self.key = conn, uids, key  # key: (mailbox, UIDVALIDITY) the UIDs belong to
-        self.began = self.ended = time.monotonic()
-        self._done = threading.Event()
-        self._answer: tuple[str, list[Any]] | None = None
-        self._error: BaseException | None = None
-        threading.Thread(target=self._read, name="memex-imap-fetch-ahead", daemon=True).start()
-
-    def _read(self) -> None:
-        try:
-            self._answer = self.conn.uid("FETCH", uid_set(self.uids), "(UID INTERNALDATE BODY.PEEK[])")
-        except BaseException as exc:  # handed to whoever waits for the answer
-            self._error = exc
-        finally:
-            self.ended = time.monotonic()
-            self._done.set()
-
-    def done(self) -> bool:
-        """Whether the answer has been read (or the read failed)."""
-        return self._done.is_set()
-
-    def answer(self) -> tuple[str, list[Any]]:
-        """Wait for the answer; the read's own error is raised here."""
-        self._done.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._answer is not None
-        return self._answer
 
 
 class ImapSession:

@@ -1021,6 +1021,12 @@ MUTANTS = [
         id="search-rank-trusts-a-window-that-holds-too-few",
     ),
     pytest.param(
+        "pollers/email/identity.py",
+        [("        bare = _BARE_CR.search(payload) is not None\n", "        bare = False\n")],
+        ["tests/email/test_render_fast.py::test_the_fingerprints_line_ends_are_made_lf_as_before"],
+        id="mail-fingerprint-cr-shortcut-over-a-bare-cr",
+    ),
+    pytest.param(
         "memex/runner.py",
         [("else batch.after(handled, current)\n", "else current\n")],
         ["tests/messenger/test_messenger_faults.py::test_sigterm_inside_a_batch_saves_the_cursor_right_after_the_last_stored_message",

@@ -98,7 +98,7 @@ def test_a_rebuild_makes_the_rows_the_python_path_makes(tmp_path: Path) -> None:
         assert index.add(records) == len(records)
     bulk = SearchIndex(tmp_path / "b" / "index.sqlite", fresh=True)
     try:
-        assert bulk.rebuild(staging.staged([stored[:200], stored[200:]], bulk.path), None) == len(records)
+        assert bulk.rebuild(staging.staged(stored, bulk.path, iter([200, 250, 10**9]), chunk_size=64), None) == len(records)
     finally:
         bulk.close()
     python, sql = _tables(tmp_path / "a" / "index.sqlite"), _tables(tmp_path / "b" / "index.sqlite")
@@ -125,7 +125,7 @@ def test_a_rebuild_applies_revisions_whichever_comes_first(tmp_path: Path) -> No
         index.add((key, json.loads(body)) for key, body in stored)
     bulk = SearchIndex(tmp_path / "b" / "index.sqlite", fresh=True)
     try:
-        bulk.rebuild(staging.staged([stored[:3], stored[3:]], bulk.path), None)
+        bulk.rebuild(staging.staged(stored, bulk.path, iter([3, 10])), None)
     finally:
         bulk.close()
     python, sql = _tables(tmp_path / "a" / "index.sqlite"), _tables(tmp_path / "b" / "index.sqlite")

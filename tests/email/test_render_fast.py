@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pollers.email.headers import addresses, clean, raw_all, simple_addresses
-from pollers.email.identity import mail_fingerprint
-from pollers.email.render import parse
+from pollers.email.headers import addresses, clean, raw, raw_all, simple_addresses
+from pollers.email.identity import _payload, legacy_fingerprint, mail_fingerprint
+from pollers.email.render import parse, to_item
 
 DATA = Path(__file__).parent / "data"
 MAILS = sorted(p for p in DATA.rglob("*") if p.is_file() and not p.name.lower().startswith(("readme", "license", "copying")))
@@ -99,3 +99,73 @@ def test_every_part_decodes_as_the_standard_message_does(path: Path) -> None:
         expected = reference.get_payload(decode=True)
         assert mine.get_payload(decode=True) == expected
         assert mine.get_payload(decode=True) == expected
+
+
+def _payload_before(part: email.message.Message) -> bytes:
+    """The fingerprint's bytes of a part as the rule computed them before the one-byte shortcut: CRLF to LF, then CR to LF."""
+    payload = part.get_payload(decode=True)
+    assert isinstance(payload, bytes)
+    if clean(raw(part, "Content-Transfer-Encoding") or "").strip().lower() != "base64":
+        payload = payload.replace(b"\r\n", b"\n")
+        if b"\r" in payload:
+            payload = payload.replace(b"\r", b"\n")
+    return payload
+
+
+BODIES = [b"a\r\nb\r\n", b"a\nb\n", b"a\rb", b"a\r", b"\r", b"\r\r\n", b"a\r\r\nb", b"a\n\rb", b"\r\n\r", b"", b"x",
+          b"a\r\nb\rc\nd\r\n", b"\r\n" * 3 + b"\r"]  # fmt: skip
+
+
+@pytest.mark.parametrize("body", BODIES, ids=[repr(b) for b in BODIES])
+@pytest.mark.parametrize("cte", ["7bit", "8bit", "quoted-printable", "base64"])
+def test_the_fingerprints_line_ends_are_made_lf_as_before(body: bytes, cte: str) -> None:
+    """A body of CRLFs only loses its CRs in one pass; with a bare CR anywhere (alone, last, before CRLF) the two passes run:
+    either way the bytes hashed equal the rule's two passes (CRLF to LF, then CR to LF), and base64's are left as carried."""
+    import base64
+    import quopri
+
+    encoded = {"base64": base64.encodebytes(body), "quoted-printable": quopri.encodestring(body)}.get(cte, body)
+    part = parse(b"Content-Type: text/plain\r\nContent-Transfer-Encoding: " + cte.encode() + b"\r\n\r\n" + encoded)
+    part.set_payload(encoded.decode("ascii", "surrogateescape"))  # exactly these bytes (the parser trims the last line end)
+    assert _payload(part) == _payload_before(part)
+
+
+@pytest.mark.parametrize("path", MAILS, ids=[str(p.relative_to(DATA)) for p in MAILS])
+def test_every_parts_fingerprint_bytes_are_as_before(path: Path) -> None:
+    """Each leaf part of every test mail: the fingerprint's bytes equal the two-pass rule's."""
+    for part in parse(path.read_bytes()).walk():
+        if not part.is_multipart() and isinstance(part.get_payload(decode=True), bytes):
+            assert _payload(part) == _payload_before(part)
+
+
+def test_the_earlier_fingerprint_is_computed_only_when_read_and_then_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rendering computes no earlier-rule fingerprint (a JSON and a hash of the whole text); reading it gives the rule's
+    value, computed once however often it is read."""
+    import pollers.email.render as render_module
+
+    calls: list[int] = []
+
+    def counting(*args: object) -> str:
+        calls.append(1)
+        return legacy_fingerprint(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(render_module, "legacy_fingerprint", counting)
+    raw = b"From: A <a@example.com>\r\nDate: Tue, 01 Nov 2022 10:00:00 +0000\r\nSubject: hi\r\nMessage-ID: <x@y>\r\n\r\nbody\r\n"
+    item = to_item(raw, "mail", None, ref="x")
+    assert calls == []
+    assert item.message is not None
+    expected = legacy_fingerprint("a@example.com", "Tue, 01 Nov 2022 10:00:00 +0000", "hi", item.message.text)
+    assert list(item.earlier_fingerprints) == [expected] and item.earlier_fingerprints[0] == expected
+    assert len(item.earlier_fingerprints) == 1 and item.earlier_fingerprints[-1:] == (expected,)
+    assert calls == [1]
+
+
+def test_a_headers_first_value_is_the_first_of_all_its_values() -> None:
+    """``raw`` (the first value, by the index of headers by name) agrees with ``raw_all`` and with the headers as sent,
+    also after a header is added or removed."""
+    msg = parse(b"X-A: 1\r\nx-a: 2\r\nSubject: s\r\n\r\nbody\r\n")
+    assert raw(msg, "X-A") == raw_all(msg, "x-a")[0] == "1" and raw(msg, "Missing") is None
+    del msg["X-A"]
+    assert raw(msg, "x-a") is None
+    msg["X-A"] = "3"
+    assert raw(msg, "X-A") == "3" and raw(msg, "subject") == "s"
