@@ -11,9 +11,13 @@ Facebook writes it, a 1 KiB photo stub per 100 messages) is read two ways, each 
   record made per message (sender, time, text, thread, ID), and SHA-256 of every photo read from the zip;
 - naive: extract the zip to a folder, then ``json.load`` every file.
 
-Rounds alternate memex, strict, naive (``--rounds``, default 3) and the medians are printed.
+Rounds alternate memex, strict, naive (``--rounds``, default 3) and the medians are printed: CPU seconds (user +
+system of the child: what compares on a machine shared with other jobs) and peak RSS of each, then the table of
+messages per second (wall). ``--before TREE`` adds memex as the folder TREE holds it (``memex/`` and ``pollers/``, e.g.
+``git archive main memex pollers | tar -x -C TREE``) to the same rounds; ``--no-naive`` leaves the naive loop out.
+The memex child tunes the collector as ``memex poll`` does (:func:`memex.cli.entry.one_shot_collector`).
 
-Run: .venv/bin/python bench/messenger_export.py [--messages N ...] (default 100000 and 1000000).
+Run: .venv/bin/python bench/messenger_export.py [--messages N ...] (default 100000 and 1000000) [--before TREE]
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if os.environ.get("MEMEX_BENCH_TREE"):  # --before TREE: this child reads with the memex and pollers of TREE
+    sys.path.insert(0, os.environ["MEMEX_BENCH_TREE"])
 
 from bench._common import Run, run
 from tests.messenger.messenger_fixtures import ME, T0, _mangle, msg
@@ -58,9 +64,13 @@ def build(path: Path, n: int, threads: int) -> None:
 
 def child_memex(zip_path: str) -> None:
     """Read every item of the export through the poller (media hashed), print the count."""
+    from memex.cli import entry
     from memex.store.attachments import digest
     from pollers.messenger.poller import MessengerPoller
 
+    tune = getattr(entry, "one_shot_collector", None)  # what `memex poll` does before it polls (absent in older trees)
+    if tune is not None:
+        tune()
     poller = MessengerPoller("bench", Path(zip_path).parent, settle_seconds=0)
     cursor, count = None, 0
     while True:
@@ -128,17 +138,25 @@ def main() -> None:
     parser.add_argument("--messages", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--threads", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before", metavar="TREE", help="also time the memex reader of TREE (a folder holding memex/ and pollers/)")
+    parser.add_argument("--no-naive", action="store_true", help="leave the naive loop out")
     parser.add_argument("--child", nargs="+")
     args = parser.parse_args()
     if args.child:
         kind, zip_path = args.child[0], args.child[1]
-        child_memex(zip_path) if kind == "memex" else child_strict(zip_path) if kind == "strict" else child_naive(zip_path, args.child[2])
+        if kind in ("memex", "before"):  # "before": the same child, importing from MEMEX_BENCH_TREE
+            child_memex(zip_path)
+        elif kind == "strict":
+            child_strict(zip_path)
+        else:
+            child_naive(zip_path, args.child[2])
         return
     print(f"load average {os.getloadavg()[0]:.2f}; medians of {args.rounds} alternated rounds; goal: memex / strict >= 0.5")
-    print(
-        f"{'messages':>9} {'zip MiB':>8} {'memex msg/s':>12} {'strict msg/s':>13} {'/strict':>8} {'naive msg/s':>12} {'/naive':>7}"
-        f" {'memex MiB':>10} {'naive MiB':>10}"
-    )
+    if not args.no_naive:  # the wall-clock table (msg/s), printed under the CPU line of each size
+        print(
+            f"{'messages':>9} {'zip MiB':>8} {'memex msg/s':>12} {'strict msg/s':>13} {'/strict':>8} {'naive msg/s':>12} {'/naive':>7}"
+            f" {'memex MiB':>10} {'naive MiB':>10}"
+        )
     for n in args.messages:
         with tempfile.TemporaryDirectory() as tmp:
             d = Path(tmp)
@@ -148,13 +166,21 @@ def main() -> None:
             build(zpath, n, args.threads)
             built = time.perf_counter() - started
             runs: dict[str, list[Run]] = {"memex": [], "strict": [], "naive": []}
+            if args.no_naive:
+                del runs["naive"]
+            if args.before:
+                runs = {"before": [], **runs}
             for _ in range(args.rounds):
                 for kind in runs:
                     extra = [str(d / "out")] if kind == "naive" else []
-                    r = run([sys.executable, __file__, "--child", kind, str(zpath), *extra])
+                    env = {"MEMEX_BENCH_TREE": str(Path(args.before).resolve())} if kind == "before" else None
+                    r = run([sys.executable, __file__, "--child", kind, str(zpath), *extra], env)
                     assert r.returncode == 0, (kind, r)
                     runs[kind].append(r)
                     shutil.rmtree(d / "out", ignore_errors=True)
+            _cpu_table(n, runs)
+            if args.no_naive:
+                continue
             rate = {kind: n / statistics.median(r.wall for r in rs) for kind, rs in runs.items()}
             mb = zpath.stat().st_size / 2**20
             print(
@@ -163,6 +189,20 @@ def main() -> None:
                 f" {max(r.rss_mib for r in runs['memex']):>10.0f} {max(r.rss_mib for r in runs['naive']):>10.0f}   (built in {built:.0f}s)",
                 flush=True,
             )
+
+
+def _cpu_table(n: int, runs: dict[str, list[Run]]) -> None:
+    """CPU seconds (user + system of the child) and wall per contender, medians, and memex's ratio to strict in both.
+
+    On a machine shared with other jobs the CPU figures are the comparable ones (wall includes waiting for a core).
+    """
+    cpu = {kind: statistics.median(r.cpu for r in rs) for kind, rs in runs.items()}
+    wall = {kind: statistics.median(r.wall for r in rs) for kind, rs in runs.items()}
+    line = "  ".join(
+        f"{kind} {cpu[kind]:.2f} s CPU / {wall[kind]:.2f} s wall / {max(r.rss_mib for r in runs[kind]):.0f} MiB" for kind in runs
+    )
+    ratios = "  ".join(f"{kind}/strict {cpu['strict'] / cpu[kind]:.2f}x" for kind in runs if kind in ("before", "memex"))
+    print(f"{n:>9} messages: {line}; in CPU (msg/s ratio): {ratios}", flush=True)
 
 
 if __name__ == "__main__":

@@ -287,22 +287,24 @@ def _run(
             _check_direction(poller, name, current, batch, log, result)
             fetched_after = current
             finished = True
-            for item in batch.items:
-                if deadline.reason is not None:
-                    result.stopped = deadline.reason
-                    finished = False
-                    break
-                outcome = uploader.put(item)
-                if outcome in ("new", "rewritten"):
-                    result.new += 1
-                elif outcome == "dup":
-                    result.dup += 1
-                    result.dup_expected += item.expected_dup
-                elif outcome == "quarantined":
-                    result.quarantined += 1
-                current = item.cursor
-            if finished:
-                current = batch.cursor
+            handled = 0  # items of the batch stored (or quarantined) so far
+            try:
+                for item in batch.items:
+                    if deadline.reason is not None:
+                        result.stopped = deadline.reason
+                        finished = False
+                        break
+                    outcome = uploader.put(item)
+                    if outcome in ("new", "rewritten"):
+                        result.new += 1
+                    elif outcome == "dup":
+                        result.dup += 1
+                        result.dup_expected += item.expected_dup
+                    elif outcome == "quarantined":
+                        result.quarantined += 1
+                    handled += 1
+            finally:  # the whole batch stored: its cursor; stopped or failed inside it: the cursor right after the last stored
+                current = batch.cursor if finished and handled == len(batch.items) else batch.after(handled, current)
             done = not finished or (not batch.items and current == fetched_after)
             since_commit += len(batch.items)
             short = len(batch.items) < batch_size  # the poller stopped at a boundary of its own (a page, a mailbox):

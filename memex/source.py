@@ -42,7 +42,7 @@ class Failure:
 class Item:
     """One unit of progress: a message (or a failure) and the cursor once it is stored."""
 
-    cursor: Cursor
+    cursor: Cursor  # None where the batch makes item cursors on demand (Batch.cursor_at)
     message: Message | None = None
     failure: Failure | None = None
     blobs: dict[str, bytes] = field(default_factory=dict)  # suffix -> bytes stored beside the record (".eml")
@@ -80,6 +80,18 @@ class Batch:
     cursor: Cursor
     reset: str | None = None
     warnings: list[str] = field(default_factory=list)  # one line each, logged as source.warning (never message text)
+    # Optional, for a poller whose item cursors are costly to make one by one (a Messenger export: two dicts an item):
+    # ``cursor_at(n)`` is the cursor right after the batch's first ``n`` items (1 <= n <= len(items)), made only where
+    # the runner stops inside the batch (a deadline, SIGTERM, a failed upload); the items' own ``cursor`` is then None.
+    cursor_at: Callable[[int], Cursor] | None = None
+
+    def after(self, n: int, before: Cursor) -> Cursor:
+        """The cursor right after the first ``n`` items of the batch (``before``, the cursor it was fetched after, if 0)."""
+        if n == 0:
+            return before
+        if self.cursor_at is not None:
+            return self.cursor_at(n)
+        return self.items[n - 1].cursor
 
 
 class Poller(Protocol):

@@ -32,6 +32,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any
 
 from memex.records import Attachment, Conversation, Message, Revision, Sender, rfc3339
@@ -154,19 +155,39 @@ def unit_messages(reader: Reader, unit: Unit, export_hash: str) -> Iterator[Thre
             thread = thread_of(doc, unit)
             yield thread
         parsed: list[Parsed] = []
+        plain = unit.kind == "standard"
+        senders: dict[str, str] = {}  # sender name as written -> repaired (a thread has a handful of senders)
         for i, m in enumerate(doc["messages"]):
             try:
-                parsed.append(parse_message(m, unit.kind))
+                # The common message (only a sender, a time, a text and flags that change nothing) parsed inline: what
+                # parse_message does for it, without its look-ups of keys the message does not have.
+                if plain and type(m) is dict and m.keys() <= _PLAIN_KEYS:
+                    ts, sender, text = int(m["timestamp_ms"]), m.get("sender_name"), m.get("content")
+                    if ts < 0 or type(sender) is not str or (text is not None and not isinstance(text, str)):
+                        raise ValueError("not a message")
+                    who = senders.get(sender)
+                    if who is None:
+                        who = senders[sender] = repair(sender)
+                    parsed.append(Parsed(ts, who, repair(text) if text else None, _NONE, _NONE, bool(m.get("is_unsent")), _NO_EXTRA, m))
+                else:
+                    parsed.append(parse_message(m, unit.kind))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 body = json.dumps(m, sort_keys=True).encode()
                 reason = f"message {i} of {name} in export {reader.label} is malformed ({type(exc).__name__})"
                 yield Failure("record:" + hashlib.sha256(body).hexdigest()[:32], reason, raw=body, ref=where)
-        parsed.sort(key=_newest_first)  # stable: the export's order among equal timestamps
+        parsed.sort(key=_TS, reverse=True)  # newest first; stable (also reversed): the export's order among equal times
         yield parsed
 
 
-def _newest_first(p: Parsed) -> int:
-    return -p.ts
+_TS = attrgetter("ts")
+# A standard message with only these keys needs no look-up beyond its sender, time, text and unsent flag.
+_PLAIN_KEYS = frozenset({"sender_name", "timestamp_ms", "content", "is_geoblocked_for_viewer", "is_unsent"})
+# Shared by every plain message: never changed in place (parse_message builds its own for a message with media/extra).
+_NONE: list[Any] = []
+_NO_EXTRA: dict[str, Any] = {}
+# An item's blobs and contents when it has none, shared (never changed in place: the uploader only reads them).
+_NO_BLOBS: dict[str, bytes] = {}
+_NO_CONTENTS: list[Content] = []
 
 
 def native_ids(group: list[Parsed], key: str) -> list[str]:
@@ -208,8 +229,11 @@ def _sent_at(ts: int) -> str:
     if ts >= _EXACT_MS:
         return rfc3339(datetime.fromtimestamp(ts / 1000, UTC))
     minute, rest = divmod(ts, 60_000)
-    seconds, ms = divmod(rest, 1000)
-    return f"{_minute(minute)}:{seconds:02d}.{ms:03d}000Z" if ms else f"{_minute(minute)}:{seconds:02d}Z"
+    return f"{_minute(minute)}{_SECONDS[rest // 1000]}{_FRACTIONS[rest % 1000]}"  # looked up, not formatted (1.2 us to 0.2)
+
+
+_SECONDS = [f":{s:02d}" for s in range(60)]
+_FRACTIONS = ["Z"] + [f".{ms:03d}000Z" for ms in range(1, 1000)]  # RFC 3339 as rfc3339() writes it: microseconds or none
 
 
 class Renderer:
@@ -219,7 +243,8 @@ class Renderer:
         self.source, self.reader, self.unit = source, reader, unit
         self.me = _fold(me) if me else None
         self.floor_ms = floor_ms
-        self._conversation_ids: dict[str, str] = {}  # thread key -> conversation ID (one hash per thread, not per message)
+        self._threads: dict[str, tuple[Conversation, dict[str, Any]]] = {}  # thread key -> what its messages share
+        self._senders: dict[str, tuple[Sender, str]] = {}  # sender name -> its sender dict and its folded name
 
     def items(self, export_hash: str, attachments: bool) -> Iterator[Item]:
         """Every item of the unit, in a fixed order (a resumed read skips a count of them).
@@ -234,11 +259,7 @@ class Renderer:
             if isinstance(x, list):
                 if thread is None:  # never: a file's thread comes before its messages
                     continue
-                for p in x:
-                    if group and group[0].ts != p.ts:
-                        self._group(thread, group, attachments, out)
-                        group.clear()
-                    group.append(p)
+                self._file(thread, x, group, attachments, out)
                 yield from out
                 out.clear()
             elif isinstance(x, Thread):
@@ -255,16 +276,66 @@ class Renderer:
             if p.ts >= self.floor_ms:
                 self._items(thread, p, nid, attachments, out)
 
+    def _file(self, thread: Thread, parsed: list[Parsed], group: list[Parsed], attachments: bool, out: list[Item]) -> None:
+        """A file's messages (newest first) rendered into ``out``, one millisecond at a time; ``group`` holds the messages
+        of the millisecond not rendered yet (the previous file's last, and this file's last for the next file).
+
+        The only message of its millisecond with nothing but a sender, a time and a text (the common case) is rendered
+        here, in one loop with what it needs bound once per file: what ``_group`` and ``_items`` render for it (its
+        ID is native_ids' one-message case), field for field.
+        """
+        key, floor, source = thread.key, self.floor_ms, self.source
+        conversation, base = self._threads.get(key) or self._shared(thread)
+        senders, sender_of, append, sha256 = self._senders, self._sender, out.append, hashlib.sha256
+        for p in parsed:
+            if not group:
+                group.append(p)
+                continue
+            first = group[0]
+            if first.ts == p.ts:
+                group.append(p)
+                continue
+            if len(group) > 1 or first.unsent or first.media or first.reactions or first.extra:
+                self._group(thread, group, attachments, out)
+            elif (ts := first.ts) >= floor:
+                sender, who = senders.get(first.sender) or sender_of(first.sender)
+                hashed = f"fbm\x1f{key}\x1f{ts}\x1f{who}".encode("utf-8", "surrogatepass")
+                # Positional (a keyword call costs twice as much): source, type, native_id, sent_at, conversation,
+                # sender, text, attachments, reply_to, edited_at, deleted, extra, revision; then the Item's cursor,
+                # message, failure, blobs, contents, expected_dup.
+                message = Message(source, "message", f"{ts}-{sha256(hashed).hexdigest()[:32]}", _sent_at(ts), conversation, sender,
+                                  first.text, [], None, None, False, base.copy(), None)  # fmt: skip
+                append(Item(None, message, None, _NO_BLOBS, _NO_CONTENTS, True))
+            group.clear()
+            group.append(p)
+
+    def _shared(self, thread: Thread) -> tuple[Conversation, dict[str, Any]]:
+        """The thread's conversation and the extra fields every message of it has, made once per thread."""
+        found = self._threads.get(thread.key)
+        if found is None:
+            # Dict displays, not the TypedDict calls: the same dicts, without a keyword dict each.
+            conversation: Conversation = {"id": "thread-" + _h(thread.key)[:24], "name": thread.title, "participants": thread.participants}
+            found = self._threads[thread.key] = (conversation, {**thread.extra, "export": self.reader.label})
+        return found
+
+    def _sender(self, name: str) -> tuple[Sender, str]:
+        """A sender's dict (shared by their messages) and folded name, made once per name."""
+        found = self._senders.get(name)
+        if found is None:
+            who = _fold(name)
+            found = self._senders[name] = ({"id": None, "name": name, "is_me": self.me is not None and who == self.me}, who)
+        return found
+
     def _items(self, thread: Thread, p: Parsed, nid: str, attachments: bool, out: list[Item]) -> None:
-        """The message's items (an original or a delete revision, then its reactions), appended to ``out``."""
+        """The message's items (an original or a delete revision, then its reactions), appended to ``out``.
+
+        A thread's messages share its conversation dict and a sender's share one sender dict (records are never
+        changed in place: :meth:`memex.records.Message.to_dict`); each has its own ``extra``.
+        """
         at = _sent_at(p.ts)
-        conversation_id = self._conversation_ids.get(thread.key)
-        if conversation_id is None:
-            conversation_id = self._conversation_ids[thread.key] = "thread-" + _h(thread.key)[:24]
-        # Dict displays, not the TypedDict calls: the same dicts, without a keyword dict per message.
-        conversation: Conversation = {"id": conversation_id, "name": thread.title, "participants": thread.participants}
-        sender: Sender = {"id": None, "name": p.sender, "is_me": self.me is not None and _fold(p.sender) == self.me}
-        extra = {**thread.extra, **p.extra, "export": self.reader.label}
+        conversation, base = self._shared(thread)
+        sender = self._sender(p.sender)[0]
+        extra = {**base, **p.extra} if p.extra else base.copy()
         kind = "event" if extra.get("type") in EVENT_TYPES else "message"
         # Messages built directly with keywords (no **kw dict, no closure per message).
         if p.unsent:

@@ -9,7 +9,8 @@ threads become records (native ID, revisions, mojibake): :mod:`pollers.messenger
 Cursor: ``{"done": [[content hash, signature], ...], "exports": N, "items": N, "at": {"export": hash,
 "unit": key, "n": count}}``. ``done`` lists the exports read to the end (the newest :data:`MAX_DONE`);
 ``at`` is where the poll stands inside the export it is reading: the thread unit (units are read in
-sorted order) and how many items of it are stored. Each item's cursor points just past it, so a poll
+sorted order) and how many items of it are stored. Each item's cursor (made only where the runner stops
+inside a batch: ``Batch.cursor_at``) points just past it, so a poll
 stopped anywhere (deadline, SIGTERM, kill -9) resumes inside a large export, re-reading only the
 current thread; an export joins ``done`` only with the cursor of the batch that stored its last item.
 Positions ``{"exports", "items"}`` only grow. ``floor_ms`` (set by ``start = "now"``) skips messages
@@ -18,10 +19,11 @@ sent before it.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from datetime import datetime
-from itertools import islice
+from itertools import islice, repeat
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +65,7 @@ class MessengerPoller(Inventory):
         self._opened: dict[str, Opened] = {}  # by signature
         self._rejects: dict[str, str] = {}  # signature -> the error line
         self._pos: Any = None  # the "at" the live stream stands at
-        self._stream: Iterator[tuple[str, int, Item]] | None = None
+        self._stream: Iterator[tuple[str, tuple[int, Item]]] | None = None
 
     def watch_paths(self) -> list[Path]:
         """What ``memex watch`` watches: the inbox folder."""
@@ -127,8 +129,8 @@ class MessengerPoller(Inventory):
         self._opened[cand.signature] = opened
         return opened
 
-    def _walk(self, opened: Opened, unit_from: str = "", skip: int = 0, floor_ms: int = 0) -> Iterator[tuple[str, int, Item]]:
-        """Every item of an export from a position: (unit key, items of that unit so far, item)."""
+    def _walk(self, opened: Opened, unit_from: str = "", skip: int = 0, floor_ms: int = 0) -> Iterator[tuple[str, tuple[int, Item]]]:
+        """Every item of an export from a position: (unit key, (items of that unit so far, item))."""
         for unit in opened.layout.units:
             key = unit.key
             if key < unit_from:
@@ -137,8 +139,7 @@ class MessengerPoller(Inventory):
             if key == unit_from:
                 for _ in islice(items, skip):  # the items stored before
                     pass
-            for n, item in items:
-                yield key, n, item
+            yield from zip(repeat(key), items)  # the pairs made in C, not a frame per item
 
     def _numbered(self, opened: Opened, unit: Unit, floor_ms: int = 0) -> Iterator[tuple[int, Item]]:
         """A unit's items numbered from 1, as the cursor's ``at.n`` counts them."""
@@ -186,18 +187,16 @@ class MessengerPoller(Inventory):
             return Batch(items=[], cursor=rest, warnings=warnings)
         if self._stream is None or self._pos != at:
             self._stream = self._walk(opened, at["unit"], at["n"], int(cur.get("floor_ms", 0)))
-        items: list[Item] = []
-        n_items = int(cur["items"])
-        for unit, n, item in self._stream:
-            n_items += 1
-            at = {"export": opened.hash, "unit": unit, "n": n}
-            item.cursor = {**cur, "at": at, "items": n_items}
-            items.append(item)
-            if len(items) >= limit:
-                self._pos = at
-                return Batch(items=items, cursor=item.cursor, warnings=warnings)
+        marks = list(islice(self._stream, max(limit, 1)))  # (unit, (n, item)) as walked: cursors made only if asked for
+        items = [walked[1][1] for walked in marks]
+        cursor_at = functools.partial(_item_cursor, cur, opened, marks)  # Batch.cursor_at: the runner stopped there
+        if items and len(items) >= limit:
+            last = cursor_at(len(items))
+            self._pos = last["at"]
+            return Batch(items=items, cursor=last, warnings=warnings, cursor_at=cursor_at)
         self._pos = self._stream = None
-        return Batch(items=items, cursor=_finish({**cur, "items": n_items}, opened, count=True), warnings=warnings)
+        done = _finish({**cur, "items": int(cur["items"]) + len(items)}, opened, count=True)
+        return Batch(items=items, cursor=done, warnings=warnings, cursor_at=cursor_at)
 
     def _find(self, candidates: list[Candidate], export_hash: str) -> Opened | None:
         for cand in candidates:
@@ -230,7 +229,7 @@ class MessengerPoller(Inventory):
                 continue
             seen.add(export.hash)
             mine = export.hash == start.get("export")
-            for unit, n, item in self._walk(export, start["unit"] if mine else "", start["n"] if mine else 0):
+            for unit, (n, item) in self._walk(export, start["unit"] if mine else "", start["n"] if mine else 0):
                 item.cursor = {"export": export.hash, "unit": unit, "n": n}
                 sent = item.message.sent_at if item.message is not None else None
                 when = datetime.fromisoformat(sent) if sent else None
@@ -238,6 +237,12 @@ class MessengerPoller(Inventory):
                     continue
                 yield item
         self._raise_rejects()
+
+
+def _item_cursor(cur: dict[str, Any], opened: Opened, marks: list[tuple[str, tuple[int, Item]]], n: int) -> dict[str, Any]:
+    """The cursor right after the ``n``-th item of a batch fetched after ``cur``: just past it inside the export."""
+    unit, (k, _) = marks[n - 1]
+    return {**cur, "at": {"export": opened.hash, "unit": unit, "n": k}, "items": int(cur["items"]) + n}
 
 
 def _finish(cur: dict[str, Any], opened: Opened, *, count: bool) -> dict[str, Any]:

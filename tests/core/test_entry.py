@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from memex.cli.entry import poll_args
+from memex.cli.entry import ONE_SHOT_GEN0, poll_args
 from tests.conftest import run_cli, write_config
 
 
@@ -69,3 +71,36 @@ def test_both_paths_report_an_unknown_source_alike(tmp_path: Path) -> None:
     via_click = run_cli("--debug", "poll", "nope", config=cfg)
     assert plain.returncode == via_click.returncode == 2
     assert plain.stderr == via_click.stderr and len(plain.stderr.strip().splitlines()) == 1
+
+
+PROBE = """
+import gc, sys
+sys.argv = ["memex", *sys.argv[1:]]
+from memex.cli.entry import main
+try:
+    main()
+except SystemExit:
+    pass
+print(gc.get_threshold()[0], gc.get_freeze_count() > 0, file=sys.__stdout__)
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "tuned"),
+    [
+        (["poll", "nope"], True),  # the entry's own poll
+        (["--debug", "poll", "nope"], True),  # poll through click
+        (["backfill", "nope"], True),
+        (["status"], False),
+        (["--config", "poll", "status"], False),  # "poll" as the config path's value is no command
+    ],
+)
+def test_the_collector_is_tuned_for_a_one_shot_poll_or_backfill_only(tmp_path: Path, argv: list[str], tuned: bool) -> None:
+    """``memex poll`` and ``memex backfill`` raise the collector's first threshold (start-up objects frozen) before
+    they run, whichever path parses them (issue 25: the collector was about 15% of a Messenger export's CPU); every
+    other command, and any process that merely imports memex, keeps Python's defaults."""
+    cfg = write_config(tmp_path, {"other": {"type": "maildir", "path": str(tmp_path)}})
+    args = argv if argv[0] == "--config" else ["--config", str(cfg), *argv]
+    out = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    threshold, frozen = out.stdout.splitlines()[-1].split()  # after what the command itself printed
+    assert (int(threshold) == ONE_SHOT_GEN0, frozen == "True") == (tuned, tuned)

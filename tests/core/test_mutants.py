@@ -24,7 +24,8 @@ MUTANTS = [
         "memex/runner.py",
         [("            _check_direction(poller, name, current, batch, log, result)\n",
           "            _check_direction(poller, name, current, batch, log, result)\n            current = batch.cursor\n            commit()\n"),
-         ("                current = item.cursor\n", "                pass\n")],
+         ("current = batch.cursor if finished and handled == len(batch.items) else batch.after(handled, current)\n",
+          "current = batch.cursor\n")],
         ["tests/core/test_poll.py::test_upload_failure_mid_batch_stops_the_cursor_before_it",
          "tests/core/test_poll.py::test_kill_9_at_random_moments_loses_nothing_and_duplicates_nothing"],
         id="cursor-saved-before-data",
@@ -664,8 +665,8 @@ MUTANTS = [
     ),
     pytest.param(
         "pollers/messenger/poller.py",
-        [('            item.cursor = {**cur, "at": at, "items": n_items}\n',
-          '            item.cursor = _finish({**cur, "items": n_items}, opened, count=True)\n')],
+        [('    return {**cur, "at": {"export": opened.hash, "unit": unit, "n": k}, "items": int(cur["items"]) + n}\n',
+          '    return _finish({**cur, "items": int(cur["items"]) + n}, opened, count=True)\n')],
         ["tests/messenger/test_messenger_faults.py::test_kill_9_in_a_large_export_then_a_rerun_stores_every_message_exactly_once"],
         id="messenger-export-marked-read-before-it-is-stored",
     ),
@@ -1024,6 +1025,19 @@ MUTANTS = [
         [("        bare = _BARE_CR.search(payload) is not None\n", "        bare = False\n")],
         ["tests/email/test_render_fast.py::test_the_fingerprints_line_ends_are_made_lf_as_before"],
         id="mail-fingerprint-cr-shortcut-over-a-bare-cr",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("else batch.after(handled, current)\n", "else current\n")],
+        ["tests/messenger/test_messenger_faults.py::test_sigterm_inside_a_batch_saves_the_cursor_right_after_the_last_stored_message",
+         "tests/core/test_runner_faults.py::test_maildir_poll_stopped_by_sigterm_mid_batch_resumes_exactly"],
+        id="runner-stopped-inside-a-batch-keeps-its-start",
+    ),
+    pytest.param(
+        "pollers/messenger/poller.py",
+        [("    unit, (k, _) = marks[n - 1]\n", "    unit, (k, _) = marks[-1]\n")],
+        ["tests/messenger/test_messenger_faults.py::test_sigterm_inside_a_batch_saves_the_cursor_right_after_the_last_stored_message"],
+        id="messenger-item-cursor-is-the-batch-end",
     ),
 ]  # fmt: skip
 

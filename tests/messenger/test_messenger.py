@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +15,10 @@ import pytest
 
 from memex import config as memex_config
 from memex.errors import ConfigError
-from memex.records import canonical_json
+from memex.records import canonical_json, rfc3339
 from memex.registry import make_poller
 from memex.runner import poll
-from pollers.messenger.parse import repair
+from pollers.messenger.parse import _sent_at, repair
 from tests.conftest import assert_valid, file_objects, run_cli, stored_records, write_config
 from tests.messenger.messenger_fixtures import ALICE, ME, T0, Export, Thread, e2ee_files, e2ee_msg, fb, msg, write_dir, write_zip
 
@@ -318,3 +320,13 @@ def test_a_store_from_before_the_schema_check_is_made_consistent_by_backfill_rew
     assert {d["type"] for d in assert_valid(stored_records(store))} == {"message", "reaction"}
     after = run_cli("verify", "fbm", "-q", config=cfg_path)
     assert (after.returncode, after.stdout) == (0, "")
+
+
+def test_the_sent_time_is_the_text_rfc3339_writes_for_every_millisecond() -> None:
+    """The renderer's sent time (date and minute cached, seconds and fractions looked up in tables) is exactly what
+    ``rfc3339(datetime.fromtimestamp(ts / 1000, UTC))`` writes: with and without milliseconds, at minute and day
+    boundaries, and after 2106 (where it takes that path itself)."""
+    rng = random.Random(25)
+    edges = [0, 1, 999, 1000, 59_999, 60_000, 86_399_999, 86_400_000, 2**32 * 1000 - 1, 2**32 * 1000 + 123]
+    for ts in edges + [rng.randrange(0, 2**32 * 1000) for _ in range(20_000)]:
+        assert _sent_at(ts) == rfc3339(datetime.fromtimestamp(ts / 1000, UTC)), ts

@@ -159,3 +159,31 @@ def test_an_html_export_and_a_cut_short_zip_are_both_named_with_what_to_do(tmp_p
     assert "2 exports in the inbox cannot be read" in line
     assert "cut.zip: not a complete zip file" in line and "download it again" in line
     assert "html.zip: an HTML export" in line and "Format: JSON" in line
+
+
+def test_sigterm_inside_a_batch_saves_the_cursor_right_after_the_last_stored_message(tmp_path: Path) -> None:
+    """A Messenger batch makes its items' cursors only where the runner stops (``Batch.cursor_at``): a poll stopped by
+    SIGTERM at the 700th message (inside the second batch of 500 and inside the second thread) saves the cursor just
+    past the last message it stored, so the next poll stores the other 500 and re-reads none (no duplicate, nothing lost).
+
+    The poll is held at that message (a test hold) when the signal is sent, whatever the machine's speed; let go by the
+    stop, the file store stores the held message, and the runner stops before the next."""
+    cfg = setup(tmp_path)
+    threads = [
+        Thread(f"p{k}_{k}", [f"P{k}", ME], [msg(f"P{k}", T0 + i * 10, f"{k}.{i}") for i in range(400)], per_file=100) for k in range(3)
+    ]
+    write_zip(tmp_path / "inbox" / "big.zip", Export(threads).files())
+    gate = Gate(tmp_path, 700)
+    argv = [sys.executable, "-m", "memex", "--config", str(cfg), "poll", "fbm"]
+    proc = subprocess.Popen(argv, cwd=ROOT, env=gate.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    gate.wait_held(proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    first = [e for e in read_log(tmp_path / "state", "fbm") if e.get("event") == "poll"][-1]
+    assert first["stopped"] == "signal" and first["new"] == 700 and first["positions_after"]["items"] == 700
+    out = run_cli("poll", "fbm", config=cfg)
+    assert out.returncode == 0, out.stderr
+    second = [e for e in read_log(tmp_path / "state", "fbm") if e.get("event") == "poll"][-1]
+    assert second["new"] == 500 and second["dup"] == 0
+    assert texts(tmp_path) == sorted(f"{k}.{i}" for k in range(3) for i in range(400))

@@ -76,9 +76,10 @@ def _exports(inbox: Path) -> None:
         os.utime(path, ns=(1_600_000_000_000_000_000 + n, 1_600_000_000_000_000_000 + n))
 
 
-def _item_lines(item: Item) -> Iterator[str]:
-    """One item as text: its cursor, its record (or failure), its media's digests and flags."""
-    yield json.dumps(item.cursor, sort_keys=True)
+def _item_lines(item: Item, cursor: Any) -> Iterator[str]:
+    """One item as text: its cursor (a live batch makes it on demand: ``Batch.after``), its record (or failure), its
+    media's digests and flags."""
+    yield json.dumps(cursor, sort_keys=True)
     if item.message is not None:
         yield item.message.key()
         yield item.message.to_json().decode()
@@ -95,8 +96,9 @@ def _lines(inbox: Path) -> Iterator[str]:
         cursor: Any = start
         for _ in range(100):
             batch = poller.fetch(cursor, 3)
-            for item in batch.items:
-                yield from _item_lines(item)
+            for n, item in enumerate(batch.items, 1):
+                assert item.cursor is None or item.cursor == batch.after(n, cursor)
+                yield from _item_lines(item, batch.after(n, cursor))
             yield json.dumps([batch.cursor, batch.warnings, batch.reset], sort_keys=True)
             if not batch.items and batch.cursor == cursor:
                 break
@@ -105,7 +107,7 @@ def _lines(inbox: Path) -> Iterator[str]:
     poller = MessengerPoller("fbm", inbox, settle_seconds=0, me=ME)
     try:
         for item in poller.history(None, None, None):
-            yield from _item_lines(item)
+            yield from _item_lines(item, item.cursor)
     except Exception as exc:  # the broken thread file is reported at the end of the walk
         yield f"{type(exc).__name__}: {exc}"
     poller.close()
