@@ -91,15 +91,15 @@ def read_records(store: ObjectStore, keys: Iterator[str] | list[str], workers: i
 
 
 def batch_sizes() -> Iterator[int]:
-    """Records in each batch of a rebuild: :data:`FIRST` (SQLite starts while the next one is read), then a quarter of
-    what was read so far, from :data:`BATCH` to :data:`MOST`: a batch's rows spread over the whole time range, and the
-    more of them there are beside the rows already in, the more of them share a page of the index."""
-    yield FIRST
-    n = FIRST
+    """Records in each batch of a rebuild: :data:`FIRST`, doubling up to :data:`BATCH` (SQLite starts at once, and
+    each batch is read while the one before, about as long, is inserted), then a quarter of what was read so far, up
+    to :data:`MOST`: a batch's rows spread over the whole time range, and the more of them there are beside the rows
+    already in, the more of them share a page of the index."""
+    size, n = FIRST, 0
     while True:
-        size = min(MOST, max(BATCH, n // 4))
         yield size
         n += size
+        size = min(MOST, max(min(BATCH, size * 2), n // 4))
 
 
 def _ahead(batches: Iterator[T]) -> Generator[T, None, None]:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 1
 BUSY_SECONDS = 10.0  # a connection waits this long for another one's transaction (a poll's, a few ms)
-REBUILD_HASH = 64 << 20  # a rebuild: bytes of terms FTS5 holds in memory before it writes a segment (fewer, larger segments)
+REBUILD_HASH = 16 << 20  # a rebuild: bytes of terms FTS5 holds in memory before it writes a segment (merged at the end)
 POLL_HASH = 1 << 20  # FTS5's default, put back for the polls' small transactions
 REBUILD_SEGMENTS = 2000  # a rebuild leaves FTS5's segments unmerged (up to this many) until its end
 SIDE_FILES = ("-journal", "-wal", "-shm")  # SQLite's files beside a database, named after it
@@ -185,6 +185,7 @@ class SearchIndex:
             n += self._add_staged(batch)
             if tick is not None:
                 tick(n)
+        self.db.execute("PRAGMA cache_size = -8192")  # the indexes' sorts keep 8 MiB in memory, whatever the size
         self.db.execute("BEGIN")
         for stmt in _SECONDARY.values():
             self.db.execute(stmt)
