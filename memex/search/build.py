@@ -18,13 +18,16 @@ duplicate, and duplicates are handed over too, so it is indexed then.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from memex.config import Config
+from memex.errors import StateError
 from memex.hold import point_from_env
 from memex.records import encode_id
 from memex.search import index_path, journal_path
@@ -161,8 +164,8 @@ def rebuild(cfg: Config, store: ObjectStore, sources: list[str] | None, *, worke
     folder = ensure_private_dir(live.parent)
     with exclusive(folder / REBUILD_LOCK, REBUILD_WAIT):
         keys = (key for prefix in tops for key in store.list_keys(prefix) if is_record_key(key))
-        bulk.remove_stages(new)  # a rebuild that was killed
         try:
+            bulk.remove_stages(new)  # a rebuild that was killed
             index = SearchIndex(new, fresh=True)
             batches = _ahead(bulk.staged(read_bodies(store, keys, workers), new, batch_sizes()))
             try:
@@ -183,12 +186,25 @@ def rebuild(cfg: Config, store: ObjectStore, sources: list[str] | None, *, worke
                     Path(f"{live}{suffix}").unlink(missing_ok=True)
                 os.replace(new, live)
                 fsync_dir(folder)
+        except (sqlite3.Error, OSError) as exc:  # a full disk, a file in the way: one line naming it, never "internal"
+            new.unlink(missing_ok=True)
+            raise _stopped(exc, new) from None
         except BaseException:
             new.unlink(missing_ok=True)
             raise
         finally:
-            bulk.remove_stages(new)
+            with contextlib.suppress(OSError):  # best effort: the next rebuild removes them first, or names what it cannot
+                bulk.remove_stages(new)
     return n
+
+
+def _stopped(exc: sqlite3.Error | OSError, new: Path) -> StateError:
+    """The one line for a rebuild stopped by the file system or SQLite: what, where, and what to do (SQLite's own
+    message is left out: it may quote a record's text; its error name says enough)."""
+    fix = "free space or fix the permissions, then run `memex index rebuild` again"
+    if isinstance(exc, OSError):
+        return StateError(f"rebuild stopped: {exc.strerror or type(exc).__name__}; {fix}", path=exc.filename or new)
+    return StateError(f"rebuild stopped: SQLite {getattr(exc, 'sqlite_errorname', type(exc).__name__)}; {fix}", path=new)
 
 
 def store_counts(store: ObjectStore, source: str) -> int:

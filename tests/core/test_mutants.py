@@ -1039,6 +1039,12 @@ MUTANTS = [
         ["tests/messenger/test_messenger_faults.py::test_sigterm_inside_a_batch_saves_the_cursor_right_after_the_last_stored_message"],
         id="messenger-item-cursor-is-the-batch-end",
     ),
+    pytest.param(
+        "memex/search/build.py",
+        [("        except (sqlite3.Error, OSError) as exc:  # a full disk", "        except (ZeroDivisionError,) as exc:  # a full disk")],
+        ["tests/core/test_search_bulk.py::test_a_rebuild_stopped_by_the_file_system_is_one_line_naming_the_file_and_the_live_index_stays"],
+        id="search-rebuild-stopped-by-the-disk-is-an-internal-error",
+    ),
 ]  # fmt: skip
 
 

@@ -156,3 +156,23 @@ def test_a_rebuild_leaves_no_staging_file_and_removes_a_killed_ones(tmp_path: Pa
     names = sorted(p.name for p in folder.iterdir() if p.is_file())
     assert not [n for n in names if ".stage-" in n or n.endswith(".new")], names
     assert all(stat.S_IMODE((folder / n).stat().st_mode) == 0o600 for n in names), names
+
+
+def test_a_rebuild_stopped_by_the_file_system_is_one_line_naming_the_file_and_the_live_index_stays(tmp_path: Path) -> None:
+    """Something in the way of a staging file (here a folder where a killed rebuild's file would be) stops the
+    rebuild with one line naming it and what to do, exit 1, never "internal error"; the index searches kept answers
+    from the live file, and the new file is gone."""
+    db = tmp_path / "chat.db"
+    imessage_samples.build(db, 20, seed=43)
+    config = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}})
+    assert run_cli("poll", "imessage", config=config).returncode == 0
+    folder = tmp_path / "state" / "search"
+    before = run_cli("search", "--json", "*", config=config)
+    (folder / "index.sqlite.new.stage-0").mkdir()
+    out = run_cli("index", "rebuild", config=config)
+    assert out.returncode == 1 and out.stdout == "", out.stderr
+    line = out.stderr.strip()
+    assert "\n" not in line and "index.sqlite.new.stage-0" in line and "memex index rebuild" in line, line
+    assert "internal" not in line.lower() and "Traceback" not in out.stderr
+    assert not (folder / "index.sqlite.new").exists()
+    assert run_cli("search", "--json", "*", config=config).stdout == before.stdout
