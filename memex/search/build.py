@@ -234,7 +234,7 @@ class Follower:
             self.whole = False
             return 0
         except Exception as exc:
-            self.log.warning("search.catch_up_failed", keys=len(keys), error=type(exc).__name__)
+            self.log.warning("search.catch_up_failed", keys=len(keys), error=type(exc).__name__, **_fix(exc))
             self.whole = False
             return 0
         self._remove()
@@ -266,7 +266,7 @@ class Follower:
             self.whole = False
             return
         except Exception as exc:
-            self.log.warning("search.index_failed", records=len(stored), error=type(exc).__name__)
+            self.log.warning("search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc))
             self.whole = False
             return
         self._remove()
@@ -277,3 +277,9 @@ class Follower:
             os.truncate(self.journal, 0)
         except FileNotFoundError:
             pass
+
+
+def _fix(exc: Exception) -> dict[str, str]:
+    """``reason``: memex's own one line for an index it cannot use (it names the file and the fix; never a record's
+    text); nothing for any other exception, whose text may quote a record."""
+    return {"reason": str(exc)} if isinstance(exc, StateError) else {}

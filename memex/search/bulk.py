@@ -79,7 +79,7 @@ INSERT INTO messages(id, key, source, native_id, sent_at, ts, conv_id, conv_name
 SELECT id, key, {_s('$.source')}, {_s('$.native_id')}, CASE json_type(body, '$.sent_at') WHEN 'text'
   THEN json_extract(body, '$.sent_at') END, ts, {_s('$.conversation.id')}, {_s('$.conversation.name')}, {_SENDER},
   {_s('$.sender.name')}, json_type(body, '$.sender.is_me') IS 'true', recipients, {_s('$.extra.subject')}, attachments, n_attachments,
-  {_TEXT}, {_DELETED}, {_TEXT}, 0, {_DELETED}
+  NULL, {_DELETED}, {_TEXT}, 0, {_DELETED}
 FROM stg.stage ORDER BY id
 """  # fmt: skip
 INSERT_FTS = """

@@ -1,7 +1,10 @@
 """The search index file: SQLite with an FTS5 table, in ``<state_dir>/search/index.sqlite`` (folder 0700, file 0600).
 
-Tables: ``messages`` (one row per stored message: the fields queries filter on, the original and the latest text),
-``fts`` (FTS5, rowid = ``messages.id``, which is in time order (:func:`memex.search.rows.time_id`): body, subject, sender, recipients, conversation, attachment names),
+Tables: ``messages`` (one row per stored message: the fields queries filter on, the latest text, and the original
+text once an edit replaced it: NULL until then),
+``fts`` (FTS5, rowid = ``messages.id``, which is in time order (:func:`memex.search.rows.time_id`): body, subject,
+sender, recipients, conversation, attachment names; its content is read from ``messages`` through the view
+``fts_source``, so a row's words must leave FTS5 before the row changes),
 ``revisions`` (every revision seen, so one that arrives before its message is applied when the message comes) and
 ``sources`` (per source: when records were last added and the index last rebuilt; the counts are the rows).
 Adding a record is idempotent (by key), so a journal replayed after a crash, or a record seen twice, is harmless.
@@ -30,7 +33,7 @@ from memex.state.files import ensure_private_dir, full_fsync
 if TYPE_CHECKING:
     from memex.search.bulk import Staged
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: messages appended in arrival order (id a unique column), FTS5's content read from them
 BUSY_SECONDS = 10.0  # a connection waits this long for another one's transaction (a poll's, a few ms)
 REBUILD_HASH = 16 << 20  # a rebuild: bytes of terms FTS5 holds in memory before it writes a segment (merged at the end)
 POLL_HASH = 1 << 20  # FTS5's default, put back for the polls' small transactions
@@ -39,16 +42,18 @@ SIDE_FILES = ("-journal", "-wal", "-shm")  # SQLite's files beside a database, n
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages(
-  id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, source TEXT NOT NULL, native_id TEXT NOT NULL, sent_at TEXT,
+  id INTEGER NOT NULL UNIQUE, key TEXT NOT NULL UNIQUE, source TEXT NOT NULL, native_id TEXT NOT NULL, sent_at TEXT,
   ts REAL, conv_id TEXT NOT NULL, conv_name TEXT NOT NULL, sender_id TEXT NOT NULL, sender_name TEXT NOT NULL,
   is_me INTEGER NOT NULL, recipients TEXT NOT NULL, subject TEXT NOT NULL, attachments TEXT NOT NULL,
-  n_attachments INTEGER NOT NULL, original TEXT NOT NULL, original_deleted INTEGER NOT NULL, text TEXT NOT NULL,
+  n_attachments INTEGER NOT NULL, original TEXT, original_deleted INTEGER NOT NULL, text TEXT NOT NULL,
   edited INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS revisions(key TEXT PRIMARY KEY, message_key TEXT NOT NULL, kind TEXT NOT NULL, at TEXT NOT NULL,
   text TEXT, deleted INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS revisions_message ON revisions(message_key);
+CREATE VIEW IF NOT EXISTS fts_source AS SELECT id, text AS body, subject, sender_name || char(10) || sender_id AS sender,
+  recipients, conv_name || char(10) || conv_id AS conversation, attachments FROM messages;
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, subject, sender, recipients, conversation, attachments,
-  tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3');
+  content = 'fts_source', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3');
 CREATE TABLE IF NOT EXISTS sources(source TEXT PRIMARY KEY, added_at TEXT, rebuilt_at TEXT);
 """
 _SECONDARY = {  # dropped during a rebuild, made again at its end
@@ -97,14 +102,18 @@ class SearchIndex:
             self.db.execute(f"PRAGMA synchronous = {'OFF' if fresh else 'NORMAL'}")
             if fresh:
                 self.db.execute("PRAGMA journal_mode = OFF")
-            if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:  # a new file (or an older schema)
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                raise StateError(f"made by another version of memex (format {version}, this one reads {SCHEMA_VERSION}); "
+                                 "run `memex index rebuild` to make it again from the store", path=path)  # fmt: skip
+            if version == 0:  # a new file
                 if not fresh:
                     self.db.execute("PRAGMA journal_mode = WAL")  # kept in the file
                 self.db.executescript(_SCHEMA)
                 for stmt in _SECONDARY.values():
                     self.db.execute(stmt)
                 self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        except RebuildRunning:
+        except (RebuildRunning, StateError):
             self._unlock()
             raise
         except (OSError, sqlite3.Error) as exc:
@@ -291,16 +300,18 @@ class SearchIndex:
         return out
 
     def _update(self, row: Row, rowid: int) -> None:
-        """Refresh an indexed message from its record (stored again, or read back by a catch-up)."""
-        self.db.execute(_UPDATE, (*_values(row), rowid))
+        """Refresh an indexed message from its record (stored again, or read back by a catch-up). Its words leave
+        FTS5 before the row changes: FTS5 reads the words to remove from the row (``fts_source``)."""
         self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
+        self.db.execute(_UPDATE, (*_values(row), rowid))
         self.db.execute(_INSERT_FTS, (rowid, *_fts(row.text, row)))
         if self._any_revisions and self.db.execute("SELECT 1 FROM revisions WHERE message_key = ? LIMIT 1", (row.key,)).fetchone():
             self._refresh(row.key)
 
     def _refresh(self, message_key: str) -> None:
         """Apply a message's revisions to its row: the latest edit's text is the text searched; a delete marks it."""
-        found = self.db.execute("SELECT id, original, original_deleted FROM messages WHERE key = ?", (message_key,)).fetchone()
+        found = self.db.execute("SELECT id, coalesce(original, text), original_deleted FROM messages WHERE key = ?",
+                                (message_key,)).fetchone()  # fmt: skip
         if found is None:
             return  # the revision came first: applied when its message is added
         rowid, original, original_deleted = found
@@ -309,12 +320,11 @@ class SearchIndex:
         latest = latest_text(revs)
         text = original if latest is None else latest
         deleted = bool(original_deleted) or any(r.deleted for r in revs)
-        self.db.execute(
-            "UPDATE messages SET text = ?, edited = ?, deleted = ? WHERE id = ?", (text, int(latest is not None), int(deleted), rowid)
-        )
+        self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))  # first: FTS5 reads the words to remove from the row
+        self.db.execute("UPDATE messages SET original = ?, text = ?, edited = ?, deleted = ? WHERE id = ?",
+                        (None if latest is None else original, text, int(latest is not None), int(deleted), rowid))  # fmt: skip
         row = self.db.execute("SELECT subject, sender_name, sender_id, recipients, conv_name, conv_id, attachments FROM messages WHERE id = ?",
                               (rowid,)).fetchone()  # fmt: skip
-        self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
         self.db.execute(_INSERT_FTS, (rowid, text, row[0], f"{row[1]}\n{row[2]}", row[3], f"{row[4]}\n{row[5]}", row[6]))
 
     def rebuilt(self, sources: Iterable[str]) -> None:
@@ -352,9 +362,28 @@ class SearchIndex:
 
 
 def _values(row: Row) -> tuple[Any, ...]:
-    return (row.key, row.source, row.native_id, row.sent_at, row.ts, row.conv_id, row.conv_name, row.sender_id, row.sender_name,
-            int(row.is_me), row.recipients, row.subject, row.attachments, row.n_attachments, row.text, int(row.deleted), row.text,
-            0, int(row.deleted))  # fmt: skip
+    """The ``messages`` columns of ``row`` (:data:`COLUMNS`); ``original`` NULL: the text is the original until an edit."""
+    return (
+        row.key,
+        row.source,
+        row.native_id,
+        row.sent_at,
+        row.ts,
+        row.conv_id,
+        row.conv_name,
+        row.sender_id,
+        row.sender_name,
+        int(row.is_me),
+        row.recipients,
+        row.subject,
+        row.attachments,
+        row.n_attachments,
+        None,
+        int(row.deleted),
+        row.text,
+        0,
+        int(row.deleted),
+    )  # fmt: skip  (original: NULL, the text is the original until an edit)
 
 
 def _fts(text: str, row: Row) -> tuple[str, ...]:

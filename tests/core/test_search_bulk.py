@@ -18,7 +18,7 @@ from typing import Any
 from memex.search import bulk as staging
 from memex.search.index import SearchIndex
 from pollers.imessage import samples as imessage_samples
-from tests.conftest import run_cli, write_config
+from tests.conftest import read_log, run_cli, write_config
 
 FIELDS = ("source", "native_id", "text", "sent_at", "conversation", "sender", "extra", "attachments", "deleted")
 ODD: list[Any] = [None, 7, 2.5, True, False, "", "x", [], ["a"], {}, {"id": "q"}]  # a value of each JSON type
@@ -76,8 +76,10 @@ def _stored(rng: random.Random) -> list[tuple[str, bytes]]:
 
 
 def _tables(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """The tables a search reads, once FTS5's index is checked against the rows it reads its words from."""
     db = sqlite3.connect(path)
     try:
+        db.execute("INSERT INTO fts(fts, rank) VALUES('integrity-check', 1)")  # raises if a row's words are off
         return {
             "messages": db.execute("SELECT * FROM messages ORDER BY id").fetchall(),
             "fts": db.execute("SELECT rowid, * FROM fts ORDER BY rowid").fetchall(),
@@ -176,3 +178,31 @@ def test_a_rebuild_stopped_by_the_file_system_is_one_line_naming_the_file_and_th
     assert "internal" not in line.lower() and "Traceback" not in out.stderr
     assert not (folder / "index.sqlite.new").exists()
     assert run_cli("search", "--json", "*", config=config).stdout == before.stdout
+
+
+def test_an_index_of_another_format_says_to_rebuild_and_polls_keep_their_journal_until_then(tmp_path: Path) -> None:
+    """An index an older memex made (another ``user_version``) is never written into: a search is one line naming
+    the file and `memex index rebuild` (exit 1); a poll stores its messages, warns with that line and keeps its
+    journal; the rebuild then makes the index anew from the store and the next poll empties the journal."""
+    db = tmp_path / "chat.db"
+    imessage_samples.build(db, 10, seed=45)
+    config = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}})
+    assert run_cli("poll", "imessage", config=config).returncode == 0
+    index = tmp_path / "state" / "search" / "index.sqlite"
+    con = sqlite3.connect(index)
+    con.execute("PRAGMA user_version = 1")
+    con.close()
+    out = run_cli("search", "*", config=config)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and str(index) in out.stderr, out.stderr
+    assert "memex index rebuild" in out.stderr and "Traceback" not in out.stderr
+    imessage_samples.append(db, 5, seed=46)
+    polled = run_cli("poll", "imessage", config=config)
+    assert polled.returncode == 0, polled.stderr
+    warned = [e for e in read_log(tmp_path / "state", "imessage") if e["event"] == "search.index_failed"]
+    assert warned and "memex index rebuild" in warned[-1]["reason"]
+    journal = tmp_path / "state" / "search" / "pending" / "imessage.poll.keys"
+    assert len(journal.read_text().splitlines()) == 5
+    assert run_cli("index", "rebuild", config=config).returncode == 0
+    assert run_cli("poll", "imessage", config=config).returncode == 0
+    assert journal.stat().st_size == 0
+    assert len(run_cli("search", "--json", "*", config=config).stdout.split('"native_id"')) == 16  # 15 messages
