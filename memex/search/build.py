@@ -39,7 +39,7 @@ from memex.state.locks import exclusive
 from memex.store.objects import ObjectStore
 
 T = TypeVar("T")
-FIRST, BATCH, MOST = 2000, 20000, 100000  # records inserted together (batch_sizes)
+FIRST, BATCH = 2000, 20000  # records inserted together (batch_sizes)
 
 
 def journal_append(path: Path, keys: list[str]) -> None:
@@ -95,14 +95,12 @@ def read_records(store: ObjectStore, keys: Iterator[str] | list[str], workers: i
 
 def batch_sizes() -> Iterator[int]:
     """Records in each batch of a rebuild: :data:`FIRST`, doubling up to :data:`BATCH` (SQLite starts at once, and
-    each batch is read while the one before, about as long, is inserted), then a quarter of what was read so far, up
-    to :data:`MOST`: a batch's rows spread over the whole time range, and the more of them there are beside the rows
-    already in, the more of them share a page of the index."""
-    size, n = FIRST, 0
+    each batch is read while the one before, about as long, is inserted); never more, so the memory a batch's sort
+    takes is the same whatever the store's size."""
+    size = FIRST
     while True:
         yield size
-        n += size
-        size = min(MOST, max(min(BATCH, size * 2), n // 4))
+        size = min(BATCH, size * 2)
 
 
 def _ahead(batches: Iterator[T]) -> Generator[T, None, None]:

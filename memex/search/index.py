@@ -178,7 +178,7 @@ class SearchIndex:
         with FTS5 holding up to :data:`REBUILD_HASH` bytes of terms before it writes a segment; the secondary indexes
         are made at the end.
         """
-        self.db.execute("PRAGMA cache_size = -65536")  # 64 MiB of pages: the B-trees are written in time order, not key order
+        self.db.execute("PRAGMA cache_size = -32768")  # 32 MiB of pages (the rows are appended; the id index is what is random)
         self.db.execute("INSERT INTO fts(fts, rank) VALUES('hashsize', ?)", (REBUILD_HASH,))
         self.db.execute("INSERT INTO fts(fts, rank) VALUES('automerge', 0)")  # segments merged once, at the end
         self.db.execute("INSERT INTO fts(fts, rank) VALUES('crisismerge', ?)", (REBUILD_SEGMENTS,))
