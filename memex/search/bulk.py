@@ -27,6 +27,7 @@ from pathlib import Path
 from memex.errors import StateError
 from memex.records import encode_id
 from memex.search.rows import is_record_key, time_id, timestamp
+from memex.search.schema import SCHEMA_VERSION
 
 
 def _s(path: str) -> str:
@@ -236,12 +237,12 @@ def _spread(db: sqlite3.Connection, taken: Callable[[list[int]], set[int]]) -> N
     db.executemany("UPDATE stg.stage SET id = ? WHERE n = ?", moved)
 
 
-def copy_others(db: sqlite3.Connection, keep: Path, sources: list[str], version: int) -> None:
+def copy_others(db: sqlite3.Connection, keep: Path, sources: list[str]) -> None:
     """Copy the rows of every source but ``sources`` from the index at ``keep`` (the live one: only read) into ``db``
-    (a rebuild of ``sources`` only); an index at ``keep`` of another schema ``version`` cannot be copied."""
+    (a rebuild of ``sources`` only); an index at ``keep`` of another format cannot be copied."""
     db.execute("ATTACH DATABASE ? AS old", (str(keep),))  # only read
     try:
-        if db.execute("PRAGMA old.user_version").fetchone()[0] != version:
+        if db.execute("PRAGMA old.user_version").fetchone()[0] != SCHEMA_VERSION:
             raise StateError("the index is of an older format: rebuild every source (`memex index rebuild`)", path=keep)
         marks = ", ".join("?" * len(sources))
         not_like = " AND ".join("key NOT LIKE ? ESCAPE '\\'" for _ in sources)

@@ -1,12 +1,6 @@
 """The search index file: SQLite with an FTS5 table, in ``<state_dir>/search/index.sqlite`` (folder 0700, file 0600).
 
-Tables: ``messages`` (one row per stored message: the fields queries filter on, the latest text, and the original
-text once an edit replaced it: NULL until then),
-``fts`` (FTS5, rowid = ``messages.id``, which is in time order (:func:`memex.search.rows.time_id`): body, subject,
-sender, recipients, conversation, attachment names; its content is read from ``messages`` through the view
-``fts_source``, so a row's words must leave FTS5 before the row changes),
-``revisions`` (every revision seen, so one that arrives before its message is applied when the message comes) and
-``sources`` (per source: when records were last added and the index last rebuilt; the counts are the rows).
+Its tables, the view FTS5 reads through and the format number: :mod:`memex.search.schema`.
 Adding a record is idempotent (by key), so a journal replayed after a crash, or a record seen twice, is harmless.
 A rebuild fills a fresh file (``fresh=True``, :meth:`SearchIndex.rebuild`) that :func:`memex.search.build.rebuild`
 renames over the live one.
@@ -27,44 +21,19 @@ from memex.records import decode_id
 from memex.search import index_path
 from memex.search.locks import RebuildRunning, reader_lock, writer_lock
 from memex.search.rows import RevisionRow, Row, is_record_key, latest_text, message_row, revision_parent, revision_row, time_id
+from memex.search.schema import COLUMNS, SCHEMA, SCHEMA_VERSION, SECONDARY
 from memex.state.cursors import utc_now
 from memex.state.files import ensure_private_dir, full_fsync
 
 if TYPE_CHECKING:
     from memex.search.bulk import Staged
 
-SCHEMA_VERSION = 2  # 2: messages appended in arrival order (id a unique column), FTS5's content read from them
 BUSY_SECONDS = 10.0  # a connection waits this long for another one's transaction (a poll's, a few ms)
 REBUILD_HASH = 16 << 20  # a rebuild: bytes of terms FTS5 holds in memory before it writes a segment (merged at the end)
 POLL_HASH = 1 << 20  # FTS5's default, put back for the polls' small transactions
 REBUILD_SEGMENTS = 2000  # a rebuild leaves FTS5's segments unmerged (up to this many) until its end
 SIDE_FILES = ("-journal", "-wal", "-shm")  # SQLite's files beside a database, named after it
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS messages(
-  id INTEGER NOT NULL UNIQUE, key TEXT NOT NULL UNIQUE, source TEXT NOT NULL, native_id TEXT NOT NULL, sent_at TEXT,
-  ts REAL, conv_id TEXT NOT NULL, conv_name TEXT NOT NULL, sender_id TEXT NOT NULL, sender_name TEXT NOT NULL,
-  is_me INTEGER NOT NULL, recipients TEXT NOT NULL, subject TEXT NOT NULL, attachments TEXT NOT NULL,
-  n_attachments INTEGER NOT NULL, original TEXT, original_deleted INTEGER NOT NULL, text TEXT NOT NULL,
-  edited INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS revisions(key TEXT PRIMARY KEY, message_key TEXT NOT NULL, kind TEXT NOT NULL, at TEXT NOT NULL,
-  text TEXT, deleted INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS revisions_message ON revisions(message_key);
-CREATE VIEW IF NOT EXISTS fts_source AS SELECT id, text AS body, subject, sender_name || char(10) || sender_id AS sender,
-  recipients, conv_name || char(10) || conv_id AS conversation, attachments FROM messages;
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, subject, sender, recipients, conversation, attachments,
-  content = 'fts_source', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3');
-CREATE TABLE IF NOT EXISTS sources(source TEXT PRIMARY KEY, added_at TEXT, rebuilt_at TEXT);
-"""
-_SECONDARY = {  # dropped during a rebuild, made again at its end
-    "messages_ts": "CREATE INDEX IF NOT EXISTS messages_ts ON messages(ts)",
-    "messages_native": "CREATE INDEX IF NOT EXISTS messages_native ON messages(native_id)",
-    "messages_source": "CREATE INDEX IF NOT EXISTS messages_source ON messages(source, ts)",
-}
-
-COLUMNS = ("key", "source", "native_id", "sent_at", "ts", "conv_id", "conv_name", "sender_id", "sender_name", "is_me",
-           "recipients", "subject", "attachments", "n_attachments", "original", "original_deleted", "text", "edited",
-           "deleted")  # fmt: skip
 _UPDATE = f"UPDATE messages SET {', '.join(c + ' = ?' for c in COLUMNS)} WHERE id = ?"
 _INSERT_ID = f"INSERT INTO messages(id, {', '.join(COLUMNS)}) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})"
 _INSERT_FTS = "INSERT INTO fts(rowid, body, subject, sender, recipients, conversation, attachments) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -109,8 +78,8 @@ class SearchIndex:
             if version == 0:  # a new file
                 if not fresh:
                     self.db.execute("PRAGMA journal_mode = WAL")  # kept in the file
-                self.db.executescript(_SCHEMA)
-                for stmt in _SECONDARY.values():
+                self.db.executescript(SCHEMA)
+                for stmt in SECONDARY.values():
                     self.db.execute(stmt)
                 self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except (RebuildRunning, StateError):
@@ -182,12 +151,12 @@ class SearchIndex:
         self.db.execute("INSERT INTO fts(fts, rank) VALUES('hashsize', ?)", (REBUILD_HASH,))
         self.db.execute("INSERT INTO fts(fts, rank) VALUES('automerge', 0)")  # segments merged once, at the end
         self.db.execute("INSERT INTO fts(fts, rank) VALUES('crisismerge', ?)", (REBUILD_SEGMENTS,))
-        for name in _SECONDARY:
+        for name in SECONDARY:
             self.db.execute(f"DROP INDEX IF EXISTS {name}")
         if keep is not None and sources and keep.exists():
             from memex.search import bulk
 
-            bulk.copy_others(self.db, keep, sources, SCHEMA_VERSION)
+            bulk.copy_others(self.db, keep, sources)
         self._any_revisions = self.db.execute("SELECT 1 FROM revisions LIMIT 1").fetchone() is not None
         n = 0
         for batch in batches:
@@ -196,7 +165,7 @@ class SearchIndex:
                 tick(n)
         self.db.execute("PRAGMA cache_size = -8192")  # the indexes' sorts keep 8 MiB in memory, whatever the size
         self.db.execute("BEGIN")
-        for stmt in _SECONDARY.values():
+        for stmt in SECONDARY.values():
             self.db.execute(stmt)
         self.rebuilt(sources or [r[0] for r in self.db.execute("SELECT DISTINCT source FROM messages")])
         self.db.execute("COMMIT")
