@@ -33,8 +33,8 @@ from memex.records import encode_id
 from memex.search import index_path, journal_path
 from memex.search.index import SIDE_FILES, SearchIndex
 from memex.search.locks import OPEN_LOCK, REBUILD_LOCK, REBUILD_WAIT, SWAP_WAIT, RebuildRunning
-from memex.search.rows import is_record_key
-from memex.state.files import ensure_private_dir, fsync_dir, full_fsync, make_dirs
+from memex.search.rows import is_record_key, load_record
+from memex.state.files import ensure_private_dir, fsync_dir, fsync_file, make_dirs
 from memex.state.locks import exclusive
 from memex.store.objects import ObjectStore
 
@@ -85,11 +85,7 @@ def read_bodies(store: ObjectStore, keys: Iterator[str] | list[str], workers: in
 def read_records(store: ObjectStore, keys: Iterator[str] | list[str], workers: int) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(key, record)`` of each key that holds a readable record (gone or unreadable ones are left out)."""
     for key, body in read_bodies(store, keys, workers):
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            continue
-        if isinstance(doc, dict):
+        if (doc := load_record(body)) is not None:
             yield key, doc
 
 
@@ -171,11 +167,7 @@ def rebuild(cfg: Config, store: ObjectStore, sources: list[str] | None, *, worke
             finally:
                 batches.close()  # stops the reading thread
                 index.close()
-            fd = os.open(new, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                full_fsync(fd)  # the new file is whole on disk before its name replaces the old one
-            finally:
-                os.close(fd)
+            fsync_file(new)  # the new file is whole on disk before its name replaces the old one
             hold = point_from_env("swap")
             if hold is not None:
                 hold.reached(None)

@@ -9,7 +9,6 @@ renames over the live one.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
@@ -20,10 +19,10 @@ from memex.errors import StateError
 from memex.records import decode_id
 from memex.search import index_path
 from memex.search.locks import RebuildRunning, reader_lock, writer_lock
-from memex.search.rows import RevisionRow, Row, is_record_key, latest_text, message_row, revision_parent, revision_row, time_id
+from memex.search.rows import RevisionRow, Row, is_record_key, latest_text, load_record, message_row, revision_parent, revision_row, time_id
 from memex.search.schema import COLUMNS, SCHEMA, SCHEMA_VERSION, SECONDARY
 from memex.state.cursors import utc_now
-from memex.state.files import ensure_private_dir, full_fsync
+from memex.state.files import ensure_private_dir, fsync_file
 
 if TYPE_CHECKING:
     from memex.search.bulk import Staged
@@ -107,7 +106,7 @@ class SearchIndex:
         try:
             self.db.close()
             if self._wrote:
-                _sync_if_present(Path(f"{self.path}-wal"))
+                fsync_file(Path(f"{self.path}-wal"), missing_ok=True)  # a WAL another connection kept
         finally:
             self._unlock()
 
@@ -189,8 +188,8 @@ class SearchIndex:
                 self.db, batch.path, taken=lambda ids: {r[0] for r in self._in("SELECT id FROM messages WHERE id IN ({})", ids)},
                 refresh=self._refresh if self._any_revisions else None)  # fmt: skip
             self._touch({_source_of(folder) for folder in folders})
-            parsed = [(key, doc) for key, text in refused if (doc := _loads(text.encode())) is not None]
-        parsed += [(key, doc) for key, body in batch.others if (doc := _loads(body)) is not None]
+            parsed = [(key, doc) for key, text in refused if (doc := load_record(text.encode())) is not None]
+        parsed += [(key, doc) for key, body in batch.others if (doc := load_record(body)) is not None]
         if not parsed:
             return n
         self.db.execute("BEGIN")
@@ -366,24 +365,3 @@ def _segment_source(segment: str) -> str:
 
 def _source_of(key: str) -> str:
     return _segment_source(key.split("/", 2)[1])
-
-
-def _loads(body: bytes) -> dict[str, Any] | None:
-    """The record ``body`` holds, or None when it is not a JSON object (left out, like an unreadable object)."""
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-def _sync_if_present(path: Path) -> None:
-    """fsync the file at ``path`` if it exists (a WAL another connection kept)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return
-    try:
-        full_fsync(fd)
-    finally:
-        os.close(fd)

@@ -9,6 +9,7 @@ source-specific name is ``extra.subject`` (mail) and the mail's ``extra.to``/``e
 
 from __future__ import annotations
 
+import json
 import zlib
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -69,6 +70,15 @@ def _s(value: Any) -> str:
 
 def _names(values: Any) -> list[str]:
     return [v for v in values if isinstance(v, str)] if isinstance(values, list) else []
+
+
+def load_record(body: bytes) -> dict[str, Any] | None:
+    """The record ``body`` holds, or None when it is not a JSON object (left out, like an unreadable object)."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def message_row(key: str, doc: dict[str, Any]) -> Row:

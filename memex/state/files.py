@@ -54,6 +54,20 @@ def full_fsync(fd: int) -> None:
     os.fsync(fd)
 
 
+def fsync_file(path: str | Path, *, missing_ok: bool = False) -> None:
+    """fsync the file at ``path`` (with ``missing_ok``, nothing when there is none)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise
+    try:
+        full_fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(path: str | Path) -> None:
     """fsync a directory so a rename or link inside it survives a crash."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

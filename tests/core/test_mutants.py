@@ -974,7 +974,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/search/index.py",
-        [('                _sync_if_present(Path(f"{self.path}-wal"))\n', "                pass\n")],
+        [('                fsync_file(Path(f"{self.path}-wal"), missing_ok=True)  # a WAL another connection kept\n', "                pass\n")],
         ["tests/core/test_search_rebuild.py::test_a_poll_empties_its_journal_only_after_its_index_update_is_on_disk"],
         id="search-journal-emptied-before-the-wal-is-on-disk",
     ),
