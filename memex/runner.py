@@ -325,6 +325,8 @@ def _run(
         raise
     finally:
         result.repaired = uploader.repaired
+        if follower is not None:
+            follower.finish()  # the last update of the index (a thread) done before the poll's line
     if result.new or result.dup or result.quarantined:
         result.status = "ok"
     else:
@@ -335,7 +337,7 @@ def _follower(cfg: Config, name: str, log: Any) -> Any:
     """The search index's follower of this source's polls (imported only when there is something to index)."""
     from memex.search.build import Follower
 
-    return Follower(cfg, name, "poll", log)
+    return Follower(cfg, name, "poll", log, background=True)
 
 
 def _check_direction(poller: Poller, name: str, current: Cursor, batch: Batch, log: Any, result: PollResult) -> None:

@@ -75,7 +75,7 @@ class BackfillRun:
         uploader = Uploader(self.cfg, self.source, self.log, store=store, deadline=on_stop)  # the deadline only ends a test's hold
         if self.cfg.search_index:
             uploader.stored = []  # handed to the search index at each checkpoint (memex.search.build)
-            self.checkpoint.follower = Follower(self.cfg, self.source, "backfill", self.log)
+            self.checkpoint.follower = Follower(self.cfg, self.source, "backfill", self.log, background=True)
         if self.cfg.search_index and has_pending(self.cfg.state_dir, self.source, "backfill"):
             self.checkpoint.follower.catch_up(store)  # a journal left by a crash between a checkpoint's sync and the index
         frontier = Frontier(self.checkpoint.start)
@@ -125,7 +125,11 @@ class BackfillRun:
                 status = "failed"
             if self.progress.tty:
                 self.progress.draw(time.monotonic() - began, total, final=True)
-            self.checkpoint.save(frontier, uploader, status=status)
+            try:
+                self.checkpoint.save(frontier, uploader, status=status)
+            finally:
+                if self.checkpoint.follower is not None:
+                    self.checkpoint.follower.finish()  # the last index update (a thread) done before the summary
         c = self.counts
         result.new, result.dup, result.rewritten, result.quarantined, result.failed = c.new, c.dup, c.rewritten, c.quarantined, c.failed
         result.repaired = uploader.repaired

@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -205,16 +206,22 @@ def store_counts(store: ObjectStore, source: str) -> int:
 class Follower:
     """Keeps the index in step with what one writer (``poll`` or ``backfill``) of one source stores."""
 
-    def __init__(self, cfg: Config, source: str, writer: str, log: Any) -> None:
+    def __init__(self, cfg: Config, source: str, writer: str, log: Any, *, background: bool = False) -> None:
         self.cfg, self.source, self.log = cfg, source, log
         self.journal = journal_path(cfg.state_dir, source, writer)
         self.whole = True  # the journal holds only keys of records handed to index() since it was last emptied
+        self.background = background  # each update made by a thread while the writer goes on (:meth:`after_commit`)
+        self._lock = threading.Lock()  # a journal append never falls between an update's check and its emptying
+        self._appended = 0  # journal appends so far: an update empties the journal only if none came after its own
+        self._update: threading.Thread | None = None
 
-    def catch_up(self, store: ObjectStore) -> int:
-        """Add the records a journal left by an earlier run names (read back from the store); then empty it."""
+    def catch_up(self, store: ObjectStore, seen: int | None = None) -> int:
+        """Add the records the journal names (read back from the store), then empty it unless keys were journaled
+        after the ``seen``-th append (by default: the last one so far); how many were records."""
+        seen = self._appended if seen is None else seen
         keys = journal_keys(self.journal)
         if not keys:
-            self._remove()
+            self._empty(seen)
             return 0
         try:
             with SearchIndex.open(self.cfg.state_dir, writer=True) as index:
@@ -227,7 +234,7 @@ class Follower:
             self.log.warning("search.catch_up_failed", keys=len(keys), error=type(exc).__name__, **_fix(exc))
             self.whole = False
             return 0
-        self._remove()
+        self._empty(seen)
         self.whole = True
         self.log.info("search.caught_up", keys=len(keys), records=n)
         return n
@@ -235,18 +242,44 @@ class Follower:
     def before_commit(self, stored: list[tuple[str, bytes]]) -> None:
         """Journal the keys of ``stored`` (before the store's commit makes them durable); a failure is a warning only:
         the poll goes on, and only a crash before the index update would then leave those records to `memex index rebuild`."""
-        try:
-            journal_append(self.journal, [key for key, _ in stored])
-        except OSError as exc:
-            self.log.warning("search.journal_failed", path=str(self.journal), error=exc.strerror or type(exc).__name__)
+        with self._lock:
+            self._appended += 1
+            try:
+                journal_append(self.journal, [key for key, _ in stored])
+            except OSError as exc:
+                self.log.warning("search.journal_failed", path=str(self.journal), error=exc.strerror or type(exc).__name__)
 
     def after_commit(self, stored: list[tuple[str, bytes]], store: ObjectStore) -> None:
-        """Add ``stored`` (now durable) to the index, then empty the journal; a failure keeps it for the next run."""
+        """Add ``stored`` (now durable) to the index, then empty the journal unless keys were journaled after them;
+        a failure keeps it for the next run. In the background, a thread does it once the previous update is done
+        (updates stay in order, one at a time), and :meth:`finish` waits for it."""
+        self.finish()
+        seen = self._appended
+        if not self.background:
+            self._update_index(stored, store, seen)
+            return
+        self._update = threading.Thread(target=self._in_background, args=(stored, store, seen), name=f"index-{self.source}")
+        self._update.start()
+
+    def finish(self) -> None:
+        """Wait for the update in progress, if any (the index holds everything handed over when this returns)."""
+        if self._update is not None:
+            self._update.join()
+            self._update = None
+
+    def _in_background(self, stored: list[tuple[str, bytes]], store: ObjectStore, seen: int) -> None:
+        try:
+            self._update_index(stored, store, seen)
+        except Exception as exc:  # one the update does not turn into a warning itself: a warning too, never a traceback
+            self.whole = False
+            self.log.warning("search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc))
+
+    def _update_index(self, stored: list[tuple[str, bytes]], store: ObjectStore, seen: int) -> None:
         hold = point_from_env("index")
         if hold is not None:
             hold.reached(None)
         if not self.whole:
-            self.catch_up(store)
+            self.catch_up(store, seen)
             return
         try:
             with SearchIndex.open(self.cfg.state_dir, writer=True) as index:  # durable once closed
@@ -259,7 +292,13 @@ class Follower:
             self.log.warning("search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc))
             self.whole = False
             return
-        self._remove()
+        self._empty(seen)
+
+    def _empty(self, seen: int) -> None:
+        """Empty the journal, unless keys were appended after the ``seen``-th append (a later batch's, not yet added)."""
+        with self._lock:
+            if self._appended == seen:
+                self._remove()
 
     def _remove(self) -> None:
         """Empty the journal (kept: the next append then needs no folder sync); lost in a crash, it replays harmlessly."""

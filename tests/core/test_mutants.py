@@ -889,6 +889,12 @@ MUTANTS = [
         id="search-no-journal-before-the-store-commit",
     ),
     pytest.param(
+        "memex/search/build.py",
+        [("            if self._appended == seen:\n", "            if True:\n")],
+        ["tests/core/test_search_follow.py::test_an_update_never_empties_a_journal_a_later_batch_was_appended_to"],
+        id="search-update-empties-a-journal-a-later-batch-was-appended-to",
+    ),
+    pytest.param(
         "memex/search/index.py",
         [("        text = original if latest is None else latest\n", "        text = original\n")],
         ["tests/core/test_search.py::test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message"],
