@@ -21,12 +21,13 @@ FAKE_AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", 
 
 @dataclass
 class Run:
-    """One child process: wall seconds, CPU seconds (user+sys) and peak RSS in MiB."""
+    """One child process: wall seconds, CPU seconds (user+sys) and peak RSS in MiB; ``system``: the kernel's share of ``cpu``."""
 
     wall: float
     cpu: float
     rss_mib: float
     returncode: int
+    system: float = 0.0
 
 
 def run(cmd: list[str], env: dict[str, str] | None = None) -> Run:
@@ -49,9 +50,9 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> Run:
         if gnu_time:
             fields = out.read().split()
             user, system, rss_kib = fields[-3:]
-            return Run(wall, float(user) + float(system), int(rss_kib) / 1024, code)
+            return Run(wall, float(user) + float(system), int(rss_kib) / 1024, code, float(system))
     rss = usage.ru_maxrss / 1024 if sys.platform != "darwin" else usage.ru_maxrss / 1024 / 1024
-    return Run(wall, usage.ru_utime + usage.ru_stime, rss, code)
+    return Run(wall, usage.ru_utime + usage.ru_stime, rss, code, usage.ru_stime)
 
 
 def alternate(label: str, a: list[str], b: list[str], rounds: int, *, names: tuple[str, str] = ("a", "b"),

@@ -11,8 +11,9 @@ Then rounds alternate (``--rounds`` of each, medians reported):
 - **B**: ``mbsync -c RC bench`` with ``FSync yes``, ``SSLType None``, ``Sync Pull``, into a fresh Maildir.
 
 Each round's wall time gives msg/s; its CPU is the child's own user+sys (``os.wait4``/GNU time: memex's
-process alone, or mbsync alone). Dovecot's CPU (its process tree, from /proc) serves both and is shown per
-message beside each. The load average is printed: the machine may be shared.
+process alone, or mbsync alone), and the system (kernel) part of it is shown too, with the files each tool made a
+mail (memex: the record, the ``.eml`` and attachments; mbsync: the mail). Dovecot's CPU (its process tree, from
+/proc) serves both and is shown per message beside each. The load average is printed: the machine may be shared.
 
 With ``--no-index`` a third memex row (**no-index**) runs this tree with ``search_index = false``: the same poll
 without the search index (an informational row: the index is on by default).
@@ -87,8 +88,10 @@ def dovecot_cpu(server: dv.Dovecot) -> float:
     return total
 
 
-def memex_round(work: Path, server: dv.Dovecot, user: str, n: int, tree: Path | None = None, *, index: bool = True) -> tuple[Run, float]:
-    """One `memex poll` draining the mailbox into a fresh file store and state; (the child's run, Dovecot CPU s).
+def memex_round(
+    work: Path, server: dv.Dovecot, user: str, n: int, tree: Path | None = None, *, index: bool = True
+) -> tuple[Run, float, int]:
+    """One `memex poll` draining the mailbox into a fresh file store and state; (the child's run, Dovecot CPU s, files made).
 
     ``tree``: run the memex of that source tree instead (``python -m memex`` started in it finds its packages first).
     ``index=False``: with ``search_index = false`` (no search index kept), to show what the index costs.
@@ -107,15 +110,16 @@ def memex_round(work: Path, server: dv.Dovecot, user: str, n: int, tree: Path | 
             r = run(command, env={"BENCH_IMAP_PASSWORD": dv.PASSWORD})
         spent = dovecot_cpu(server) - before
         assert r.returncode == 0, f"memex poll exited {r.returncode}; see {d}/state/logs/mail.jsonl"
-        stored = sum(1 for _ in (d / "store").rglob("*.eml"))
+        files = [f for f in (d / "store").rglob("*") if f.is_file() and ".memex-tmp" not in f.parts]
+        stored = sum(1 for f in files if f.suffix == ".eml")
         assert stored == n, f"memex stored {stored} of {n} mails"
-        return r, spent
+        return r, spent, len(files)
     finally:
         shutil.rmtree(d)
 
 
-def mbsync_round(work: Path, server: dv.Dovecot, user: str, n: int) -> tuple[Run, float]:
-    """One `mbsync` pulling the mailbox into a fresh Maildir (FSync yes); (the child's run, Dovecot CPU s)."""
+def mbsync_round(work: Path, server: dv.Dovecot, user: str, n: int) -> tuple[Run, float, int]:
+    """One `mbsync` pulling the mailbox into a fresh Maildir (FSync yes); (the child's run, Dovecot CPU s, files made)."""
     d = Path(tempfile.mkdtemp(dir=work))
     try:
         (d / "mail").mkdir()
@@ -133,7 +137,7 @@ def mbsync_round(work: Path, server: dv.Dovecot, user: str, n: int) -> tuple[Run
         assert r.returncode == 0, f"mbsync exited {r.returncode}: run it by hand with {rc}"
         got = sum(len(os.listdir(d / "mail" / "INBOX" / sub)) for sub in ("cur", "new"))
         assert got == n, f"mbsync stored {got} of {n} mails"
-        return r, spent
+        return r, spent, got
     finally:
         shutil.rmtree(d)
 
@@ -156,7 +160,7 @@ def main() -> None:
             user = server.new_user()
             size = fill(server, user, n, sample)
             assert warm(server, user) == n
-            rounds: dict[str, list[tuple[Run, float]]] = {"memex": [], "mbsync": []}
+            rounds: dict[str, list[tuple[Run, float, int]]] = {"memex": [], "mbsync": []}
             if args.before is not None:
                 rounds["before"] = []
             if args.no_index:
@@ -172,16 +176,20 @@ def main() -> None:
                 loads.append(os.getloadavg()[0])
         print(f"IMAP drain of {n:,} mails ({size / n / 1024:.1f} KiB average, {size / 2**20:,.0f} MiB) from one local Dovecot,")
         print(f"median of {args.rounds} alternated rounds each; {os.cpu_count()} cores, load average {min(loads):.2f}-{max(loads):.2f}")
-        print(f"{'':8}{'msg/s':>9}{'CPU ms/msg':>12}{'Dovecot ms/msg':>16}{'MiB/s':>8}   every round (msg/s)")
+        print(
+            f"{'':8}{'msg/s':>9}{'CPU ms/msg':>12}{'of it sys':>11}{'files/msg':>11}{'Dovecot ms/msg':>16}{'MiB/s':>8}   every round (msg/s)"
+        )
         med: dict[str, tuple[float, float]] = {}
         for name, got in rounds.items():
-            rates = [n / r.wall for r, _ in got]
-            cpu = statistics.median(r.cpu / n * 1000 for r, _ in got)
-            dove = statistics.median(s / n * 1000 for _, s in got)
+            rates = [n / r.wall for r, _, _ in got]
+            cpu = statistics.median(r.cpu / n * 1000 for r, _, _ in got)
+            system = statistics.median(r.system / n * 1000 for r, _, _ in got)
+            files = statistics.median(f / n for _, _, f in got)
+            dove = statistics.median(s / n * 1000 for _, s, _ in got)
             rate = statistics.median(rates)
             med[name] = (rate, cpu)
             shown = ", ".join(f"{x:,.0f}" for x in rates)
-            print(f"{name:8}{rate:>9,.0f}{cpu:>12.3f}{dove:>16.3f}{rate * size / n / 2**20:>8.1f}   {shown}")
+            print(f"{name:8}{rate:>9,.0f}{cpu:>12.3f}{system:>11.3f}{files:>11.2f}{dove:>16.3f}{rate * size / n / 2**20:>8.1f}   {shown}")
         speed = med["memex"][0] / med["mbsync"][0]
         cost = med["memex"][1] / med["mbsync"][1]
         print(f"memex / mbsync: {speed:.2f}x the msg/s (goal >= 1.0), {cost:.2f}x the CPU per message (goal <= 2.0)")
