@@ -259,10 +259,15 @@ class Follower:
             self._update_index(stored, store, seen)
             return
         self._update = threading.Thread(target=self._in_background, args=(stored, store, seen), name=f"index-{self.source}")
-        self._update.start()
+        try:
+            self._update.start()
+        except RuntimeError:  # no thread to be had (the process's limit): the update here, as without the background
+            self._update = None
+            self._update_index(stored, store, seen)
 
     def finish(self) -> None:
-        """Wait for the update in progress, if any (the index holds everything handed over when this returns)."""
+        """Wait for the update in progress, if any: when this returns, everything handed over is in the index, or its
+        keys are in the journal (an update that failed)."""
         if self._update is not None:
             self._update.join()
             self._update = None
