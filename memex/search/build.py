@@ -104,7 +104,6 @@ def _ahead(batches: Iterator[T]) -> Generator[T, None, None]:
     """``batches`` made one ahead by a thread: the next batch is listed, read and staged while SQLite, which lets go of
     the GIL while it steps, inserts this one. An error in the thread is raised here; stopping early stops the thread."""
     import queue
-    import threading
 
     ready: queue.Queue[tuple[str, Any]] = queue.Queue(1)
     stop = threading.Event()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memex.errors import ConfigError, StoreError
-from memex.state.files import ensure_private_dir, fsync_dir, full_fsync, make_dirs, stream_temp, write_new, write_temp
+from memex.state.files import ensure_private_dir, fsync_dir, fsync_file, make_dirs, stream_temp, write_new, write_temp
 from memex.state.flush import flush_plan, sync_files
 from memex.store.objects import STALE_TMP_SECONDS, TMP_DIR
 
@@ -244,11 +244,7 @@ class FileStore:
             dirty, self._dirty = self._dirty, set()
             files, self._dirty_files = self._dirty_files, set()
         for f in sorted(files):
-            fd = os.open(f, os.O_RDONLY)
-            try:
-                full_fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_file(f)
         for d in sorted(dirty, key=lambda p: p.count(os.sep), reverse=True):
             fsync_dir(d)
 
