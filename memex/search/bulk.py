@@ -27,7 +27,7 @@ from pathlib import Path
 from memex.errors import StateError
 from memex.records import encode_id
 from memex.search.rows import is_record_key, time_id, timestamp
-from memex.search.schema import SCHEMA_VERSION
+from memex.search.schema import INSERT_FTS, SCHEMA_VERSION
 
 
 def _s(path: str) -> str:
@@ -83,11 +83,7 @@ SELECT id, key, {_s('$.source')}, {_s('$.native_id')}, CASE json_type(body, '$.s
   NULL, {_DELETED}, {_TEXT}, 0, {_DELETED}
 FROM stg.stage ORDER BY id
 """  # fmt: skip
-INSERT_FTS = """
-INSERT INTO fts(rowid, body, subject, sender, recipients, conversation, attachments)
-SELECT m.id, m.text, m.subject, m.sender_name || char(10) || m.sender_id, m.recipients, m.conv_name || char(10) || m.conv_id,
-  m.attachments FROM stg.stage s JOIN messages m ON m.id = s.id ORDER BY s.id
-"""  # fmt: skip
+INSERT_STAGED_FTS = INSERT_FTS + " JOIN stg.stage s ON s.id = f.id ORDER BY s.id"  # the batch's words, in row id order
 
 
 @dataclass(frozen=True)
@@ -203,7 +199,7 @@ def add_staged(db: sqlite3.Connection, path: Path, *, taken: Callable[[list[int]
         if clash:
             _spread(db, taken)
         db.execute(INSERT_MESSAGES)
-        db.execute(INSERT_FTS)
+        db.execute(INSERT_STAGED_FTS)
         n = db.execute("SELECT count(*) FROM stg.stage").fetchone()[0]
         folders = [r[0] for r in db.execute("SELECT DISTINCT substr(key, 1, 9 + instr(substr(key, 10), '/')) FROM stg.stage")]
         if refresh is not None:
@@ -251,9 +247,7 @@ def copy_others(db: sqlite3.Connection, keep: Path, sources: list[str]) -> None:
         db.execute(f"INSERT INTO revisions SELECT * FROM old.revisions WHERE {not_like}",
                         [_like_prefix(f"revisions/{encode_id(s)}/") for s in sources])  # fmt: skip
         db.execute(f"INSERT INTO sources SELECT * FROM old.sources WHERE source NOT IN ({marks})", sources)
-        db.execute("INSERT INTO fts(rowid, body, subject, sender, recipients, conversation, attachments) "
-                        "SELECT id, text, subject, sender_name || char(10) || sender_id, recipients, "
-                        "conv_name || char(10) || conv_id, attachments FROM messages ORDER BY id")  # fmt: skip
+        db.execute(INSERT_FTS + " ORDER BY f.id")
         db.execute("COMMIT")
     finally:
         db.execute("DETACH DATABASE old")

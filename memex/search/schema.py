@@ -12,7 +12,8 @@ once an edit replaced it: NULL until then), appended in arrival order; its ``id`
 from __future__ import annotations
 
 SCHEMA_VERSION = 2  # 2: messages appended in arrival order (id a unique column), FTS5's content read from them
-SCHEMA = """
+FTS_COLUMNS = "body, subject, sender, recipients, conversation, attachments"  # fts's columns, as fts_source names them
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS messages(
   id INTEGER NOT NULL UNIQUE, key TEXT NOT NULL UNIQUE, source TEXT NOT NULL, native_id TEXT NOT NULL, sent_at TEXT,
   ts REAL, conv_id TEXT NOT NULL, conv_name TEXT NOT NULL, sender_id TEXT NOT NULL, sender_name TEXT NOT NULL,
@@ -24,10 +25,13 @@ CREATE TABLE IF NOT EXISTS revisions(key TEXT PRIMARY KEY, message_key TEXT NOT 
 CREATE INDEX IF NOT EXISTS revisions_message ON revisions(message_key);
 CREATE VIEW IF NOT EXISTS fts_source AS SELECT id, text AS body, subject, sender_name || char(10) || sender_id AS sender,
   recipients, conv_name || char(10) || conv_id AS conversation, attachments FROM messages;
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, subject, sender, recipients, conversation, attachments,
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5({FTS_COLUMNS},
   content = 'fts_source', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3');
 CREATE TABLE IF NOT EXISTS sources(source TEXT PRIMARY KEY, added_at TEXT, rebuilt_at TEXT);
 """
+# Rows' words into FTS5, read as FTS5 reads them to remove them (through fts_source, as ``f``); the caller adds which
+# rows (a WHERE, or a join and an order).
+INSERT_FTS = f"INSERT INTO fts(rowid, {FTS_COLUMNS}) SELECT f.id, {', '.join('f.' + c for c in FTS_COLUMNS.split(', '))} FROM fts_source f"
 SECONDARY = {  # dropped during a rebuild, made again at its end
     "messages_ts": "CREATE INDEX IF NOT EXISTS messages_ts ON messages(ts)",
     "messages_native": "CREATE INDEX IF NOT EXISTS messages_native ON messages(native_id)",

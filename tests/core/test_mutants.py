@@ -1054,7 +1054,8 @@ MUTANTS = [
     pytest.param(
         "memex/search/index.py",
         [("        self.db.execute(\"DELETE FROM fts WHERE rowid = ?\", (rowid,))  # first: FTS5 reads the words to remove from the row\n", ""),
-         ("        row = self.db.execute(\"SELECT subject, sender_name,", "        self.db.execute(\"DELETE FROM fts WHERE rowid = ?\", (rowid,))\n        row = self.db.execute(\"SELECT subject, sender_name,")],
+         ("int(latest is not None), int(deleted), rowid))  # fmt: skip\n",
+          "int(latest is not None), int(deleted), rowid))  # fmt: skip\n        self.db.execute(\"DELETE FROM fts WHERE rowid = ?\", (rowid,))\n")],
         ["tests/core/test_search.py::test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message"],
         id="search-words-removed-after-the-row-changed",
     ),
