@@ -193,9 +193,7 @@ _NO_CONTENTS: list[Content] = []
 def native_ids(group: list[Parsed], key: str) -> list[str]:
     """IDs of the messages of one millisecond (in stream order), see the module docstring."""
     if len(group) == 1:  # the common case: one message in its millisecond
-        p = group[0]
-        hashed = f"fbm\x1f{key}\x1f{p.ts}\x1f{_fold(p.sender)}"  # what _h("fbm", key, p.ts, sender) hashes, in one f-string
-        return [f"{p.ts}-{hashlib.sha256(hashed.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}"]
+        return [_sole_id(key, group[0].ts, _fold(group[0].sender))]
     by_sender: dict[str, int] = {}
     for p in group:
         by_sender[_fold(p.sender)] = by_sender.get(_fold(p.sender), 0) + 1
@@ -204,7 +202,7 @@ def native_ids(group: list[Parsed], key: str) -> list[str]:
     for p in group:
         who = _fold(p.sender)
         if by_sender[who] == 1:
-            ids.append(f"{p.ts}-{_h('fbm', key, p.ts, who)[:32]}")
+            ids.append(_sole_id(key, p.ts, who))
             continue
         names = sorted(uri.rsplit("/", 1)[-1] for _, uri in p.media)
         content = _h(p.text or "", *names)
@@ -212,6 +210,13 @@ def native_ids(group: list[Parsed], key: str) -> list[str]:
         seen[content] = ordinal + 1
         ids.append(f"{p.ts}-{_h('fbm', key, p.ts, who, content, ordinal)[:32]}")
     return ids
+
+
+def _sole_id(key: str, ts: int, who: str) -> str:
+    """The ID of the only message of sender ``who`` (folded) in its millisecond of thread ``key``: what
+    ``_h("fbm", key, ts, who)`` hashes, in one f-string."""
+    hashed = f"fbm\x1f{key}\x1f{ts}\x1f{who}".encode("utf-8", "surrogatepass")
+    return f"{ts}-{hashlib.sha256(hashed).hexdigest()[:32]}"
 
 
 _EXACT_MS = 2**32 * 1000  # below this (the year 2106), ts / 1000 as a float rounds back to ts's exact milliseconds
@@ -286,7 +291,7 @@ class Renderer:
         """
         key, floor, source = thread.key, self.floor_ms, self.source
         conversation, base = self._threads.get(key) or self._shared(thread)
-        senders, sender_of, append, sha256 = self._senders, self._sender, out.append, hashlib.sha256
+        senders, sender_of, append = self._senders, self._sender, out.append
         for p in parsed:
             if not group:
                 group.append(p)
@@ -299,11 +304,10 @@ class Renderer:
                 self._group(thread, group, attachments, out)
             elif (ts := first.ts) >= floor:
                 sender, who = senders.get(first.sender) or sender_of(first.sender)
-                hashed = f"fbm\x1f{key}\x1f{ts}\x1f{who}".encode("utf-8", "surrogatepass")
                 # Positional (a keyword call costs twice as much): source, type, native_id, sent_at, conversation,
                 # sender, text, attachments, reply_to, edited_at, deleted, extra, revision; then the Item's cursor,
                 # message, failure, blobs, contents, expected_dup.
-                message = Message(source, "message", f"{ts}-{sha256(hashed).hexdigest()[:32]}", _sent_at(ts), conversation, sender,
+                message = Message(source, "message", _sole_id(key, ts, who), _sent_at(ts), conversation, sender,
                                   first.text, [], None, None, False, base.copy(), None)  # fmt: skip
                 append(Item(None, message, None, _NO_BLOBS, _NO_CONTENTS, True))
             group.clear()
