@@ -80,6 +80,20 @@ def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.05
         time.sleep(interval)
 
 
+class Log:
+    """A logger that keeps the events it is given (names and fields), for tests of library code that logs
+    (an uploader, the search index's follower): ``info`` and ``warning``."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def info(self, event: str, **kw: Any) -> None:
+        """Record an info event."""
+        self.events.append((event, kw))
+
+    warning = info
+
+
 class Gate:
     """A hold on the ``at``-th item a memex process stores (:mod:`memex.hold`): the process waits there for :meth:`open`.
 

@@ -14,19 +14,7 @@ from memex.store.files import FileStore
 from memex.store.objects import ObjectStore
 from memex.store.s3 import S3Store
 from memex.uploader import Uploader
-
-
-class Log:
-    """The events an uploader logs (names and fields), to check what it said."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def info(self, event: str, **kw: Any) -> None:
-        """Record an info event."""
-        self.events.append((event, kw))
-
-    warning = info
+from tests.conftest import Log
 
 
 @pytest.fixture(params=["file", "s3"])

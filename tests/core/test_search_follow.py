@@ -16,17 +16,7 @@ from memex.search.build import Follower
 from memex.search.index import SearchIndex
 from memex.store import open_store
 from pollers.imessage import samples as imessage_samples
-from tests.conftest import run_cli, wait_until, write_config
-
-
-class _Log:
-    """A logger that keeps its events (the follower logs warnings and infos)."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, object]]] = []
-
-    def __getattr__(self, level: str):  # type: ignore[no-untyped-def]
-        return lambda event, **kw: self.events.append((event, kw))
+from tests.conftest import Log, run_cli, wait_until, write_config
 
 
 def _stored_records(tmp_path: Path, n: int) -> tuple[memex_config.Config, list[tuple[str, bytes]]]:
@@ -52,7 +42,7 @@ def test_updates_in_the_background_add_every_batch_in_order_and_empty_the_journa
     follower is finished, every record is in the index and the journal is empty."""
     cfg, records = _stored_records(tmp_path, 30)
     store = open_store(cfg.store)
-    follower = Follower(cfg, "imessage", "poll", _Log(), background=True)
+    follower = Follower(cfg, "imessage", "poll", Log(), background=True)
     for start in range(0, 30, 10):
         batch = records[start : start + 10]
         follower.before_commit(batch)
@@ -80,7 +70,7 @@ def test_an_update_never_empties_a_journal_a_later_batch_was_appended_to(tmp_pat
     cfg, records = _stored_records(tmp_path, 20)
     store = open_store(cfg.store)
     gate = index_gate
-    follower = Follower(cfg, "imessage", "poll", _Log(), background=True)
+    follower = Follower(cfg, "imessage", "poll", Log(), background=True)
     first, second = records[:10], records[10:]
     follower.before_commit(first)
     follower.after_commit(first, store)
@@ -91,7 +81,7 @@ def test_an_update_never_empties_a_journal_a_later_batch_was_appended_to(tmp_pat
     assert _indexed(cfg) == {key for key, _ in first}
     journal = follower.journal.read_text().splitlines()
     assert {key for key, _ in second} <= set(journal)
-    log = _Log()
+    log = Log()
     assert Follower(cfg, "imessage", "poll", log).catch_up(store) == 20  # the next run
     assert _indexed(cfg) == {key for key, _ in records}
     assert follower.journal.stat().st_size == 0
@@ -103,12 +93,12 @@ def test_a_failed_update_in_the_background_keeps_the_journal_and_the_next_one_ca
     journal; the next batch's update goes through the catch-up and fails the same way; nothing is emptied."""
     cfg, records = _stored_records(tmp_path, 20)
     store = open_store(cfg.store)
-    first = Follower(cfg, "imessage", "poll", _Log())
+    first = Follower(cfg, "imessage", "poll", Log())
     first.before_commit(records[:1])
     first.after_commit(records[:1], store)  # makes the index
     with SearchIndex.open(cfg.state_dir, writer=True) as index:
         index.db.execute("PRAGMA user_version = 99")
-    log = _Log()
+    log = Log()
     follower = Follower(cfg, "imessage", "poll", log, background=True)
     for batch in (records[1:10], records[10:]):
         follower.before_commit(batch)
