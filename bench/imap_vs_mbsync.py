@@ -16,9 +16,15 @@ mail (memex: the record, the ``.eml`` and attachments; mbsync: the mail). Doveco
 /proc) serves both and is shown per message beside each. The load average is printed: the machine may be shared.
 
 With ``--no-index`` a third memex row (**no-index**) runs this tree with ``search_index = false``: the same poll
-without the search index (an informational row: the index is on by default).
+without the search index (an informational row: the index is on by default). With ``--notmuch`` each mbsync round
+is followed by ``notmuch new`` indexing its Maildir (a fresh database), and the row **+notmuch** is both together:
+what the mail is searchable after, to set beside memex with its search index.
 
-Run: .venv/bin/python bench/imap_vs_mbsync.py [--messages 20000] [--rounds 3] [--before TREE] [--no-index]
+Every round's store or Maildir is kept until the run ends (about 2 GiB a round of all rows at 20,000 mails):
+deleting one round's files would slow the next round's file creation (see :mod:`bench._common`). What creating a
+file costs is printed at the start and the end; run again a few minutes after anything deleted many files.
+
+Run: .venv/bin/python bench/imap_vs_mbsync.py [--messages 20000] [--rounds 3] [--before TREE] [--no-index] [--notmuch]
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import Run, run
+from bench._common import Run, creation_us, run
 from bench.imap_ingest import fill
 from tests.email.bench_mail import sample
 from tests.servers import dovecot as dv
@@ -96,50 +102,51 @@ def memex_round(
     ``tree``: run the memex of that source tree instead (``python -m memex`` started in it finds its packages first).
     ``index=False``: with ``search_index = false`` (no search index kept), to show what the index costs.
     """
-    d = Path(tempfile.mkdtemp(dir=work))
-    try:
-        cfg = d / "config.toml"
-        cfg.write_text(
-            ("" if index else "search_index = false\n") + f'state_dir = "{d}/state"\n[store]\nurl = "file://{d}/store"\n'
-            f'[sources.mail]\ntype = "imap"\nhost = "127.0.0.1"\nport = {server.port}\nsecurity = "none"\n'
-            f'user = "{user}"\npassword_env = "BENCH_IMAP_PASSWORD"\nmailboxes = ["INBOX"]\n'
-        )
-        before = dovecot_cpu(server)
-        with contextlib.chdir(tree or ROOT):
-            command = [sys.executable, "-m", "memex", "--config", str(cfg), "poll", "mail", "--max-seconds", "100000"]
-            r = run(command, env={"BENCH_IMAP_PASSWORD": dv.PASSWORD})
-        spent = dovecot_cpu(server) - before
-        assert r.returncode == 0, f"memex poll exited {r.returncode}; see {d}/state/logs/mail.jsonl"
-        files = [f for f in (d / "store").rglob("*") if f.is_file() and ".memex-tmp" not in f.parts]
-        stored = sum(1 for f in files if f.suffix == ".eml")
-        assert stored == n, f"memex stored {stored} of {n} mails"
-        return r, spent, len(files)
-    finally:
-        shutil.rmtree(d)
+    d = Path(tempfile.mkdtemp(dir=work))  # kept until the run ends (module docstring)
+    cfg = d / "config.toml"
+    cfg.write_text(
+        ("" if index else "search_index = false\n") + f'state_dir = "{d}/state"\n[store]\nurl = "file://{d}/store"\n'
+        f'[sources.mail]\ntype = "imap"\nhost = "127.0.0.1"\nport = {server.port}\nsecurity = "none"\n'
+        f'user = "{user}"\npassword_env = "BENCH_IMAP_PASSWORD"\nmailboxes = ["INBOX"]\n'
+    )
+    before = dovecot_cpu(server)
+    with contextlib.chdir(tree or ROOT):
+        command = [sys.executable, "-m", "memex", "--config", str(cfg), "poll", "mail", "--max-seconds", "100000"]
+        r = run(command, env={"BENCH_IMAP_PASSWORD": dv.PASSWORD})
+    spent = dovecot_cpu(server) - before
+    assert r.returncode == 0, f"memex poll exited {r.returncode}; see {d}/state/logs/mail.jsonl"
+    files = [f for f in (d / "store").rglob("*") if f.is_file() and ".memex-tmp" not in f.parts]
+    stored = sum(1 for f in files if f.suffix == ".eml")
+    assert stored == n, f"memex stored {stored} of {n} mails"
+    return r, spent, len(files)
 
 
-def mbsync_round(work: Path, server: dv.Dovecot, user: str, n: int) -> tuple[Run, float, int]:
-    """One `mbsync` pulling the mailbox into a fresh Maildir (FSync yes); (the child's run, Dovecot CPU s, files made)."""
-    d = Path(tempfile.mkdtemp(dir=work))
-    try:
-        (d / "mail").mkdir()
-        rc = d / "mbsyncrc"
-        rc.write_text(
-            f"FSync yes\n\nIMAPAccount bench\nHost 127.0.0.1\nPort {server.port}\nUser {user}\nPass {dv.PASSWORD}\n"
-            "SSLType None\nAuthMechs LOGIN\n\nIMAPStore bench-far\nAccount bench\n\n"
-            f"MaildirStore bench-near\nPath {d}/mail/\nInbox {d}/mail/INBOX\n\n"
-            "Channel bench\nFar :bench-far:\nNear :bench-near:\nPatterns INBOX\nSync Pull\nCreate Near\nSyncState *\n"
-        )
-        rc.chmod(0o600)
-        before = dovecot_cpu(server)
-        r = run(["mbsync", "-q", "-c", str(rc), "bench"])
-        spent = dovecot_cpu(server) - before
-        assert r.returncode == 0, f"mbsync exited {r.returncode}: run it by hand with {rc}"
-        got = sum(len(os.listdir(d / "mail" / "INBOX" / sub)) for sub in ("cur", "new"))
-        assert got == n, f"mbsync stored {got} of {n} mails"
-        return r, spent, got
-    finally:
-        shutil.rmtree(d)
+def mbsync_round(work: Path, server: dv.Dovecot, user: str, n: int, *, notmuch: bool = False) -> tuple[Run, float, int, Run | None]:
+    """One `mbsync` pulling the mailbox into a fresh Maildir (FSync yes); (the child's run, Dovecot CPU s, files made,
+    and with ``notmuch`` the run of ``notmuch new`` indexing that Maildir afterwards into a fresh database)."""
+    d = Path(tempfile.mkdtemp(dir=work))  # kept until the run ends (module docstring)
+    (d / "mail").mkdir()
+    rc = d / "mbsyncrc"
+    rc.write_text(
+        f"FSync yes\n\nIMAPAccount bench\nHost 127.0.0.1\nPort {server.port}\nUser {user}\nPass {dv.PASSWORD}\n"
+        "SSLType None\nAuthMechs LOGIN\n\nIMAPStore bench-far\nAccount bench\n\n"
+        f"MaildirStore bench-near\nPath {d}/mail/\nInbox {d}/mail/INBOX\n\n"
+        "Channel bench\nFar :bench-far:\nNear :bench-near:\nPatterns INBOX\nSync Pull\nCreate Near\nSyncState *\n"
+    )
+    rc.chmod(0o600)
+    before = dovecot_cpu(server)
+    r = run(["mbsync", "-q", "-c", str(rc), "bench"])
+    spent = dovecot_cpu(server) - before
+    assert r.returncode == 0, f"mbsync exited {r.returncode}: run it by hand with {rc}"
+    got = sum(len(os.listdir(d / "mail" / "INBOX" / sub)) for sub in ("cur", "new"))
+    assert got == n, f"mbsync stored {got} of {n} mails"
+    if not notmuch:
+        return r, spent, got, None
+    config = d / "notmuch-config"
+    config.write_text(f"[database]\npath={d}/mail\n[new]\ntags=inbox;unread\n[search]\nexclude_tags=\n")
+    indexed = run(["notmuch", "new", "--quiet"], env={"NOTMUCH_CONFIG": str(config)})
+    assert indexed.returncode == 0, f"notmuch new exited {indexed.returncode}: run it with NOTMUCH_CONFIG={config}"
+    return r, spent, got, indexed
 
 
 def main() -> None:
@@ -149,9 +156,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each tool (alternated)")
     parser.add_argument("--before", type=Path, help="also time the memex of this source tree (e.g. a checkout of main), same rounds")
     parser.add_argument("--no-index", action="store_true", help="also time this memex with search_index = false (row no-index)")
+    parser.add_argument("--notmuch", action="store_true", help="also index each mbsync Maildir with notmuch new (row +notmuch)")
     args = parser.parse_args()
-    if shutil.which("mbsync") is None:
-        sys.exit("mbsync (isync) is not installed: apt-get install isync")
+    for tool, package in (("mbsync", "isync"), ("notmuch", "notmuch")):
+        if (tool == "mbsync" or args.notmuch) and shutil.which(tool) is None:
+            sys.exit(f"{tool} is not installed: apt-get install {package}")
     n = args.messages
     server = dv.start()
     try:
@@ -161,23 +170,29 @@ def main() -> None:
             size = fill(server, user, n, sample)
             assert warm(server, user) == n
             rounds: dict[str, list[tuple[Run, float, int]]] = {"memex": [], "mbsync": []}
-            if args.before is not None:
-                rounds["before"] = []
-            if args.no_index:
-                rounds["no-index"] = []
+            for name, wanted in (("before", args.before is not None), ("no-index", args.no_index), ("+notmuch", args.notmuch)):
+                if wanted:
+                    rounds[name] = []
             loads = [os.getloadavg()[0]]
+            creation = [creation_us(work)]
             for _ in range(args.rounds):
                 rounds["memex"].append(memex_round(work, server, user, n))
-                rounds["mbsync"].append(mbsync_round(work, server, user, n))
+                r, spent, made, indexed = mbsync_round(work, server, user, n, notmuch=args.notmuch)
+                rounds["mbsync"].append((r, spent, made))
+                if indexed is not None:
+                    both = Run(r.wall + indexed.wall, r.cpu + indexed.cpu, max(r.rss_mib, indexed.rss_mib), 0, r.system + indexed.system)
+                    rounds["+notmuch"].append((both, spent, made))
                 if args.before is not None:
                     rounds["before"].append(memex_round(work, server, user, n, args.before))
                 if args.no_index:
                     rounds["no-index"].append(memex_round(work, server, user, n, index=False))
                 loads.append(os.getloadavg()[0])
+            creation.append(creation_us(work))
         print(f"IMAP drain of {n:,} mails ({size / n / 1024:.1f} KiB average, {size / 2**20:,.0f} MiB) from one local Dovecot,")
-        print(f"median of {args.rounds} alternated rounds each; {os.cpu_count()} cores, load average {min(loads):.2f}-{max(loads):.2f}")
+        print(f"median of {args.rounds} alternated rounds each; {os.cpu_count()} cores, load average {min(loads):.2f}-{max(loads):.2f};")
+        print(f"creating a file took {creation[0]:.0f} us at the start, {creation[1]:.0f} us at the end (rounds keep their files)")
         print(
-            f"{'':8}{'msg/s':>9}{'CPU ms/msg':>12}{'of it sys':>11}{'files/msg':>11}{'Dovecot ms/msg':>16}{'MiB/s':>8}   every round (msg/s)"
+            f"{'':9}{'msg/s':>9}{'CPU ms/msg':>12}{'of it sys':>11}{'files/msg':>11}{'Dovecot ms/msg':>16}{'MiB/s':>8}   every round (msg/s)"
         )
         med: dict[str, tuple[float, float]] = {}
         for name, got in rounds.items():
@@ -189,18 +204,15 @@ def main() -> None:
             rate = statistics.median(rates)
             med[name] = (rate, cpu)
             shown = ", ".join(f"{x:,.0f}" for x in rates)
-            print(f"{name:8}{rate:>9,.0f}{cpu:>12.3f}{system:>11.3f}{files:>11.2f}{dove:>16.3f}{rate * size / n / 2**20:>8.1f}   {shown}")
+            print(f"{name:9}{rate:>9,.0f}{cpu:>12.3f}{system:>11.3f}{files:>11.2f}{dove:>16.3f}{rate * size / n / 2**20:>8.1f}   {shown}")
         speed = med["memex"][0] / med["mbsync"][0]
         cost = med["memex"][1] / med["mbsync"][1]
         print(f"memex / mbsync: {speed:.2f}x the msg/s (goal >= 1.0), {cost:.2f}x the CPU per message (goal <= 2.0)")
-        if "before" in med:
-            print(
-                f"before / mbsync: {med['before'][0] / med['mbsync'][0]:.2f}x the msg/s, {med['before'][1] / med['mbsync'][1]:.2f}x the CPU per message"
-            )
-        if "no-index" in med:
-            print(
-                f"no-index / mbsync: {med['no-index'][0] / med['mbsync'][0]:.2f}x the msg/s, {med['no-index'][1] / med['mbsync'][1]:.2f}x the CPU per message"
-            )
+        for name, label in (("before", "before / mbsync"), ("no-index", "no-index / mbsync"), ("+notmuch", "memex / mbsync+notmuch")):
+            if name in med:
+                mine = med["memex"] if name == "+notmuch" else med[name]
+                theirs = med[name] if name == "+notmuch" else med["mbsync"]
+                print(f"{label}: {mine[0] / theirs[0]:.2f}x the msg/s, {mine[1] / theirs[1]:.2f}x the CPU per message")
     finally:
         dv.stop(server)
 

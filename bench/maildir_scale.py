@@ -2,11 +2,12 @@
 
 Each size is a real Maildir (one file per mail in ``new/``, ~2 KB, unique Message-IDs) drained into the
 file store by one ``memex poll`` (``--max-seconds`` large enough to finish), a fresh state and store per
-round; rounds alternate small, large, small, large... and medians are reported. A poll that re-listed the
-folder for every batch of 500 was quadratic (issue 25: 4x the mail took 5.7-8.3x the time); one listing
-per poll makes the rate independent of the folder's size. Also printed: how long one listing takes at
-each size (in process, ``MaildirPoller._list``), and how many ``getdents64`` calls a poll made when
-``strace`` is installed (``--strace``: one more run of the small size).
+round, kept until the run ends (deleting one round's files slows the next one's: :mod:`bench._common`);
+rounds alternate small, large, small, large... and medians are reported. A poll that re-listed the folder
+for every batch of 500 was quadratic (issue 25: 4x the mail took 5.7-8.3x the time); one listing per poll
+makes the rate independent of the folder's size. Also printed: how long one listing takes at each size
+(in process, ``MaildirPoller._list``), and how many ``getdents64`` calls a poll made when ``strace`` is
+installed (``--strace``: one more run of the small size).
 
 Run: .venv/bin/python bench/maildir_scale.py [--small 10000] [--large 100000] [--rounds 2]
 """
@@ -63,16 +64,13 @@ def config(d: Path, maildir: Path) -> Path:
 
 def drain(work: Path, maildir: Path, n: int) -> tuple[float, float]:
     """One poll draining the whole Maildir into a fresh store: (msg/s by wall, CPU ms per message)."""
-    d = Path(tempfile.mkdtemp(dir=work))
-    try:
-        cfg = config(d, maildir)
-        r = run([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "md", "--max-seconds", "100000"])
-        assert r.returncode == 0, "the poll failed"
-        stored = sum(1 for _ in (d / "store").rglob("*.json"))
-        assert stored >= n, f"only {stored} of {n} records stored"
-        return n / r.wall, r.cpu / n * 1000
-    finally:
-        shutil.rmtree(d)
+    d = Path(tempfile.mkdtemp(dir=work))  # kept until the run ends: deleting it would slow the next round (bench._common)
+    cfg = config(d, maildir)
+    r = run([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "md", "--max-seconds", "100000"])
+    assert r.returncode == 0, "the poll failed"
+    stored = sum(1 for _ in (d / "store").rglob("*.json"))
+    assert stored >= n, f"only {stored} of {n} records stored"
+    return n / r.wall, r.cpu / n * 1000
 
 
 def listing_ms(maildir: Path) -> float:

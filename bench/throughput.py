@@ -12,7 +12,6 @@ Run: .venv/bin/python bench/throughput.py [--messages 100000] [--file-only] [--r
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -104,9 +103,7 @@ def main() -> None:
             polls.append(memex_poll(d, d / "big.db", f'url = "{d}/store{i}"', f"file{i}"))
             if args.per_file:
                 per_files.append(memex_poll(d, d / "big.db", f'url = "{d}/per-file{i}"', f"per-file{i}", per_file=True))
-                shutil.rmtree(d / f"per-file{i}")
-            shutil.rmtree(d / f"naive{i}")
-            shutil.rmtree(d / f"store{i}")
+            # Each run's files stay until the end: deleting them would slow the next run's file creation (bench._common).
         naive, poll = typical(naives), typical(polls)
         if args.repeat > 1:
             spread = ", ".join(f"{n / a.wall:.0f}/{n / b.wall:.0f}" for a, b in zip(naives, polls, strict=True))
