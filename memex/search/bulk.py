@@ -26,7 +26,7 @@ from pathlib import Path
 
 from memex.errors import StateError
 from memex.records import encode_id
-from memex.search.rows import is_record_key, time_id, timestamp
+from memex.search.rows import free_ids, is_record_key, time_id, timestamp
 from memex.search.schema import INSERT_FTS, SCHEMA_VERSION
 
 
@@ -180,14 +180,15 @@ def remove_stages(base: Path) -> None:
 
 
 def add_staged(db: sqlite3.Connection, path: Path, *, taken: Callable[[list[int]], set[int]],
+               highest: Callable[[int, int], int | None],
                refresh: Callable[[str], None] | None) -> tuple[int, list[str], list[tuple[str, str]]]:  # fmt: skip
     """Insert the staged original records in the file at ``path`` (keys new to the index, each once) as rows, in one
     transaction of ``db`` (which must have none open); the file is removed after.
 
     Returns how many were inserted, the folders (``messages/<source>/``) they were in, and ``(key, text)`` of those
     SQLite's JSON parser refused (for the Python path); a record that is JSON but not an object is left out, as the
-    Python path leaves it. ``taken`` says which of some row ids are in use; ``refresh`` (when revisions may be
-    waiting) applies a message's revisions to its new row.
+    Python path leaves it. ``taken`` and ``highest`` say which row ids are in use (:func:`memex.search.rows.free_ids`);
+    ``refresh`` (when revisions may be waiting) applies a message's revisions to its new row.
     """
     db.execute("ATTACH DATABASE ? AS stg", (str(path),))
     try:
@@ -197,7 +198,7 @@ def add_staged(db: sqlite3.Connection, path: Path, *, taken: Callable[[list[int]
         clash = db.execute("SELECT EXISTS(SELECT 1 FROM stg.stage s JOIN messages m ON m.id = s.id) "
                            "OR EXISTS(SELECT 1 FROM stg.stage GROUP BY id HAVING count(*) > 1)").fetchone()[0]  # fmt: skip
         if clash:
-            _spread(db, taken)
+            _spread(db, taken, highest)
         db.execute(INSERT_MESSAGES)
         db.execute(INSERT_STAGED_FTS)
         n = db.execute("SELECT count(*) FROM stg.stage").fetchone()[0]
@@ -218,18 +219,12 @@ def add_staged(db: sqlite3.Connection, path: Path, *, taken: Callable[[list[int]
     return n, folders, refused
 
 
-def _spread(db: sqlite3.Connection, taken: Callable[[list[int]], set[int]]) -> None:
-    """Give each staged record a free row id the way the Python path does: in the records' order, a wanted id in use
-    (by an indexed message or an earlier record) moves up to the next free one."""
+def _spread(db: sqlite3.Connection, taken: Callable[[list[int]], set[int]], highest: Callable[[int, int], int | None]) -> None:
+    """Give each staged record a free row id the way the Python path does (:func:`memex.search.rows.free_ids`, in the
+    records' order)."""
     wanted = db.execute("SELECT n, id FROM stg.stage ORDER BY n").fetchall()
-    used = taken([want for _, want in wanted])
-    moved = []
-    for n, want in wanted:
-        if want in used:
-            while want in used or taken([want]):
-                want += 1
-            moved.append((want, n))
-        used.add(want)
+    ids = free_ids([want for _, want in wanted], taken, highest)
+    moved = [(got, n) for (n, want), got in zip(wanted, ids, strict=True) if got != want]
     db.executemany("UPDATE stg.stage SET id = ? WHERE n = ?", moved)
 
 

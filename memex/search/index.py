@@ -19,7 +19,18 @@ from memex.errors import StateError
 from memex.records import decode_id
 from memex.search import index_path
 from memex.search.locks import RebuildRunning, reader_lock, writer_lock
-from memex.search.rows import RevisionRow, Row, is_record_key, latest_text, load_record, message_row, revision_parent, revision_row, time_id
+from memex.search.rows import (
+    RevisionRow,
+    Row,
+    free_ids,
+    is_record_key,
+    latest_text,
+    load_record,
+    message_row,
+    revision_parent,
+    revision_row,
+    time_id,
+)
 from memex.search.schema import COLUMNS, FTS_COLUMNS, INSERT_FTS, SCHEMA, SCHEMA_VERSION, SECONDARY
 from memex.state.cursors import utc_now
 from memex.state.files import ensure_private_dir, fsync_file
@@ -186,7 +197,7 @@ class SearchIndex:
         parsed: list[tuple[str, dict[str, Any]]] = []
         if batch.path is not None:
             n, folders, refused = bulk.add_staged(
-                self.db, batch.path, taken=lambda ids: {r[0] for r in self._in("SELECT id FROM messages WHERE id IN ({})", ids)},
+                self.db, batch.path, taken=self._taken, highest=self._highest,
                 refresh=self._refresh if self._any_revisions else None)  # fmt: skip
             self._touch({_source_of(folder) for folder in folders})
             parsed = [(key, doc) for key, text in refused if (doc := load_record(text.encode())) is not None]
@@ -244,21 +255,22 @@ class SearchIndex:
                 if row.key in found:
                     self._update(row, found[row.key])
             rows = [row for row in rows if row.key not in found]
-        wanted = [time_id(row.ts, row.key) for row in rows]
-        taken = {r[0] for r in self._in("SELECT id FROM messages WHERE id IN ({})", wanted)}
-        ids = []
-        for want in wanted:
-            if want in taken:  # another message at the same millisecond: the next free id after it (rare)
-                while want in taken or self.db.execute("SELECT 1 FROM messages WHERE id = ?", (want,)).fetchone():
-                    want += 1
-            taken.add(want)
-            ids.append(want)
+        ids = free_ids([time_id(row.ts, row.key) for row in rows], self._taken, self._highest)
         pairs = sorted(zip(ids, rows, strict=True), key=lambda pair: pair[0])
         self.db.executemany(_INSERT_ID, [(i, *_values(row)) for i, row in pairs])
         self.db.executemany(_INSERT_WORDS, [(i, *_fts(row)) for i, row in pairs])  # given: read back, a fifth slower
         if self._any_revisions:  # a message whose revisions came first (a backfill's order): apply them now
             for (key,) in self._in("SELECT DISTINCT message_key FROM revisions WHERE message_key IN ({})", [r.key for r in rows]):
                 self._refresh(key)
+
+    def _taken(self, ids: list[int]) -> set[int]:
+        """Which of ``ids`` are indexed messages' row ids."""
+        return {r[0] for r in self._in("SELECT id FROM messages WHERE id IN ({})", ids)}
+
+    def _highest(self, lo: int, hi: int) -> int | None:
+        """The highest indexed row id in ``lo <= id < hi``, or None."""
+        found: int | None = self.db.execute("SELECT max(id) FROM messages WHERE id >= ? AND id < ?", (lo, hi)).fetchone()[0]
+        return found
 
     def _in(self, sql: str, values: list[Any]) -> list[tuple[Any, ...]]:
         """The rows of ``sql`` (an ``IN ({})`` query) over ``values``, 500 at a time."""

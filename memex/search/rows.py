@@ -12,10 +12,14 @@ from __future__ import annotations
 import json
 import zlib
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 TEXT_KINDS = ("edit", "update")  # revision kinds whose text replaces the message's
 ID_SPREAD = 1024  # row ids per millisecond (time_id)
+PROBE = 64 * ID_SPREAD  # a taken row id is looked past in blocks of this many ids, 64 ms (free_ids)
 
 
 class Row(NamedTuple):
@@ -141,11 +145,48 @@ def latest_text(revisions: list[RevisionRow]) -> str | None:
 def time_id(ts: float | None, key: str) -> int:
     """A message's first-choice row id: its time in milliseconds times 1024 plus 10 bits of its key's hash, so
     that id order is time order (the FTS5 table then gives the newest matches first without sorting them all);
-    a message with no time gets a negative id (last). Taken ids move up by one (:meth:`memex.search.index.SearchIndex._put_many`)."""
+    a message with no time gets a negative id (last). A taken id is replaced by a free one after it (:func:`free_ids`)."""
     spread = zlib.crc32(key.encode("utf-8", "surrogatepass"))
     if ts is None:
         return -1 - spread
     return max(0, int(ts * 1000)) * ID_SPREAD + (spread % ID_SPREAD)
+
+
+def free_ids(wanted: list[int], taken: Callable[[list[int]], set[int]], highest: Callable[[int, int], int | None]) -> list[int]:
+    """The row id each of ``wanted`` gets, in order: itself, or where it is taken (by an indexed message, or given to
+    an earlier one of ``wanted``), the id after the highest one taken in its block of :data:`PROBE` ids (64 ms), from
+    it to the block's end; when that is the block's end, the same in the next block. Both ways of adding rows (a poll's,
+    a rebuild's) use it, so a record gets the same id either way.
+
+    ``taken`` says which of some ids are indexed; ``highest(lo, hi)`` is the highest indexed id in ``lo <= id < hi``
+    (None if none). One question per block, however many messages share a millisecond: moving up one id at a time
+    asked once per message already there, and 100,000 mails with the same Date header (a migration that set them
+    all) cost billions of queries.
+    """
+    used = taken(wanted)
+    tops: dict[int, int] = {}  # block (id // PROBE) -> the highest id given in it so far
+    ids = []
+    for want in wanted:
+        if want in used:
+            want = _past_taken(want, tops, highest)
+        used.add(want)
+        block = want // PROBE
+        if tops.get(block, want) <= want:
+            tops[block] = want
+        ids.append(want)
+    return ids
+
+
+def _past_taken(want: int, tops: dict[int, int], highest: Callable[[int, int], int | None]) -> int:
+    """A free id at or after the taken ``want`` (:func:`free_ids`)."""
+    while True:
+        end = (want // PROBE + 1) * PROBE
+        found = [t for t in (highest(want, end), tops.get(want // PROBE)) if t is not None and t >= want]
+        if not found:
+            return want
+        if max(found) + 1 < end:
+            return max(found) + 1
+        want = end
 
 
 def id_at(ts: float) -> int:

@@ -1010,9 +1010,15 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/search/bulk.py",
-        [("        if clash:\n            _spread(db, taken)\n", "")],
+        [("        if clash:\n            _spread(db, taken, highest)\n", "")],
         ["tests/core/test_search_bulk.py::test_a_rebuild_makes_the_rows_the_python_path_makes"],
         id="search-rebuild-ids-clash-unresolved",
+    ),
+    pytest.param(
+        "memex/search/rows.py",
+        [("        if max(found) + 1 < end:\n            return max(found) + 1\n        want = end\n", "        want += 1\n")],
+        ["tests/core/test_search_bulk.py::test_messages_at_one_millisecond_cost_a_few_queries_each_and_stay_near_their_time"],
+        id="search-taken-id-moves-up-one-at-a-time",
     ),
     pytest.param(
         "memex/search/bulk.py",
