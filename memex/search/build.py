@@ -35,7 +35,7 @@ from memex.search import index_path, journal_path
 from memex.search.index import SIDE_FILES, SearchIndex
 from memex.search.locks import OPEN_LOCK, REBUILD_LOCK, REBUILD_WAIT, SWAP_WAIT, RebuildRunning
 from memex.search.rows import is_record_key, load_record
-from memex.state.files import ensure_private_dir, fsync_dir, fsync_file, make_dirs
+from memex.state.files import atomic_replace, ensure_private_dir, fsync_dir, fsync_file, make_dirs
 from memex.state.locks import exclusive
 from memex.store.objects import ObjectStore
 
@@ -43,18 +43,30 @@ T = TypeVar("T")
 FIRST, BATCH = 2000, 20000  # records inserted together (batch_sizes)
 
 
-def journal_append(path: Path, keys: list[str]) -> None:
-    """Append ``keys`` to the journal at ``path`` and make them durable (the folder too, when the file is new)."""
+def journal_append(path: Path, keys: list[str]) -> int:
+    """Append ``keys`` to the journal at ``path`` and make them durable (the folder too, when the file is new); the
+    journal's size after them."""
     made = make_dirs(path.parent)
     new = not path.exists()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, ("\n".join(keys) + "\n").encode())
         os.fsync(fd)
+        end = os.fstat(fd).st_size
     finally:
         os.close(fd)
     if new or made:
         fsync_dir(path.parent)
+    return end
+
+
+def journal_drop(path: Path, upto: int) -> None:
+    """Drop the journal's first ``upto`` bytes (keys now in the index), durably: the rest goes to a new file that
+    replaces it (a crash leaves either file: the old one only names keys again, which a catch-up adds harmlessly)."""
+    with open(path, "rb") as fh:
+        fh.seek(upto)
+        rest = fh.read()
+    atomic_replace(path, rest)
 
 
 def journal_keys(path: Path) -> list[str]:
@@ -212,6 +224,7 @@ class Follower:
         self.background = background  # each update made by a thread while the writer goes on (:meth:`after_commit`)
         self._lock = threading.Lock()  # a journal append never falls between an update's check and its emptying
         self._appended = 0  # journal appends so far: an update empties the journal only if none came after its own
+        self._ends: dict[int, int] = {}  # the journal's size after each append still in it (by its number)
         self._update: threading.Thread | None = None
 
     def catch_up(self, store: ObjectStore, seen: int | None = None) -> int:
@@ -244,7 +257,7 @@ class Follower:
         with self._lock:
             self._appended += 1
             try:
-                journal_append(self.journal, [key for key, _ in stored])
+                self._ends[self._appended] = journal_append(self.journal, [key for key, _ in stored])
             except OSError as exc:
                 self.log.warning("search.journal_failed", path=str(self.journal), error=exc.strerror or type(exc).__name__)
 
@@ -299,10 +312,23 @@ class Follower:
         self._empty(seen)
 
     def _empty(self, seen: int) -> None:
-        """Empty the journal, unless keys were appended after the ``seen``-th append (a later batch's, not yet added)."""
+        """Empty the journal of what the ``seen`` first appends named (now in the index). Keys appended after (a later
+        batch's, not yet added) stay: the journal keeps only them, so a crash in a long poll or backfill leaves the next
+        run a batch or two to read back, not everything since the start."""
         with self._lock:
             if self._appended == seen:
                 self._remove()
+                self._ends.clear()
+                return
+            upto = self._ends.get(seen)
+            if upto is None:  # that append failed (a warning said so): nothing to go by, all is kept
+                return
+            try:
+                journal_drop(self.journal, upto)
+            except OSError as exc:  # the journal is kept whole: a catch-up after a crash reads more back, nothing more
+                self.log.warning("search.journal_failed", path=str(self.journal), error=exc.strerror or type(exc).__name__)
+                return
+            self._ends = {n: end - upto for n, end in self._ends.items() if n > seen}
 
     def _remove(self) -> None:
         """Empty the journal (kept: the next append then needs no folder sync); lost in a crash, it replays harmlessly."""

@@ -890,6 +890,12 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/search/build.py",
+        [("            upto = self._ends.get(seen)\n", "            upto = None\n")],
+        ["tests/core/test_search_follow.py::test_an_update_never_empties_a_journal_a_later_batch_was_appended_to"],
+        id="search-journal-keeps-every-batch-of-a-long-run",
+    ),
+    pytest.param(
+        "memex/search/build.py",
         [("            if self._appended == seen:\n", "            if True:\n")],
         ["tests/core/test_search_follow.py::test_an_update_never_empties_a_journal_a_later_batch_was_appended_to"],
         id="search-update-empties-a-journal-a-later-batch-was-appended-to",

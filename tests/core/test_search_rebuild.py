@@ -113,9 +113,14 @@ def test_rebuilding_one_source_keeps_the_other_sources_rows(tmp_path: Path) -> N
     assert status == {"imessage": (30, 0), "md": (4, 0)}
 
 
+# the journal emptied: truncated, or a shorter one renamed over it
+_EMPTIED = re.compile(r'\b(?:truncate\("[^"]*\.poll\.keys", 0\)|rename(?:at2?)?\(.*"[^"]*\.poll\.keys"(?:, \d+)?\)) += 0$')
+
+
 def _journal_emptied_before_the_index_is_durable(trace: list[str]) -> list[str]:
-    """Read an ``strace -f -y`` trace of a poll: each emptying (``truncate``) of the journal must come after an fsync
-    of the index's WAL that followed the last write into it (or after its checkpoint into the file: WAL and file fsynced)."""
+    """Read an ``strace -f -y`` trace of a poll: each emptying of the journal (``truncate``, or a shorter journal renamed
+    over it) must come after an fsync of the index's WAL that followed the last write into it (or after its checkpoint
+    into the file: WAL and file fsynced)."""
     problems = []
     unsynced = False
     for line in trace:
@@ -123,7 +128,7 @@ def _journal_emptied_before_the_index_is_durable(trace: list[str]) -> list[str]:
             unsynced = True
         elif re.search(r"\bf(?:data)?sync\(\d+<[^>]*/index\.sqlite-wal>\) += 0$", line):
             unsynced = False
-        elif re.search(r'\btruncate\("[^"]*\.poll\.keys", 0\) += 0$', line) and unsynced:
+        elif _EMPTIED.search(line) and unsynced:
             problems.append("the journal was emptied while the index's update was not on disk")
     return problems
 
@@ -144,7 +149,7 @@ def test_a_poll_empties_its_journal_only_after_its_index_update_is_on_disk(tmp_p
     trace_file = tmp_path / "trace"
     reader = SearchIndex.open(tmp_path / "state", create=False)  # keeps the poll's close from checkpointing
     try:
-        cmd = ["strace", "-f", "-y", "-qq", "-s", "0", "-e", "trace=pwrite64,fsync,fdatasync,truncate,ftruncate,unlink",
+        cmd = ["strace", "-f", "-y", "-qq", "-s", "0", "-e", "trace=pwrite64,fsync,fdatasync,truncate,ftruncate,unlink,rename,renameat,renameat2",
                "-o", str(trace_file), sys.executable, "-m", "memex", "--config", str(config), "poll", "imessage"]  # fmt: skip
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
         assert out.returncode == 0, out.stderr
