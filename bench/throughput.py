@@ -5,8 +5,9 @@ same run on the same rows (file store: one json.dump per row to a file, no fsync
 ``--repeat`` alternated runs of each; S3: one plain put_object per row, no conditional header), and the peak
 RSS for a history 10x smaller, to show memory does not grow with history size. One more row runs the same poll with
 the file store's per-file flush (an fsync per object, what FUSE, NFS, SMB and overlay get) on the same disk: the
-syncfs allow-list is emptied in that process only (``memex.state.flush.SYNCFS_PROVEN``).
-Run: .venv/bin/python bench/throughput.py [--messages 100000] [--file-only] [--repeat 3] [--per-file]
+syncfs allow-list is emptied in that process only (``memex.state.flush.SYNCFS_PROVEN``). The memex rows keep the
+search index (the default); ``--no-index`` adds the same poll with ``search_index = false``.
+Run: .venv/bin/python bench/throughput.py [--messages 100000] [--file-only] [--repeat 3] [--per-file] [--no-index]
 """
 
 from __future__ import annotations
@@ -48,10 +49,12 @@ runpy.run_module("memex", run_name="__main__")
 """
 
 
-def memex_poll(d: Path, db: Path, store: str, name: str, *, per_file: bool = False) -> Run:
-    """Poll ``db`` into ``store`` until caught up, in one process with no time limit (``per_file``: an fsync per object)."""
+def memex_poll(d: Path, db: Path, store: str, name: str, *, per_file: bool = False, index: bool = True) -> Run:
+    """Poll ``db`` into ``store`` until caught up, in one process with no time limit (``per_file``: an fsync per object;
+    ``index=False``: with ``search_index = false``)."""
     cfg = d / f"{name}.toml"
-    cfg.write_text(f'state_dir = "{d}/{name}-state"\n[store]\n{store}\n[sources.imessage]\ntype = "imessage"\ndb = "{db}"\n')
+    cfg.write_text(("" if index else "search_index = false\n") +
+                   f'state_dir = "{d}/{name}-state"\n[store]\n{store}\n[sources.imessage]\ntype = "imessage"\ndb = "{db}"\n')  # fmt: skip
     memex = ["-c", PER_FILE_MAIN] if per_file else ["-m", "memex"]
     r = run([sys.executable, *memex, "--config", str(cfg), "poll", "imessage", "--max-seconds", "100000"])
     assert r.returncode == 0, f"memex poll failed ({name})"
@@ -86,6 +89,7 @@ def main() -> None:
     parser.add_argument("--file-only", action="store_true", help="skip the S3 rows (moto start-up and its CPU)")
     parser.add_argument("--repeat", type=int, default=3, help="alternated naive/memex file runs; the median is shown")
     parser.add_argument("--per-file", action="store_true", help="add the per-file flush row (an fsync per object)")
+    parser.add_argument("--no-index", action="store_true", help="add a row for the poll with search_index = false")
     args = parser.parse_args()
     n, small = args.messages, args.messages // 10
     import boto3
@@ -97,12 +101,14 @@ def main() -> None:
         print(f"poll throughput, {n:,} messages (client process only; the S3 server is moto on the same 2 cores)")
         rows = Rows()
         rows.append(f"{'':34}{'msg/s':>10}{'CPU ms/msg':>12}{'RSS MiB':>10}{'vs base':>8}")
-        naives, polls, per_files = [], [], []
+        naives, polls, per_files, no_index = [], [], [], []
         for i in range(args.repeat):  # alternated, so a file system that slows down mid-run slows all alike
             naives.append(run([sys.executable, "-c", NAIVE_FILE, str(d / "big.db"), str(d / f"naive{i}")]))
             polls.append(memex_poll(d, d / "big.db", f'url = "{d}/store{i}"', f"file{i}"))
             if args.per_file:
                 per_files.append(memex_poll(d, d / "big.db", f'url = "{d}/per-file{i}"', f"per-file{i}", per_file=True))
+            if args.no_index:
+                no_index.append(memex_poll(d, d / "big.db", f'url = "{d}/no-index{i}"', f"no-index{i}", index=False))
             # Each run's files stay until the end: deleting them would slow the next run's file creation (bench._common).
         naive, poll = typical(naives), typical(polls)
         if args.repeat > 1:
@@ -114,6 +120,8 @@ def main() -> None:
         rows.append(line("file: memex poll", n, poll, naive))
         if per_files:
             rows.append(line("file: memex poll, fsync per object", n, typical(per_files), naive))
+        if no_index:
+            rows.append(line("file: memex poll, no search index", n, typical(no_index), naive))
         small_run = memex_poll(d, d / "small.db", f'url = "{d}/store-small"', "file-small")
         rows.append(line(f"file: memex poll, {small:,} msgs", small, small_run))
         if args.file_only:
