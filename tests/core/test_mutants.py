@@ -1071,6 +1071,30 @@ MUTANTS = [
         ["tests/core/test_search.py::test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message"],
         id="search-words-removed-after-the-row-changed",
     ),
+    # ---- rows of branch i32-host: append below ----
+    # ---- end of i32-host ----
+    # ---- rows of branch i32-term: append below ----
+    # ---- end of i32-term ----
+    # ---- rows of branch i32-isolate: append below ----
+    # ---- end of i32-isolate ----
+    # ---- rows of branch i32-env: append below ----
+    # ---- end of i32-env ----
+    # ---- rows of branch i32-wedge: append below ----
+    # ---- end of i32-wedge ----
+    # ---- rows of branch i33-oauth: append below ----
+    # ---- end of i33-oauth ----
+    # ---- rows of branch i33-mbox: append below ----
+    # ---- end of i33-mbox ----
+    # ---- rows of branch i34-query: append below ----
+    # ---- end of i34-query ----
+    # ---- rows of branch i34-index: append below ----
+    # ---- end of i34-index ----
+    # ---- rows of branch i35-people: append below ----
+    # ---- end of i35-people ----
+    # ---- rows of branch i36-mcp: append below ----
+    # ---- end of i36-mcp ----
+    # ---- rows of branch i37-plugins: append below ----
+    # ---- end of i37-plugins ----
 ]  # fmt: skip
 
 
