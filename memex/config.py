@@ -37,6 +37,7 @@ _GLOBAL_KEYS = (
     "state_url",
     "lease_seconds",
     "search_index",
+    "search_stemming",
 )
 _STORE_KEYS = ("url", "endpoint_url", "region", "profile", "client")
 _MISSING: Any = object()
@@ -102,6 +103,7 @@ class Config:
     state_url: str | None = None  # s3://bucket/prefix: cursors and leases shared by hosts (memex.state.s3state, .s3lease)
     lease_seconds: int = 90  # a run lease not renewed for this long (server clock) may be taken over
     search_index: bool = True  # polls and backfills keep the search index (memex.search) in step
+    search_stemming: str = "english"  # words found by their stems (FTS5's porter), or "none"; set when an index is made
 
     def source(self, name: str) -> SourceConfig:
         """The named source, or a ConfigError listing the configured ones."""
@@ -154,6 +156,10 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
             raise ConfigError("must be s3://bucket/prefix (cursors and leases shared by several hosts)", path=path, key="state_url")
     lease_seconds = top.number("lease_seconds", default=90, minimum=2, maximum=3600)
     search_index = top.flag("search_index", default=True)
+    search_stemming = top.text("search_stemming", default="english")
+    if search_stemming not in ("english", "none"):
+        raise ConfigError(f'must be "english" or "none", not {search_stemming!r} (FTS5 stems English only)', path=path,
+                          key="search_stemming")  # fmt: skip
     store_table = top.table("store", default={})
     sources_table = top.table("sources", default={})
     top.finish(_GLOBAL_KEYS)
@@ -203,7 +209,7 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
         )
     return Config(path=path, state_dir=state_dir, store=store, sources=sources, log_max_bytes=log_max_bytes, log_backups=log_backups,
                   metrics_textfile=metrics_textfile, state_url=state_url, lease_seconds=lease_seconds,
-                  search_index=search_index)  # fmt: skip
+                  search_index=search_index, search_stemming=search_stemming)  # fmt: skip
 
 
 def _heartbeat_url(keys: Keys, path: Path | None, name: str) -> str | None:
