@@ -47,7 +47,7 @@ SIDE_FILES = ("-journal", "-wal", "-shm")  # SQLite's files beside a database, n
 _UPDATE = f"UPDATE messages SET {', '.join(c + ' = ?' for c in COLUMNS)} WHERE id = ?"
 _INSERT_ID = f"INSERT INTO messages(id, {', '.join(COLUMNS)}) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})"
 _INSERT_FTS = " WHERE f.id = ?"  # after insert_fts(table): a row's words, read from the row just written
-_INSERT_WORDS = f"INSERT INTO {{}}(rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"  # new rows' words, given (_fts)
+_INSERT_WORDS = f"INSERT INTO {{}}(rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"  # new rows' words, given (_fts)
 
 
 class SearchIndex:
@@ -386,8 +386,8 @@ def _values(row: Row) -> tuple[Any, ...]:
 def _fts(row: Row) -> tuple[str, ...]:
     """A new row's words, as the view ``fts_source`` reads them from the row (FTS5's integrity check, run by the tests,
     fails if the two ever differ)."""
-    sender, conversation = f"{row.sender_name}\n{row.sender_id}", f"{row.conv_name}\n{row.conv_id}"
-    return (row.text, row.subject, sender, row.recipients, conversation, row.attachments)
+    sender = f"{row.sender_name}\n{row.sender_id}"
+    return (row.text, row.subject, sender, row.recipients, row.conv_name, row.attachments, row.conv_id)
 
 
 @functools.lru_cache(maxsize=64)

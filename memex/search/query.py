@@ -9,7 +9,7 @@ text, subject, sender, recipients, conversation or attachment names. ``from:``, 
 terms are ORed (a message has one of each). ``*`` matches every message. Unsent or deleted messages are left out
 unless the query names ``is:deleted``.
 
-Stemming (notmuch's habit): an unquoted word that does not start with a capital letter is matched by its stem
+Stemming (notmuch's habit): an unquoted word (bare, or after body: or to:) that does not start with a capital letter is matched by its stem
 (``message`` finds ``messages``) in the stemmed table ``fts_stem`` when the index has one; phrases, ``prefix*`` and
 capitalised words match as written in ``fts``. A query memex cannot read raises :class:`QueryError` with one line.
 """
@@ -28,8 +28,16 @@ __all__ = ["FIELDS", "HIGHLIGHT", "Query", "QueryError", "parse", "phrase"]
 
 RANK_WINDOW = 200  # a ranked search ranks this many best matches first (Query.run)
 HIGHLIGHT = ("\x02", "\x03")  # snippet() marks around a matched word; the CLI renders them
-FIELDS = {"from": "sender", "to": "recipients", "subject": "subject", "body": "body", "attachment": "attachments", "in": "conversation"}
+FIELDS = {
+    "from": "sender",
+    "to": "recipients",
+    "subject": "subject",
+    "body": "body",
+    "attachment": "attachments",
+    "in": "{conversation thread}",
+}  # a bare word: every column but the conversation's id (- thread)
 EXACT, STEM = "fts", "fts_stem"  # the FTS5 tables: words as written, and their stems
+STEMMED_FIELDS = (None, "body", "to")  # as notmuch: not from:, subject: or attachment:
 _WORD = re.compile(r"\w+", re.UNICODE)
 _NOT_WORD = re.compile(r"\W", re.UNICODE)
 R = TypeVar("R")
@@ -224,11 +232,11 @@ class _Compiler:
         if t.value == "*" and not t.field and not t.quoted:
             return part  # every message
         words = _WORD.findall(t.value.removesuffix("*") if t.prefix else t.value)
-        stem = self.stemmed and not t.quoted and not t.prefix and len(words) == 1 and not t.value[:1].isupper()
+        stem = (
+            self.stemmed and t.field in STEMMED_FIELDS and not t.quoted and not t.prefix and len(words) == 1 and not t.value[:1].isupper()
+        )
         expr = phrase(t.value[:-1] if t.prefix else t.value, prefix=t.prefix)
-        column = FIELDS.get(t.field or "")
-        if column:
-            expr = f"{column} : {expr}"
+        expr = f"{FIELDS[t.field]} : {expr}" if t.field else f"- thread : {expr}"
         part.pos[STEM if stem else EXACT] = [expr]
         if stem:
             part.exact.append(expr)

@@ -12,8 +12,9 @@ is read from ``messages`` through the view ``fts_source`` (so a row's words must
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3  # 3: row ids negative before 1970, a second FTS5 table of stems; 2: messages appended in arrival order
-FTS_COLUMNS = "body, subject, sender, recipients, conversation, attachments"  # fts's columns, as fts_source names them
+SCHEMA_VERSION = 3  # 3: row ids negative before 1970, a second FTS5 table of stems, the conversation's id a column
+# of its own (bare words do not match a mail's Message-ID); 2: messages appended in arrival order
+FTS_COLUMNS = "body, subject, sender, recipients, conversation, attachments, thread"  # fts's columns, as fts_source names them
 EXACT, STEM = "fts", "fts_stem"  # the FTS5 tables: every word as written (and its prefixes), and every word's stem
 STEMMERS = {"english": "porter unicode61 remove_diacritics 2"}  # search_stemming -> fts_stem's tokenizer ("none": no table)
 _TABLES = """
@@ -27,7 +28,7 @@ CREATE TABLE IF NOT EXISTS revisions(key TEXT PRIMARY KEY, message_key TEXT NOT 
   text TEXT, deleted INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS revisions_message ON revisions(message_key);
 CREATE VIEW IF NOT EXISTS fts_source AS SELECT id, text AS body, subject, sender_name || char(10) || sender_id AS sender,
-  recipients, conv_name || char(10) || conv_id AS conversation, attachments FROM messages;
+  recipients, conv_name AS conversation, attachments, conv_id AS thread FROM messages;
 CREATE TABLE IF NOT EXISTS sources(source TEXT PRIMARY KEY, added_at TEXT, rebuilt_at TEXT);
 """
 _FTS = """CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5({columns},
