@@ -1,7 +1,7 @@
 """The same real mails indexed by notmuch and by memex, for comparing their answers (``test_search_vs_notmuch.py``,
 ``bench/search_vs_notmuch.py``).
 
-The mails are every file under ``tests/email/data/`` that has a Message-ID (the first file of each ID; notmuch names
+The mails are every file under ``tests/email/data/`` and ``tests/email/search_corpus/`` that has a Message-ID (the first file of each ID; notmuch names
 a mail by it, memex by the same ID normalized), copied into one Maildir. notmuch gets a config of its own in the
 folder (no tags, no excluded tags, UTC), so nothing of the user's is read.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-DATA = ROOT / "tests" / "email" / "data"
+DATA = (ROOT / "tests" / "email" / "data", ROOT / "tests" / "email" / "search_corpus")  # the second: only these tests read it
 NOTMUCH_CONFIG = """[database]
 path={maildir}
 [user]
@@ -37,7 +37,7 @@ def corpus_files() -> list[Path]:
     """The corpus: one file per Message-ID, in a stable order."""
     seen: set[str] = set()
     out = []
-    for path in sorted(p for p in DATA.rglob("*") if p.is_file() and p.suffix not in (".md", ".py", ".json")):
+    for path in sorted(p for d in DATA for p in d.rglob("*") if p.is_file() and p.suffix not in (".md", ".py", ".json")):
         msg = email.message_from_bytes(path.read_bytes(), policy=email.policy.compat32)
         mid = str(msg.get("Message-ID") or "").strip()
         if not mid.startswith("<") or not mid.endswith(">") or mid.count("<") != 1 or " " in mid or mid.lower() in seen:
