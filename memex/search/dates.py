@@ -81,6 +81,8 @@ def span(text: str, now: float) -> tuple[float, float]:
             d = int(day)
             if not 1 <= d <= calendar.monthrange(year, mon)[1]:
                 raise DateError("no such day")
+        except DateError:
+            raise
         except (ValueError, OverflowError):
             raise DateError("no such date") from None
         start = float(calendar.timegm((year, mon, d, 0, 0, 0)))
