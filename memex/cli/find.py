@@ -8,7 +8,6 @@ are the same either way. This module imports neither click nor anything a search
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -147,6 +146,8 @@ def run_search(cfg: Config, words: tuple[str, ...], limit: int, rank: bool, as_j
         q = parse(text, stemmed=STEM in index.tables)
         results = [_result(row) for row in q.run(index.select, limit, rank=rank)]
     if as_json:
+        import json
+
         for r in results:
             r["snippet"] = r.pop("_plain")
         echo(json.dumps(results, indent=2, ensure_ascii=False))
@@ -169,6 +170,8 @@ def run_show(cfg: Config, ref: str, as_json: bool) -> None:
     key, record = find(cfg, store, ref)
     revs = revisions(store, key)
     if as_json:
+        import json
+
         echo(json.dumps({"key": key, "record": record, "revisions": [{"key": k, "record": d} for k, d in revs]},
                         indent=2, ensure_ascii=False, sort_keys=True))  # fmt: skip
         return
@@ -177,6 +180,8 @@ def run_show(cfg: Config, ref: str, as_json: bool) -> None:
 
 def run_index_status(cfg: Config, as_json: bool) -> None:
     """``memex index status``: per source, indexed, in the store, behind, pending."""
+    import json
+
     from memex.search.show import status_rows, status_table
     from memex.store import open_store
 

@@ -10,18 +10,38 @@ notmuch) the moment that long ago. A range runs from the start of its first date
 
 from __future__ import annotations
 
-import calendar
 import re
 import time
 from collections.abc import Callable
 
 _ABSOLUTE = re.compile(r"(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?")
 _RELATIVE = re.compile(r"(\d+)\s*([A-Za-z]+)")
+DAY = 86400
 _UNITS = (  # (names a unit may be cut down to, from the shortest, and its length in seconds; months and years apart)
     ("years", 0), ("months", 0), ("weeks", 7 * 86400), ("days", 86400), ("hours", 3600), ("hrs", 3600),
     ("minutes", 60), ("mins", 60), ("seconds", 1), ("secs", 1),
 )  # fmt: skip
-DAY = 86400
+
+
+def _days(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 to that day of the proleptic Gregorian calendar (negative before; no ``calendar``
+    import, which brings ``locale``, on a search's path)."""
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+def _timegm(year: int, month: int, day: int, hour: int = 0, minute: int = 0, sec: int = 0) -> float:
+    """Seconds since the epoch of that UTC time (``calendar.timegm``)."""
+    return float(_days(year, month, day) * DAY + hour * 3600 + minute * 60 + sec)
+
+
+def _month_days(year: int, month: int) -> int:
+    """How many days ``month`` of ``year`` has."""
+    return _days(year + month // 12, month % 12 + 1, 1) - _days(year, month, 1)
 
 
 class DateError(ValueError):
@@ -46,8 +66,8 @@ def _ago(n: int, unit: str, now: float) -> float:
         t = time.gmtime(now)
         months = t.tm_year * 12 + (t.tm_mon - 1) - (n * 12 if unit == "years" else n)
         year, month = divmod(months, 12)
-        day = min(t.tm_mday, calendar.monthrange(year, month + 1)[1])
-        return float(calendar.timegm((year, month + 1, day, t.tm_hour, t.tm_min, t.tm_sec)))
+        day = min(t.tm_mday, _month_days(year, month + 1))
+        return _timegm(year, month + 1, day, t.tm_hour, t.tm_min, t.tm_sec)
     return now - n * dict(_UNITS)[unit]
 
 
@@ -69,23 +89,17 @@ def span(text: str, now: float) -> tuple[float, float]:
     m = _ABSOLUTE.fullmatch(value)
     if m:
         year, month, day = int(m.group(1)), m.group(2), m.group(3)
-        try:
-            if month is None:
-                return float(calendar.timegm((year, 1, 1, 0, 0, 0))), float(calendar.timegm((year + 1, 1, 1, 0, 0, 0)))
-            mon = int(month)
-            if not 1 <= mon <= 12:
-                raise DateError("no such month")
-            if day is None:
-                nxt = (year + mon // 12, mon % 12 + 1)
-                return float(calendar.timegm((year, mon, 1, 0, 0, 0))), float(calendar.timegm((*nxt, 1, 0, 0, 0)))
-            d = int(day)
-            if not 1 <= d <= calendar.monthrange(year, mon)[1]:
-                raise DateError("no such day")
-        except DateError:
-            raise
-        except (ValueError, OverflowError):
-            raise DateError("no such date") from None
-        start = float(calendar.timegm((year, mon, d, 0, 0, 0)))
+        if month is None:
+            return _timegm(year, 1, 1), _timegm(year + 1, 1, 1)
+        mon = int(month)
+        if not 1 <= mon <= 12:
+            raise DateError("no such month")
+        if day is None:
+            return _timegm(year, mon, 1), _timegm(year + mon // 12, mon % 12 + 1, 1)
+        d = int(day)
+        if not 1 <= d <= _month_days(year, mon):
+            raise DateError("no such day")
+        start = _timegm(year, mon, d)
         return start, start + DAY
     parts = _RELATIVE.findall(value)
     if parts and "".join(n + u for n, u in parts) == re.sub(r"\s+", "", value):

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memex.errors import StateError
-from memex.records import decode_id
 from memex.search import index_path
 from memex.search.locks import RebuildRunning, reader_lock, writer_lock
 from memex.search.rows import (
@@ -32,7 +31,6 @@ from memex.search.rows import (
     time_id,
 )
 from memex.search.schema import COLUMNS, FTS_COLUMNS, SCHEMA_VERSION, SECONDARY, fts_tables, insert_fts, schema
-from memex.state.cursors import utc_now
 from memex.state.files import ensure_private_dir, fsync_file
 
 if TYPE_CHECKING:
@@ -247,6 +245,8 @@ class SearchIndex:
 
     def _touch(self, sources: set[str]) -> None:
         """Record that records of ``sources`` were added now."""
+        from memex.state.cursors import utc_now  # here: a search never needs it
+
         now = utc_now()
         for source in sources:
             self.db.execute("INSERT INTO sources(source, added_at) VALUES (?, ?) "
@@ -326,6 +326,8 @@ class SearchIndex:
 
     def rebuilt(self, sources: Iterable[str]) -> None:
         """Record that ``sources`` were rebuilt now."""
+        from memex.state.cursors import utc_now
+
         now = utc_now()
         for source in sources:
             self.db.execute("INSERT INTO sources(source, rebuilt_at) VALUES (?, ?) "
@@ -392,6 +394,8 @@ def _fts(row: Row) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=64)
 def _segment_source(segment: str) -> str:
+    from memex.records import decode_id  # here: a search never needs it
+
     return decode_id(segment) or segment
 
 

@@ -19,7 +19,6 @@ import re
 from typing import TypeAlias
 
 from memex.errors import MemexError
-from memex.search.dates import DateError, date_range, day
 
 FIELD_OPS = ("from", "to", "subject", "body", "attachment", "in")
 FILTER_OPS = ("source", "has", "after", "before", "date", "is", "id")
@@ -192,6 +191,8 @@ def _leaf(tok: _Tok) -> Term | Filter:
         if value.lower() not in ("me", "edited", "deleted"):
             raise QueryError(f"is:{value}: unknown; is:me, is:edited and is:deleted are the ones there are")
         return Filter("is", value.lower())
+    from memex.search.dates import DateError, date_range, day  # here: a query with no date never imports it
+
     if field in ("after", "before"):
         try:
             at = day(value)

@@ -9,7 +9,6 @@ source-specific name is ``extra.subject`` (mail) and the mail's ``extra.to``/``e
 
 from __future__ import annotations
 
-import json
 import zlib
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -81,6 +80,8 @@ def _names(values: Any) -> list[str]:
 
 def load_record(body: bytes) -> dict[str, Any] | None:
     """The record ``body`` holds, or None when it is not a JSON object (left out, like an unreadable object)."""
+    import json  # here: a search never reads a record
+
     try:
         doc = json.loads(body)
     except ValueError:
