@@ -147,6 +147,28 @@ def latency(state: Path, n: int, repeat: int = 5) -> None:
         print(f"  {med:7.1f} ms  {found:3d} results  {text}")
 
 
+def direct(work: Path, n: int) -> None:
+    """Part 2 alone (``--latency-only``): the same N records added straight into an index in this process (batches
+    of 20,000, FTS5's segments merged at the end, as a rebuild leaves them), no store written; then the queries."""
+    import json
+
+    from memex.search.index import SearchIndex
+
+    state = work / f"direct-{n}"
+    path = state / "search" / "index.sqlite"
+    if not path.exists():
+        t = time.perf_counter()
+        rng = random.Random(23)
+        with SearchIndex(path, stemming=STEMMING[0]) as index:
+            for start in range(0, n, 20000):
+                index.add((f"messages/bench/B{i:09d}.json", json.loads(record(i, rng))) for i in range(start, min(n, start + 20000)))
+            for t_ in index.tables:
+                index.db.execute(f"INSERT INTO {t_}({t_}) VALUES('optimize')")
+        print(f"indexed {n:,} records in this process in {time.perf_counter() - t:.0f}s; index file "
+              f"{path.stat().st_size / 2**20:.0f} MiB", flush=True)  # fmt: skip
+    latency(state, n)
+
+
 def incremental(work: Path, rounds: int) -> None:
     """Part 3: a poll storing 100 messages with and without the index."""
     from pollers.imessage import samples
@@ -197,6 +219,7 @@ def main() -> None:
     ap.add_argument("--messages", type=int, action="append", help="store sizes (repeatable; default 100000)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keep", type=Path, default=None, help="keep generated stores here (reused on the next run)")
+    ap.add_argument("--latency-only", action="store_true", help="only the queries' latency, over an index built in process")
     ap.add_argument("--stemming", choices=("english", "none"), default="english", help="search_stemming (index size, poll cost)")
     args = ap.parse_args()
     STEMMING[0] = args.stemming
@@ -204,6 +227,10 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}", flush=True)
     work = args.keep or Path(tempfile.mkdtemp(prefix="memex-bench-search-"))
     try:
+        if args.latency_only:
+            for n in args.messages or [100000]:
+                direct(work, n)
+            return
         rss = {n: rebuild(work, n, args.rounds) for n in args.messages or [100000]}
         if len(rss) > 1:
             lo, hi = min(rss), max(rss)

@@ -181,7 +181,10 @@ def _disj(parts: list[_Part]) -> _Part:
         out.exact = [e for p in parts for e in p.exact]
         return out
     conds = [p.condition() for p in parts]
-    out = _sql("(" + " OR ".join(c for c, _ in conds) + ")", [x for _, ps in conds for x in ps])
+    # "+m.source": no index for a column inside an OR (SQLite would read every row of each side through its index,
+    # then sort them all, where walking the rows newest first stops at the limit)
+    ored = " OR ".join(c.replace("m.source = ?", "+m.source = ?").replace("m.native_id = ?", "+m.native_id = ?") for c, _ in conds)
+    out = _sql("(" + ored + ")", [x for _, ps in conds for x in ps])
     out.exact = [e for p in parts for e in p.exact]
     return out
 
