@@ -56,6 +56,7 @@ class Query:
     deleted: bool = False  # is:deleted asked for the deleted ones
     table: str = EXACT
     exact: str | None = None  # the stemmed words as written (in ``fts``): their matches rank before stems' only
+    also: list[tuple[str, str]] = field(default_factory=list)  # (table, expression): matched in the other FTS5 table too
 
     def run(self, select: Callable[[str, list[Any]], Iterable[R]], limit: int, *, rank: bool = False) -> list[R]:
         """The rows answering this query (:meth:`sql`), through ``select(sql, params)``.
@@ -80,6 +81,8 @@ class Query:
         rowid = f"{t}.rowid" if self.match else "m.id"  # ids are in time order (memex.search.rows.time_id)
         where = [w.replace("{rowid}", rowid) for w in self.where]
         params: list[Any] = []
+        also = [f"m.id IN (SELECT rowid FROM {a} WHERE {a} MATCH ?)" for a, _ in self.also]  # m.id: never FTS5's look-up per id
+        where[0:0] = also
         if self.match:
             start, end = HIGHLIGHT
             sql = f"SELECT {cols}, snippet({t}, 0, '{start}', '{end}', '…', 12) AS snippet FROM {t} JOIN messages m ON m.id = {t}.rowid"
@@ -88,6 +91,7 @@ class Query:
             params.append("".join([f"({expr})", *(f" NOT ({term})" for term in self.exclude)]) if self.exclude else expr)
         else:
             sql = f"SELECT {cols}, NULL AS snippet FROM messages m"
+        params += [e for _, e in self.also]
         params += self.params
         if not self.match:
             for term in self.exclude:
@@ -99,11 +103,12 @@ class Query:
             sql += " WHERE " + " AND ".join(where)
         order = f"bm25({t}), {rowid} DESC" if rank and self.match else f"{rowid} DESC"
         if rank and self.match and self.exact is not None:  # the words as written rank before their other forms
-            order = f"NOT EXISTS(SELECT 1 FROM {EXACT} x WHERE x.{EXACT} MATCH ? AND x.rowid = {rowid}), " + order
-        if window is not None and rank and self.match:
-            top = f"SELECT rowid FROM (SELECT rowid, bm25({t}) AS r FROM {t} WHERE {t} MATCH ? ORDER BY r, rowid DESC LIMIT ?)"
+            order = f"+{rowid} NOT IN (SELECT rowid FROM {EXACT} WHERE {EXACT} MATCH ?), " + order  # one set, made once
+        if window is not None and rank and self.match:  # the best matches of every FTS5 part, ranked by the main one
+            inner = "".join(f" AND +rowid IN (SELECT rowid FROM {a} WHERE {a} MATCH ?)" for a, _ in self.also)
+            top = f"SELECT rowid FROM (SELECT rowid, bm25({t}) AS r FROM {t} WHERE {t} MATCH ?{inner} ORDER BY r, rowid DESC LIMIT ?)"
             sql = sql.replace(f" WHERE {t} MATCH ?", f" WHERE {t} MATCH ? AND +{t}.rowid IN ({top})", 1)  # a filter, not a look-up
-            params[1:1] = [params[0], window]
+            params[1:1] = [params[0], *(e for _, e in self.also), window]
         sql += f" ORDER BY {order} LIMIT ?"
         if rank and self.match and self.exact is not None:
             params.append(self.exact)
@@ -285,6 +290,8 @@ def parse(text: str, *, stemmed: bool = True) -> Query:
         q.match.append(_and(part.pos.pop(q.table)))
         q.exclude = [expr for table, expr in part.neg if table == q.table]
         part.neg = [(table, expr) for table, expr in part.neg if table != q.table]
+        q.also = [(table, _and(exprs)) for table, exprs in part.pos.items()]
+        part.pos = {}
     elif part.neg and len({table for table, _ in part.neg}) == 1:
         q.table = part.neg[0][0]
         q.exclude = [expr for _, expr in part.neg]
