@@ -111,6 +111,7 @@ def auth(ctx: click.Context, source: str) -> None:
     1 sign-in failed, 2 SOURCE's type needs no sign-in or the config is wrong.
     """
     from memex.errors import ConfigError
+    from memex.observe.safe_text import visible
     from memex.registry import open_poller
 
     cfg = load_config(ctx)
@@ -119,8 +120,8 @@ def auth(ctx: click.Context, source: str) -> None:
         authenticate = getattr(poller, "authenticate", None)
         if authenticate is None:
             raise ConfigError(f"sources of type {conf.type!r} need no sign-in", path=cfg.path, key=f"sources.{source}")
-        who = authenticate(lambda line: click.echo(line, err=True))
-    click.echo(f"{source}: signed in as {who}; polls will refresh the login silently")
+        who = authenticate(lambda line: click.echo(visible(line), err=True))
+    click.echo(f"{source}: signed in as {visible(who)}; polls will refresh the login silently")
 
 
 @main.group()
@@ -146,8 +147,10 @@ def cursor_show(ctx: click.Context, source: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data if not source else data[source], indent=2, sort_keys=True))
         return
-    for n in names:
-        click.echo(f"{n}\t{json.dumps(data[n], sort_keys=True)}")
+    from memex.observe.safe_text import visible
+
+    for n in names:  # json.dumps escapes every non-ASCII character: the cursor is exact and inert
+        click.echo(f"{visible(n)}\t{json.dumps(data[n], sort_keys=True)}")
 
 
 def _confirm(what: str) -> None:
@@ -160,6 +163,7 @@ def _confirm(what: str) -> None:
 
 def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: bool = True) -> None:
     from memex.observe.logs import config_logger
+    from memex.observe.safe_text import visible
     from memex.registry import make_poller
     from memex.source import check_cursor, describe, moved_backward
     from memex.state.backend import cursor_store
@@ -184,7 +188,7 @@ def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: boo
     log = config_logger(cfg, source)
     log.warning(f"cursor.{reason}", positions_before=pos_before, positions_after=pos_after,
                 cursor_before=describe(pos_before), cursor_after=describe(pos_after))  # fmt: skip
-    click.echo(f"{source}: cursor {describe(pos_before)} -> {describe(pos_after)}")
+    click.echo(visible(f"{source}: cursor {describe(pos_before)} -> {describe(pos_after)}"))
 
 
 @cursor.command("set")
@@ -278,6 +282,7 @@ def backfill(ctx: click.Context, source: str, since: str | None, until: str | No
     2 usage or configuration error, 130 interrupted.
     """
     from memex.backfill import backfill as run_backfill
+    from memex.observe.safe_text import visible
 
     start, end = _utc_datetime(since, "--since"), _utc_datetime(until, "--until")
     if start is not None and end is not None and start >= end:
@@ -290,9 +295,9 @@ def backfill(ctx: click.Context, source: str, since: str | None, until: str | No
     if as_json:
         click.echo(json.dumps(result.summary(), indent=2, sort_keys=True))
     elif result.status == "refused":
-        click.echo(f"memex: error: {result.error}", err=True)
+        click.echo(f"memex: error: {visible(result.error)}", err=True)
     elif sys.stdout.isatty():  # off a terminal the summary is the log's backfill.finished (on stderr too unless it is done)
-        click.echo(result.human())
+        click.echo(visible(result.human()))
     if result.exit_code:
         sys.exit(result.exit_code)
 
@@ -311,6 +316,7 @@ def tail(ctx: click.Context, sources: tuple[str, ...], follow: bool, lines: int,
     shown too. With -f, follow new lines like tail -F until Ctrl-C; --json
     prints the raw JSON lines.
     """
+    from memex.observe.safe_text import inert_json
     from memex.observe.tail import Line, colour, format_line, last_lines
     from memex.observe.tail import follow as follow_logs
 
@@ -320,8 +326,8 @@ def tail(ctx: click.Context, sources: tuple[str, ...], follow: bool, lines: int,
         cfg.source(name)
 
     def emit(line: Line) -> None:
-        if as_json:
-            click.echo(line.raw.decode("utf-8", "replace"))
+        if as_json:  # a line written before memex made its logs inert may hold raw C1 or bidi controls
+            click.echo(inert_json(line.raw.decode("utf-8", "replace")))
         else:
             click.echo(click.style(format_line(line.event), fg=colour(line.event)))
 

@@ -71,7 +71,7 @@ def table(cells: list[dict[str, str]], styles: list[str], width: int) -> Rendera
             elif col == ERROR:
                 shown.append(Text(text, style="red", no_wrap=True, overflow="ellipsis"))
             else:
-                shown.append(text)
+                shown.append(Text(text))  # plain text, never read as rich markup
         grid.add_row(*shown)
     return grid
 

@@ -13,12 +13,12 @@ before anything is written.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from memex.observe.safe_text import json_text, visible
 from memex.state.files import ensure_private_dir
 from memex.state.locks import wait_flock
 
@@ -50,7 +50,15 @@ def short_ts(ts: Any) -> str:
 
 
 def human_line(event: dict[str, Any]) -> str:
-    """The terminal form of an event: ``poll ok: 4 new (cursor 89632 -> 89636)`` for polls."""
+    """The terminal form of an event: ``poll ok: 4 new (cursor 89632 -> 89636)`` for polls.
+
+    The line is shown through :func:`memex.observe.safe_text.visible`: an error quoting server text or a path, a
+    mailbox's name in a cursor, cannot reach the terminal as a control.
+    """
+    return visible(_human_line(event))
+
+
+def _human_line(event: dict[str, Any]) -> str:
     name = event.get("event", "")
     source = event.get("source", "")
     if name == "poll":
@@ -134,7 +142,7 @@ class SourceSink:
         os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
 
     def _emit(self, **event: Any) -> None:
-        line = json.dumps(event, sort_keys=True, ensure_ascii=False, default=str) + "\n"
+        line = json_text(event, sort_keys=True, default=str) + "\n"  # exact, and inert on a terminal (stderr, tail --json)
         self._append(line.encode())
         if self.console is None:
             return

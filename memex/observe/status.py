@@ -11,6 +11,7 @@ from memex.errors import ConfigError, StateError
 from memex.observe.follow import RecentReader
 from memex.observe.health import source_health
 from memex.observe.logs import log_path, short_ts
+from memex.observe.safe_text import visible
 from memex.source import describe
 from memex.state.backend import cursor_store, host_name, leases
 
@@ -112,7 +113,7 @@ def _last_polls(path: Path, backups: int) -> tuple[dict[str, Any], dict[str, Any
 
 
 def render_table(rows: list[SourceStatus]) -> str:
-    """Plain-text table of status rows."""
+    """Plain-text table of status rows, every cell shown through :func:`memex.observe.safe_text.visible`."""
     with_host = any(r["lease"] is not None for r in rows)  # S3 state: say which host polls each source
     header: tuple[str, ...] = ("SOURCE", "TYPE", "CURSOR", "LAST POLL", "LAST OK", "STATE", *(("HOST",) if with_host else ()), "RESULT")
     body: list[tuple[str, ...]] = []
@@ -134,7 +135,7 @@ def render_table(rows: list[SourceStatus]) -> str:
         if with_host:
             running = (r["lease"] or "").startswith("held")
             cells.insert(6, (r["polled_by"] or "-").split(" pid ")[0] + (" (running)" if running else ""))
-        body.append(tuple(cells))
+        body.append(tuple(visible(c) for c in cells))
     widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(len(header) - 1)]
     out = []
     for row in [header, *body]:
