@@ -85,7 +85,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
     States (OK, IDLE, SKIPPED, AUTH, FAILING, STALE, STUCK, REGRESSED, SPOOL,
     DISABLED, CONFIG, REMOTE) are explained in docs/operations.md; --json adds
-    state_reason. Exits 2 when a source's config section is broken (CONFIG).
+    state_reason. On a terminal each row fits one line (less useful columns
+    dropped, the result cut with an ellipsis); off one rows are whole. Exits
+    2 when a source's config section is broken (CONFIG).
     """
     from memex.observe.status import CONFIG, collect, render_table
 
@@ -93,9 +95,16 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2, sort_keys=True))
     else:
-        click.echo(render_table(rows))
+        click.echo(render_table(rows, width=_screen_width()))
     if any(r["state"] == CONFIG for r in rows):
         sys.exit(2)
+
+
+def _screen_width() -> int | None:
+    """The terminal's width when stdout is one (``$COLUMNS`` first), else None: a pipe gets whole lines."""
+    import shutil
+
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 @main.command()

@@ -104,6 +104,17 @@ def test_on_a_terminal_hostile_text_is_shown_never_acted_on(world: Path, args: t
         assert form in text, f"{form!r} not in:\n{text}"
 
 
+def test_status_fits_80_columns_on_a_terminal(world: Path) -> None:
+    """At 80 columns ``memex status`` is one line per source, none longer than 80, the long error cut with an ellipsis."""
+    code, text = run_pty("status", config=world, cols=80)
+    assert code == 0, text
+    lines = [li for li in text.split("\n") if li.strip()]
+    assert len(lines) == 3 and all(len(li) <= 80 for li in lines), text
+    assert lines[0].startswith("SOURCE") and "STATE" in lines[0] and lines[0].rstrip().endswith("RESULT"), text
+    assert lines[1].startswith("bad") and "FAILING" in lines[1] and lines[1].endswith("…"), text
+    h.no_raw(text)
+
+
 def unescape(shown: str) -> str:
     """Read text printed by :func:`visible` back (the decoder the convention promises is unambiguous)."""
 

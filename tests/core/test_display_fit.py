@@ -1,0 +1,58 @@
+"""What a person sees fits the screen (issue 32 §8): the status table's width, the dashboard's error column."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memex.observe.dashboard_view import layout
+from memex.observe.status import SourceStatus, render_table
+
+LONG_ERROR = "07:21Z: imap.example.com:993: connection refused; check host and port, and that the server is up and reachable"
+
+
+def cells(error: str = LONG_ERROR) -> list[dict[str, str]]:
+    """Two dashboard rows, one with a long last error."""
+    row = {"SOURCE": "work-imap", "STATE": "FAILING", "CURSOR": "INBOX:1234,Sent:55", "LAST POLL": "2m ago", "LAST OK": "3h ago",
+           "NEW/DUP": "0/0", "1H": "0", "24H": "120", "PER HOUR (24H)": "▁" * 24, "LAST ERROR": error}  # fmt: skip
+    return [row, {**row, "SOURCE": "phone", "STATE": "OK", "LAST ERROR": ""}]
+
+
+def test_a_wider_dashboard_never_shows_a_narrower_error() -> None:
+    """The LAST ERROR column's width never shrinks as the terminal widens (it was narrower at 120 than at 80)."""
+    widths = {w: layout(cells(), w).error_width for w in range(60, 260)}
+    assert all(widths[w] <= widths[w + 1] for w in range(60, 259)), widths
+    assert widths[120] >= widths[80] >= 30
+    assert widths[259] == len(LONG_ERROR)  # room enough: the whole error
+    assert "LAST ERROR" in layout(cells(), 60).columns
+
+
+def test_with_no_error_the_other_columns_get_the_room() -> None:
+    """No last error: its column takes only its heading's width, and 120 columns show all but the sparkline."""
+    fit = layout(cells(error=""), 120)
+    assert fit.error_width == len("LAST ERROR") and "CURSOR" in fit.columns and "24H" in fit.columns
+
+
+def status_row(name: str, **more: Any) -> SourceStatus:
+    """A status row with every field, ``more`` overriding."""
+    row: dict[str, Any] = {
+        "source": name, "type": "imap", "enabled": True, "cursor": "INBOX:123456,Sent:5512,Archive/2019:88812",
+        "cursor_updated_at": None, "last_poll_at": "2026-11-22T07:08:03.5Z", "last_status": "error", "last_new": None,
+        "last_dup": None, "last_ok_at": "2026-11-21T07:08:03.5Z", "last_error": LONG_ERROR, "state": "FAILING",
+        "state_reason": "x", "polled_by": None, "lease": None, "spooled": None, "spool_oldest_age_s": None,
+    }  # fmt: skip
+    row.update(more)
+    return row  # type: ignore[return-value]
+
+
+def test_status_rows_fit_the_width_dropping_low_value_columns_first() -> None:
+    """At 80 columns one line per source, none over 80: TYPE and LAST OK go first, then CURSOR; the result is cut with …."""
+    rows = [status_row("personal-imap"), status_row("work", last_status="ok", last_new=4, last_error=None, state="OK")]
+    for width in (60, 80, 100, 120):
+        lines = render_table(rows, width=width).split("\n")
+        assert len(lines) == 3 and all(len(li) <= width for li in lines), (width, lines)
+        assert lines[0].startswith("SOURCE") and "STATE" in lines[0] and "RESULT" in lines[0]
+        assert lines[1].startswith("personal-imap") and "FAILING" in lines[1] and lines[1].endswith("…")
+    narrow = render_table(rows, width=80).split("\n")[0].split()
+    assert "TYPE" not in narrow and "OK" not in narrow  # LAST OK dropped
+    wide = render_table(rows, width=None).split("\n")
+    assert "TYPE" in wide[0] and wide[1].endswith(LONG_ERROR)  # off a terminal: whole lines
