@@ -52,10 +52,14 @@ def short_ts(ts: Any) -> str:
 def human_line(event: dict[str, Any]) -> str:
     """The terminal form of an event: ``poll ok: 4 new (cursor 89632 -> 89636)`` for polls.
 
-    The line is shown through :func:`memex.observe.safe_text.visible`: an error quoting server text or a path, a
+    A poll cut short says so: ``poll stopped (time limit): 4 new ...`` or ``poll stopped (interrupted): ...``. The
+    line is shown through :func:`memex.observe.safe_text.visible`: an error quoting server text or a path, a
     mailbox's name in a cursor, cannot reach the terminal as a control.
     """
     return visible(_human_line(event))
+
+
+STOPPED = {"deadline": "stopped (time limit)", "signal": "stopped (interrupted)"}
 
 
 def _human_line(event: dict[str, Any]) -> str:
@@ -74,6 +78,8 @@ def _human_line(event: dict[str, Any]) -> str:
             parts += f", {event['dup']} dup"
         if event.get("quarantined"):
             parts += f", {event['quarantined']} quarantined"
+        if event.get("stopped") and status in ("ok", "idle"):
+            status = STOPPED.get(str(event["stopped"]), f"stopped ({event['stopped']})")
         return f"{source}: poll {status}: {parts} (cursor {event.get('cursor_before')} -> {event.get('cursor_after')})"
     level = event.get("level", "info")
     fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "level", "ts", "source"))

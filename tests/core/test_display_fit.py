@@ -1,10 +1,12 @@
-"""What a person sees fits the screen (issue 32 §8): the status table's width, the dashboard's error column."""
+"""What a person sees fits and says what happened (issue 32 §8): the status table's width, the dashboard's error
+column, a poll's stopped line."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from memex.observe.dashboard_view import layout
+from memex.observe.logs import human_line
 from memex.observe.status import SourceStatus, render_table
 
 LONG_ERROR = "07:21Z: imap.example.com:993: connection refused; check host and port, and that the server is up and reachable"
@@ -56,3 +58,13 @@ def test_status_rows_fit_the_width_dropping_low_value_columns_first() -> None:
     assert "TYPE" not in narrow and "OK" not in narrow  # LAST OK dropped
     wide = render_table(rows, width=None).split("\n")
     assert "TYPE" in wide[0] and wide[1].endswith(LONG_ERROR)  # off a terminal: whole lines
+
+
+def test_a_stopped_poll_says_why_and_what_it_stored() -> None:
+    """A poll stopped by its time limit or by Ctrl-C/SIGTERM is not a plain ``poll ok``: it says stopped, and the counts."""
+    base = {"event": "poll", "source": "mail", "status": "ok", "new": 4, "dup": 1, "cursor_before": "10", "cursor_after": "14"}
+    assert human_line({**base, "stopped": "deadline"}) == "mail: poll stopped (time limit): 4 new, 1 dup (cursor 10 -> 14)"
+    assert human_line({**base, "stopped": "signal"}) == "mail: poll stopped (interrupted): 4 new, 1 dup (cursor 10 -> 14)"
+    idle = {**base, "status": "idle", "new": 0, "dup": 0, "cursor_after": "10", "stopped": "signal"}
+    assert human_line(idle) == "mail: poll stopped (interrupted): 0 new (cursor 10 -> 10)"
+    assert human_line(base) == "mail: poll ok: 4 new, 1 dup (cursor 10 -> 14)"
