@@ -1,10 +1,11 @@
 """What a person sees fits and says what happened (issue 32 §8): the status table's width, the dashboard's error
-column, a poll's stopped line."""
+column, a poll's stopped line, the state of a source that never worked."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from memex.observe import health
 from memex.observe.dashboard_view import layout
 from memex.observe.logs import human_line
 from memex.observe.status import SourceStatus, render_table
@@ -68,3 +69,14 @@ def test_a_stopped_poll_says_why_and_what_it_stored() -> None:
     idle = {**base, "status": "idle", "new": 0, "dup": 0, "cursor_after": "10", "stopped": "signal"}
     assert human_line(idle) == "mail: poll stopped (interrupted): 0 new (cursor 10 -> 10)"
     assert human_line(base) == "mail: poll ok: 4 new, 1 dup (cursor 10 -> 14)"
+
+
+def test_a_source_whose_first_poll_failed_is_failing_not_stale() -> None:
+    """No success yet and the poll failed: FAILING with the error (STALE would hide why); after a success, 1 failure is not."""
+    now = health.parse_ts("2027-01-15T08:00:30Z") or 0.0
+    err = {"event": "poll", "status": "error", "error": "no such Maildir folder", "ts": "2027-01-15T08:00:00Z"}
+    state = health.assess([err], now=now)
+    assert state.state == health.FAILING and "no such Maildir folder" in state.reason, state
+    assert health.assess([], now=now).state == health.STALE  # never polled at all: the dead-man's switch
+    ok = {"event": "poll", "status": "ok", "new": 1, "ts": "2027-01-15T07:59:00Z"}
+    assert health.assess([ok, err], now=now).state == health.OK  # a blip in a working source: the error in the reason
