@@ -1,14 +1,19 @@
 """What a person sees fits and says what happened (issue 32 §8): the status table's width, the dashboard's error
-column, a poll's stopped line, the state of a source that never worked."""
+column, a poll's stopped line, the state of a source that never worked, the demo's dates."""
 
 from __future__ import annotations
 
+import sqlite3
+import time
+from pathlib import Path
 from typing import Any
 
 from memex.observe import health
 from memex.observe.dashboard_view import layout
 from memex.observe.logs import human_line
 from memex.observe.status import SourceStatus, render_table
+from pollers.imessage import sample as imessage_sample
+from pollers.imessage import samples as imessage_samples
 
 LONG_ERROR = "07:21Z: imap.example.com:993: connection refused; check host and port, and that the server is up and reachable"
 
@@ -80,3 +85,19 @@ def test_a_source_whose_first_poll_failed_is_failing_not_stale() -> None:
     assert health.assess([], now=now).state == health.STALE  # never polled at all: the dead-man's switch
     ok = {"event": "poll", "status": "ok", "new": 1, "ts": "2027-01-15T07:59:00Z"}
     assert health.assess([ok, err], now=now).state == health.OK  # a blip in a working source: the error in the reason
+
+
+def newest_date(db: Path) -> float:
+    """The newest message's date in a chat.db, as Unix time."""
+    with sqlite3.connect(db) as conn:
+        (date,) = conn.execute("SELECT MAX(date) FROM message").fetchone()
+    return imessage_samples._unix(int(date))
+
+
+def test_demo_messages_are_dated_in_the_past(tmp_path: Path) -> None:
+    """The demo's sample chat.db (2000 messages, then 5 more) has no message dated after now (it was ~35 min ahead)."""
+    db = tmp_path / "chat.db"
+    imessage_sample(db, 2000)
+    assert time.time() - 3600 < newest_date(db) <= time.time()
+    imessage_sample(db, 2000)
+    assert time.time() - 120 < newest_date(db) <= time.time()
