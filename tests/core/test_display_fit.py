@@ -3,7 +3,11 @@ column, a poll's stopped line, the state of a source that never worked, the demo
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +18,8 @@ from memex.observe.logs import human_line
 from memex.observe.status import SourceStatus, render_table
 from pollers.imessage import sample as imessage_sample
 from pollers.imessage import samples as imessage_samples
+from tests.conftest import Gate, write_config
+from tests.core.terminal import finish_pty, start_pty
 
 LONG_ERROR = "07:21Z: imap.example.com:993: connection refused; check host and port, and that the server is up and reachable"
 
@@ -74,6 +80,35 @@ def test_a_stopped_poll_says_why_and_what_it_stored() -> None:
     idle = {**base, "status": "idle", "new": 0, "dup": 0, "cursor_after": "10", "stopped": "signal"}
     assert human_line(idle) == "mail: poll stopped (interrupted): 0 new (cursor 10 -> 10)"
     assert human_line(base) == "mail: poll ok: 4 new, 1 dup (cursor 10 -> 14)"
+
+
+def held_poll(tmp_path: Path, *more: str) -> tuple[subprocess.Popen[bytes], int, Gate]:
+    """``memex poll imessage MORE`` on a pty over 60 sample messages, held (the test hold) at its 10th stored message."""
+    db = tmp_path / "chat.db"
+    imessage_samples.build(db, 60, seed=5)
+    config = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}})
+    gate = Gate(tmp_path, 10)
+    proc, master = start_pty("poll", "imessage", *more, config=config, env=gate.env())
+    gate.wait_held(proc)
+    return proc, master, gate
+
+
+def test_a_poll_stopped_by_ctrl_c_says_interrupted_on_the_terminal(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) mid-poll: the terminal line says ``poll stopped (interrupted)`` with what was stored, not ``poll ok``."""
+    proc, master, _gate = held_poll(tmp_path)
+    os.kill(proc.pid, signal.SIGINT)  # a held poll lets go when it is asked to stop
+    code, text = finish_pty(proc, master, "the interrupted poll")
+    assert code == 0, text
+    assert re.search(r"imessage: poll stopped \(interrupted\): [1-9]\d* new", text), text
+    assert "poll ok" not in text
+
+
+def test_a_poll_stopped_by_its_time_limit_says_so_on_the_terminal(tmp_path: Path) -> None:
+    """A poll that runs out of --max-seconds mid-way: ``poll stopped (time limit)`` with what was stored."""
+    proc, master, _gate = held_poll(tmp_path, "--max-seconds", "5")  # held until its time is up
+    code, text = finish_pty(proc, master, "the poll past its time limit")
+    assert code == 0, text
+    assert re.search(r"imessage: poll stopped \(time limit\): [1-9]\d* new", text), text
 
 
 def test_a_source_whose_first_poll_failed_is_failing_not_stale() -> None:

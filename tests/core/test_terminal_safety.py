@@ -8,58 +8,16 @@ U+202E; each shows the visible form instead. Off a terminal: ``tests/core/test_b
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import random
 import re
-import select
-import struct
-import subprocess
-import sys
-import termios
-import time
 from pathlib import Path
 
 import pytest
 
 from memex.observe.safe_text import inert_json, json_text, visible
-from tests.conftest import ROOT, patience
 from tests.core import hostile as h
-
-
-def run_pty(*args: str, config: Path, cols: int = 200, rows: int = 50) -> tuple[int, str]:
-    """Run ``memex ARGS`` with stdin, stdout and stderr on a pty of ``cols`` x ``rows``; (exit code, what it printed)."""
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("MEMEX_CONFIG", "MEMEX_DEBUG", "COLUMNS", "LINES", "NO_COLOR")}
-    env.update(TERM="xterm-256color", PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(config), *args],
-                            stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT, start_new_session=True)  # fmt: skip
-    os.close(slave)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + patience(120)
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            assert left > 0, f"memex {' '.join(args)} did not finish on the pty: {b''.join(chunks)[-2000:]!r}"
-            ready, _, _ = select.select([master], [], [], left)
-            if not ready:
-                continue
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: every copy of the terminal's other side is closed
-                break
-            if not data:
-                break
-            chunks.append(data)
-        code = proc.wait(timeout=patience(30))
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
-    return code, b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+from tests.core.terminal import run_pty
 
 
 @pytest.fixture(scope="module")
