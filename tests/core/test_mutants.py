@@ -1074,6 +1074,38 @@ MUTANTS = [
     # ---- rows of branch i32-host: append below ----
     # ---- end of i32-host ----
     # ---- rows of branch i32-term: append below ----
+    pytest.param(
+        "memex/search/show.py",
+        [("    lines = [f\"{name + ':':<13} {visible(value)}\" for name, value in head]\n",
+          "    lines = [f\"{name + ':':<13} {value}\" for name, value in head]\n"),
+         ('    lines += ["", visible(doc.get("text") or "(no text)", multiline=True)]\n', '    lines += ["", doc.get("text") or "(no text)"]\n'),
+         ("memex/cli/search.py", '        click.echo("  ".join(visible(x) for x in (', '        click.echo("  ".join(str(x) for x in ('),
+         ("memex/cli/search.py", '            line.append(visible(piece), style="bold yellow" if marked else "")\n',
+          '            line.append(piece, style="bold yellow" if marked else "")\n'),
+         ("memex/cli/search.py", '        line.append(visible(_cut(_sender(r), PLAIN_WIDTH)), style="green")\n',
+          '        line.append(_cut(_sender(r), PLAIN_WIDTH), style="green")\n')],
+        ["tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[show]",
+         "tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[search]",
+         "tests/core/test_bad_inputs_terminal.py::test_hostile_text_is_shown_not_acted_on[show-by-key-body]",
+         "tests/core/test_bad_inputs_terminal.py::test_hostile_text_is_shown_not_acted_on[search-line]"],
+        id="terminal-show-and-search-print-mail-raw",
+    ),
+    pytest.param(
+        "memex/observe/safe_text.py",
+        [("    value = text if isinstance(text, str) else str(text)\n", "    return text if isinstance(text, str) else str(text)\n")],
+        ["tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[status]",
+         "tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[poll]",
+         "tests/core/test_bad_inputs_terminal.py::test_hostile_text_is_shown_not_acted_on[tail-error-line]",
+         "tests/core/test_bad_inputs_terminal.py::test_hostile_text_is_shown_not_acted_on[verify-damaged-object-name]"],
+        id="terminal-every-field-printed-raw",
+    ),
+    pytest.param(
+        "memex/observe/safe_text.py",
+        [("    return _JSON_UNSAFE.sub(", "    return serialized or _JSON_UNSAFE.sub(")],
+        ["tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[search-json]",
+         "tests/core/test_bad_inputs_terminal.py::test_hostile_text_is_shown_not_acted_on[show-json]"],
+        id="terminal-json-leaves-bidi-and-c1-raw",
+    ),
     # ---- end of i32-term ----
     # ---- rows of branch i32-isolate: append below ----
     # ---- end of i32-isolate ----
