@@ -211,6 +211,8 @@ CASES = [
     Case("broken-section-dashboard-once", ("dashboard", "--once", "--width", "200", "--height", "20"), 0,
          "config.toml: key 'sources.bad.type': required key is missing", setup=broken_beside_good("no-type"), stream="stdout", lines=20),
     Case("broken-section-cron-warns-and-lists-the-rest", ("cron",), 0, "key 'sources.bad.enabled'", setup=broken_beside_good("enabled-no")),
+    Case("broken-section-verify-checks-the-rest", ("verify",), 0, "source not compared: config error: ", setup=broken_beside_good("no-type"),
+         owned=OWNED, stream="stdout", lines=3),
     Case("log-max-bytes-huge", ("status",), 2, "key 'log_max_bytes': must be at most",
          setup=text_config("log_max_bytes = 99999999999999999999\n")),
     # §6: nothing bad silently accepted
