@@ -145,12 +145,12 @@ def run_search(cfg: Config, words: tuple[str, ...], limit: int, rank: bool, as_j
     with SearchIndex.open(cfg.state_dir, create=False) as index:
         q = parse(text, stemmed=STEM in index.tables)
         results = [_result(row) for row in q.run(index.select, limit, rank=rank)]
-    if as_json:
-        import json
+    from memex.observe.safe_text import json_text, visible
 
+    if as_json:
         for r in results:
             r["snippet"] = r.pop("_plain")
-        echo(json.dumps(results, indent=2, ensure_ascii=False))
+        echo(json_text(results, indent=2))
         return
     if sys.stdout.isatty():
         _rich(results)
@@ -158,7 +158,8 @@ def run_search(cfg: Config, words: tuple[str, ...], limit: int, rank: bool, as_j
             sys.stderr.write("no messages match\n")
         return
     for r in results:
-        echo("  ".join((_when(r["sent_at"]), r["source"], _cut(_conversation(r), PLAIN_WIDTH), _cut(_sender(r), PLAIN_WIDTH), r["_plain"])))
+        echo("  ".join(visible(x) for x in (_when(r["sent_at"]), r["source"], _cut(_conversation(r), PLAIN_WIDTH),
+                                            _cut(_sender(r), PLAIN_WIDTH), r["_plain"])))  # fmt: skip
 
 
 def run_show(cfg: Config, ref: str, as_json: bool) -> None:
@@ -170,10 +171,10 @@ def run_show(cfg: Config, ref: str, as_json: bool) -> None:
     key, record = find(cfg, store, ref)
     revs = revisions(store, key)
     if as_json:
-        import json
+        from memex.observe.safe_text import json_text
 
-        echo(json.dumps({"key": key, "record": record, "revisions": [{"key": k, "record": d} for k, d in revs]},
-                        indent=2, ensure_ascii=False, sort_keys=True))  # fmt: skip
+        echo(json_text({"key": key, "record": record, "revisions": [{"key": k, "record": d} for k, d in revs]},
+                       indent=2, sort_keys=True))  # fmt: skip
         return
     echo(human(key, record, revs))
 
@@ -226,14 +227,24 @@ def _sender(r: dict[str, Any]) -> str:
 
 
 def _rich(results: list[dict[str, Any]]) -> None:
+    """Each result as one coloured line: every field shown through :func:`visible`, the matched words in bold."""
     from rich.console import Console
-    from rich.markup import escape
+    from rich.text import Text
 
+    from memex.observe.safe_text import visible
     from memex.search.query import HIGHLIGHT
 
     console = Console(highlight=False)
     for r in results:
-        snippet = escape(r["snippet"]).replace(HIGHLIGHT[0], "[bold yellow]").replace(HIGHLIGHT[1], "[/bold yellow]")
-        console.print(f"[dim]{_when(r['sent_at'])}[/dim]  [cyan]{escape(r['source'])}[/cyan]  "
-                      f"{escape(_cut(_conversation(r), PLAIN_WIDTH))}  [green]{escape(_cut(_sender(r), PLAIN_WIDTH))}[/green]  {snippet}",
-                      soft_wrap=True)  # fmt: skip
+        line = Text()
+        line.append(visible(_when(r["sent_at"])), style="dim")
+        line.append("  ")
+        line.append(visible(r["source"]), style="cyan")
+        line.append(f"  {visible(_cut(_conversation(r), PLAIN_WIDTH))}  ")
+        line.append(visible(_cut(_sender(r), PLAIN_WIDTH)), style="green")
+        line.append("  ")
+        marked = False
+        for piece in r["snippet"].replace(HIGHLIGHT[1], HIGHLIGHT[0]).split(HIGHLIGHT[0]):
+            line.append(visible(piece), style="bold yellow" if marked else "")
+            marked = not marked
+        console.print(line, soft_wrap=True)
