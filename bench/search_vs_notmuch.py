@@ -4,7 +4,8 @@ The corpus of ``tests/email/test_search_vs_notmuch.py`` (every test mail with a 
 by ``notmuch new`` and by a memex poll; then for each query, ``--runs`` runs of ``memex search QUERY`` (the console
 script, as a user types it; ``--install regular`` (the default) runs it as a regular install does, ``dev`` from this
 venv's editable install, whose finder alone costs more than notmuch's whole search) and of ``notmuch search QUERY`` are alternated, output to /dev/null, and the medians of
-their wall times compared: ratio = memex's median over notmuch's (the goal: <= 3x). Also the in-process search of
+their wall (and CPU) times compared: ratio = memex's median over notmuch's (the goal: <= 3x); the same Python
+interpreter running nothing is timed alongside, the floor any Python command starts from. Also the in-process search of
 the same queries (parse and run on an open index), to show what of the command's time is start-up.
 
     python -m bench.search_vs_notmuch --runs 21
@@ -57,11 +58,16 @@ def installed(work: Path) -> str:
     return str(script)
 
 
-def wall(cmd: list[str], env: dict[str, str]) -> float:
-    """Seconds ``cmd`` took, its output thrown away."""
+def wall(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Seconds ``cmd`` took, wall and CPU (user + system), its output thrown away."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - t
+    took = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return took, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -81,25 +87,31 @@ def main() -> None:
         cfg = write_config(work, {"mail": {"type": "maildir", "path": str(maildir), "settle_seconds": 0}})
         assert run_cli("poll", "mail", config=cfg).returncode == 0
         env = {k: v for k, v in os.environ.items() if k not in ("MEMEX_CONFIG", "MEMEX_DEBUG", "PYTHONDONTWRITEBYTECODE")}
-        ratios, mine_all, theirs_all = [], [], []
-        print(f"{len(list((maildir / 'cur').iterdir()))} mails; medians of {args.runs} alternated runs per query")
+        ratios: list[float] = []
+        every: dict[str, list[tuple[float, float]]] = {"memex": [], "notmuch": [], "python": []}
+        floor = [str(Path(memex).with_name("python")), "-c", "pass"]
+        print(f"{len(list((maildir / 'cur').iterdir()))} mails; medians of {args.runs} alternated runs per query (wall, cpu)")
         for query in QUERIES:
-            mine_cmd = [memex, "--config", str(cfg), "search", "-n", "1000", query]
-            theirs_cmd = ["notmuch", "search", "--output=messages", query]
-            wall(mine_cmd, env), wall(theirs_cmd, nm_env)  # warm-up: page cache, bytecode
-            mine, theirs = [], []
+            cmds = {"memex": ([memex, "--config", str(cfg), "search", "-n", "1000", query], env),
+                    "notmuch": (["notmuch", "search", "--output=messages", query], nm_env), "python": (floor, env)}  # fmt: skip
+            for cmd, e in cmds.values():
+                wall(cmd, e)  # warm-up: page cache, bytecode
+            times: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
             for i in range(args.runs):
-                pair = [(mine, mine_cmd, env), (theirs, theirs_cmd, nm_env)]
-                for times, cmd, e in pair if i % 2 == 0 else pair[::-1]:
-                    times.append(wall(cmd, e))
-            a, b = statistics.median(mine), statistics.median(theirs)
+                for name in list(cmds) if i % 2 == 0 else list(cmds)[::-1]:
+                    times[name].append(wall(*cmds[name]))
+            for k, v in times.items():
+                every[k] += v
+            a, b = (statistics.median(w for w, _ in times[k]) for k in ("memex", "notmuch"))
+            ca, cb = (statistics.median(c for _, c in times[k]) for k in ("memex", "notmuch"))
             ratios.append(a / b)
-            mine_all += mine
-            theirs_all += theirs
-            print(f"  memex {a * 1000:6.1f} ms  notmuch {b * 1000:6.1f} ms  {a / b:4.2f}x  {query}", flush=True)
-        a, b = statistics.median(mine_all), statistics.median(theirs_all)
-        print(f"all queries: memex {a * 1000:.1f} ms, notmuch {b * 1000:.1f} ms: {a / b:.2f}x (per query {min(ratios):.2f}x to "
-              f"{max(ratios):.2f}x)")  # fmt: skip
+            print(f"  memex {a * 1000:6.1f} ms (cpu {ca * 1000:5.1f})  notmuch {b * 1000:6.1f} ms (cpu {cb * 1000:5.1f})  "
+                  f"{a / b:5.2f}x  {query}", flush=True)  # fmt: skip
+        med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in every.items()}
+        (a, ca), (b, cb), (p, cp) = med["memex"], med["notmuch"], med["python"]
+        print(f"all queries: memex {a * 1000:.1f} ms (cpu {ca * 1000:.1f}), notmuch {b * 1000:.1f} ms (cpu {cb * 1000:.1f}): "
+              f"{a / b:.2f}x wall, {ca / cb:.2f}x cpu (per query {min(ratios):.2f}x to {max(ratios):.2f}x); "
+              f"the same Python doing nothing: {p * 1000:.1f} ms (cpu {cp * 1000:.1f}), {p / b:.2f}x notmuch")  # fmt: skip
         in_process(work / "state", args.runs)
         print(f"load average after: {os.getloadavg()[0]:.2f}")
     finally:

@@ -55,7 +55,7 @@ class Query:
     params: list[Any] = field(default_factory=list)
     deleted: bool = False  # is:deleted asked for the deleted ones
     table: str = EXACT
-    exact: str | None = None  # the stemmed words as written (in ``fts``): their matches rank before stems' only
+    exact: list[str] = field(default_factory=list)  # the stemmed words as written: their matches rank first
     also: list[tuple[str, str]] = field(default_factory=list)  # (table, expression): matched in the other FTS5 table too
 
     def run(self, select: Callable[[str, list[Any]], Iterable[R]], limit: int, *, rank: bool = False) -> list[R]:
@@ -67,10 +67,26 @@ class Query:
         messages is not joined to each of its rows only to be ranked below the first ``limit``.
         """
         if rank and self.match and not any("{rowid}" in w for w in self.where):  # a date range narrows the matches itself
-            rows = list(select(*self.sql(limit, rank=True, window=max(RANK_WINDOW, limit * 4))))
+            size = max(RANK_WINDOW, limit * 4)
+            rows = list(select(*self.sql(size, rank=True, window=size)))
             if len(rows) >= limit:
-                return rows
-        return list(select(*self.sql(limit, rank=rank)))
+                return self.exact_first(rows)[:limit]
+        rows = list(select(*self.sql(limit, rank=rank)))
+        return self.exact_first(rows) if rank else rows
+
+    def exact_first(self, rows: list[R]) -> list[R]:
+        """``rows`` (ranked) with those holding a stemmed word as written (in the text, subject, sender or
+        conversation's name) first, each group in its order: among the window's best matches, or among all of them
+        when fewer than the limit match."""
+        if not self.exact:
+            return rows
+        words = set(self.exact)
+
+        def written(row: Any) -> bool:
+            found = " ".join(str(row[i] or "") for i in (9, 10, 7, 6, 5)).casefold()  # subject, text, sender, conversation
+            return not words.isdisjoint(_WORD.findall(found))
+
+        return sorted(rows, key=lambda row: not written(row))
 
     def sql(self, limit: int, *, rank: bool = False, window: int | None = None) -> tuple[str, list[Any]]:
         """The SELECT answering this query, newest first (or best match first with ``rank`` and words to rank by);
@@ -102,16 +118,12 @@ class Query:
         if where:
             sql += " WHERE " + " AND ".join(where)
         order = f"bm25({t}), {rowid} DESC" if rank and self.match else f"{rowid} DESC"
-        if rank and self.match and self.exact is not None:  # the words as written rank before their other forms
-            order = f"+{rowid} NOT IN (SELECT rowid FROM {EXACT} WHERE {EXACT} MATCH ?), " + order  # one set, made once
         if window is not None and rank and self.match:  # the best matches of every FTS5 part, ranked by the main one
             inner = "".join(f" AND +rowid IN (SELECT rowid FROM {a} WHERE {a} MATCH ?)" for a, _ in self.also)
             top = f"SELECT rowid FROM (SELECT rowid, bm25({t}) AS r FROM {t} WHERE {t} MATCH ?{inner} ORDER BY r, rowid DESC LIMIT ?)"
             sql = sql.replace(f" WHERE {t} MATCH ?", f" WHERE {t} MATCH ? AND +{t}.rowid IN ({top})", 1)  # a filter, not a look-up
             params[1:1] = [params[0], *(e for _, e in self.also), window]
         sql += f" ORDER BY {order} LIMIT ?"
-        if rank and self.match and self.exact is not None:
-            params.append(self.exact)
         params.append(limit)
         return sql, params
 
@@ -247,7 +259,7 @@ class _Compiler:
         expr = f"{FIELDS[t.field]} : {expr}" if t.field else f"- thread : {expr}"
         part.pos[STEM if stem else EXACT] = [expr]
         if stem:
-            part.exact.append(expr)
+            part.exact.append(t.value.casefold())
         return part
 
     def filter(self, f: Filter) -> _Part:
@@ -300,6 +312,6 @@ def parse(text: str, *, stemmed: bool = True) -> Query:
     if rest:
         q.where.append(rest)
         q.params += params
-    if part.exact and q.table == STEM:
-        q.exact = " OR ".join(f"({e})" for e in part.exact)
+    if q.table == STEM:
+        q.exact = part.exact
     return q
