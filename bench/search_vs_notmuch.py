@@ -5,7 +5,8 @@ by ``notmuch new`` and by a memex poll; then for each query, ``--runs`` runs of 
 script, as a user types it; ``--install regular`` (the default) runs it as a regular install does, ``dev`` from this
 venv's editable install, whose finder alone costs more than notmuch's whole search) and of ``notmuch search QUERY`` are alternated, output to /dev/null, and the medians of
 their wall (and CPU) times compared: ratio = memex's median over notmuch's (the goal: <= 3x); the same Python
-interpreter running nothing is timed alongside, the floor any Python command starts from. Also the in-process search of
+interpreter running nothing is timed alongside, the floor any Python command starts from, and the same search
+through click (``--debug`` sends it there: the way every search went before the plain path). Also the in-process search of
 the same queries (parse and run on an open index), to show what of the command's time is start-up.
 
     python -m bench.search_vs_notmuch --runs 21
@@ -88,12 +89,13 @@ def main() -> None:
         assert run_cli("poll", "mail", config=cfg).returncode == 0
         env = {k: v for k, v in os.environ.items() if k not in ("MEMEX_CONFIG", "MEMEX_DEBUG", "PYTHONDONTWRITEBYTECODE")}
         ratios: list[float] = []
-        every: dict[str, list[tuple[float, float]]] = {"memex": [], "notmuch": [], "python": []}
+        every: dict[str, list[tuple[float, float]]] = {"memex": [], "notmuch": [], "python": [], "click": []}
         floor = [str(Path(memex).with_name("python")), "-c", "pass"]
         print(f"{len(list((maildir / 'cur').iterdir()))} mails; medians of {args.runs} alternated runs per query (wall, cpu)")
         for query in QUERIES:
             cmds = {"memex": ([memex, "--config", str(cfg), "search", "-n", "1000", query], env),
-                    "notmuch": (["notmuch", "search", "--output=messages", query], nm_env), "python": (floor, env)}  # fmt: skip
+                    "notmuch": (["notmuch", "search", "--output=messages", query], nm_env), "python": (floor, env),
+                    "click": ([memex, "--config", str(cfg), "--debug", "search", "-n", "1000", query], env)}  # fmt: skip
             for cmd, e in cmds.values():
                 wall(cmd, e)  # warm-up: page cache, bytecode
             times: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
@@ -108,10 +110,11 @@ def main() -> None:
             print(f"  memex {a * 1000:6.1f} ms (cpu {ca * 1000:5.1f})  notmuch {b * 1000:6.1f} ms (cpu {cb * 1000:5.1f})  "
                   f"{a / b:5.2f}x  {query}", flush=True)  # fmt: skip
         med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in every.items()}
-        (a, ca), (b, cb), (p, cp) = med["memex"], med["notmuch"], med["python"]
+        (a, ca), (b, cb), (p, cp), (k, ck) = med["memex"], med["notmuch"], med["python"], med["click"]
         print(f"all queries: memex {a * 1000:.1f} ms (cpu {ca * 1000:.1f}), notmuch {b * 1000:.1f} ms (cpu {cb * 1000:.1f}): "
               f"{a / b:.2f}x wall, {ca / cb:.2f}x cpu (per query {min(ratios):.2f}x to {max(ratios):.2f}x); "
-              f"the same Python doing nothing: {p * 1000:.1f} ms (cpu {cp * 1000:.1f}), {p / b:.2f}x notmuch")  # fmt: skip
+              f"the same Python doing nothing: {p * 1000:.1f} ms (cpu {cp * 1000:.1f}), {p / b:.2f}x notmuch; "
+              f"the same search through click (--debug, the path before): {k * 1000:.1f} ms (cpu {ck * 1000:.1f}), {k / b:.2f}x")  # fmt: skip
         in_process(work / "state", args.runs)
         print(f"load average after: {os.getloadavg()[0]:.2f}")
     finally:

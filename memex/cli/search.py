@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from memex.cli.common import json_option, load_config, reports_errors
 from memex.cli.verify import progress
+
+if TYPE_CHECKING:
+    from memex.store.objects import ObjectStore
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})  # options first: -term is a term
@@ -71,6 +75,12 @@ def rebuild(ctx: click.Context, sources: tuple[str, ...], workers: int | None, a
     cfg = load_config(ctx, state=True)
     workers = workers or default_workers(cfg)
     store = open_store(cfg.store, max_pool_connections=max(10, workers))
+    for source in sources:  # a name in neither would leave a phantom row in `memex index status`
+        if source not in cfg.sources and not _stored(store, source):
+            from memex.errors import ConfigError
+
+            known = ", ".join(sorted(cfg.sources)) or "none"
+            raise ConfigError(f"{source}: no such source in the config or the store (configured: {known}); `memex index status` lists them")
     began = time.monotonic()
     with progress(sys.stderr.isatty(), "indexing: {n} records") as tick:
         n = run_rebuild(cfg, store, list(dict.fromkeys(sources)) or None, workers=workers, tick=tick)
@@ -79,6 +89,13 @@ def rebuild(ctx: click.Context, sources: tuple[str, ...], workers: int | None, a
         click.echo(json.dumps(summary, indent=2))
     elif sys.stdout.isatty():
         click.echo(f"indexed {n:,} records in {summary['seconds']} s")
+
+
+def _stored(store: ObjectStore, source: str) -> bool:
+    """Whether the store holds any record of ``source`` (a source since removed from the config can be rebuilt)."""
+    from memex.records import encode_id
+
+    return any(True for _ in store.list_keys(f"messages/{encode_id(source)}/"))
 
 
 @index.command("status")

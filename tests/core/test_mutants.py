@@ -1183,6 +1183,12 @@ MUTANTS = [
         ["tests/core/test_search_query.py::test_words_match_by_their_stem_but_phrases_prefixes_fields_and_capitals_as_written"],
         id="search-phrases-stemmed",
     ),
+    pytest.param(
+        "memex/cli/search.py",
+        [("        if source not in cfg.sources and not _stored(store, source):\n", "        if False:\n")],
+        ["tests/core/test_bad_inputs_search.py::test_rebuilding_a_source_that_is_nowhere_is_refused_and_leaves_no_row"],
+        id="search-rebuild-of-a-source-that-is-nowhere-accepted",
+    ),
     # ---- end of i34-query ----
     # ---- rows of branch i34-index: append below ----
     # ---- end of i34-index ----
