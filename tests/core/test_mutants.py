@@ -397,7 +397,7 @@ MUTANTS = [
     ),
     pytest.param(
         "pollers/email/imap.py",
-        [("                gap = self._first_gap(chunk, {uid for uid, _, _ in fetched})\n", "                gap = None\n")],
+        [("                refused = self._still_listed(chunk, {uid for uid, _, _ in fetched})\n", "                refused = []\n")],
         ["tests/email/test_imap_mailboxes.py::test_a_uid_the_fetch_leaves_out_is_never_skipped"],
         id="imap-uid-left-out-of-fetch-skipped",
     ),
@@ -1080,6 +1080,24 @@ MUTANTS = [
     # ---- rows of branch i32-env: append below ----
     # ---- end of i32-env ----
     # ---- rows of branch i32-wedge: append below ----
+    pytest.param(
+        "pollers/email/imap.py",
+        [("                fit, evicted = make_room(holes, len(refused))\n", "                fit, evicted = 0, []\n")],
+        ["tests/email/test_imap_holes.py::test_a_mail_gmail_never_serves_is_given_up_after_five_polls_and_reported"],
+        id="imap-withheld-uid-wedges-the-mailbox",
+    ),
+    pytest.param(
+        "pollers/email/imap.py",
+        [("            if mailbox not in self._retried and live(holes):\n", "            if False:\n")],
+        ["tests/email/test_imap_holes.py::test_a_withheld_uid_is_kept_as_a_hole_the_mailbox_moves_on_and_the_mail_comes_when_served"],
+        id="imap-hole-never-asked-again",
+    ),
+    pytest.param(
+        "pollers/email/holes.py",
+        [("    return sorted(uid for uid, tries in holes.items() if tries < HOLE_TRIES)\n", "    return sorted(holes)\n")],
+        ["tests/email/test_imap_holes.py::test_a_mail_gmail_never_serves_is_given_up_after_five_polls_and_reported"],
+        id="imap-hole-retried-for-ever",
+    ),
     # ---- end of i32-wedge ----
     # ---- rows of branch i33-oauth: append below ----
     # ---- end of i33-oauth ----
