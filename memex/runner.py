@@ -162,8 +162,9 @@ def poll(
         deadline.close()
         return result
     result.lease_epoch = lock.epoch
-    beat = heartbeat.start(cfg, name, log)  # None unless the source has a heartbeat_url
-    try:
+    beat = None
+    try:  # from here the lock is released however the poll ends (its finally)
+        beat = heartbeat.start(cfg, name, log)  # None unless the source has a heartbeat_url
         with open_poller(cfg.source(name)) as poller:
             try:
                 _run(cfg, name, poller, result, log, deadline=deadline, stop=stop, batch_size=batch_size, epoch=lock.epoch,

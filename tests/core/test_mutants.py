@@ -1098,6 +1098,19 @@ MUTANTS = [
         ["tests/email/test_imap_holes.py::test_a_mail_gmail_never_serves_is_given_up_after_five_polls_and_reported"],
         id="imap-hole-retried-for-ever",
     ),
+    pytest.param(
+        "memex/state/s3lease.py",
+        [("            self.release()  # a no-op unless this attempt wrote the lease (self._etag)\n", "            pass\n")],
+        ["tests/core/test_lease_release.py::test_a_poll_failing_on_a_corrupt_cursor_releases_its_lease_and_the_next_poll_reports_the_error"],
+        id="lease-kept-by-a-failed-poll",
+    ),
+    pytest.param(
+        "memex/state/s3lease.py",
+        [("            if found is not None and found[0].live and not found[0].dead_here():\n",
+          "            if found is not None and found[0].live:\n")],
+        ["tests/core/test_lease_release.py::test_a_lease_held_by_a_dead_process_of_this_host_is_taken_over_at_once_and_logged"],
+        id="lease-of-a-dead-holder-here-waits-for-its-ttl",
+    ),
     # ---- end of i32-wedge ----
     # ---- rows of branch i33-oauth: append below ----
     # ---- end of i33-oauth ----
