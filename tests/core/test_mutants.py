@@ -1111,6 +1111,18 @@ MUTANTS = [
         ["tests/core/test_lease_release.py::test_a_lease_held_by_a_dead_process_of_this_host_is_taken_over_at_once_and_logged"],
         id="lease-of-a-dead-holder-here-waits-for-its-ttl",
     ),
+    pytest.param(
+        "memex/runner.py",
+        [("                deadline.extend(SLOW_GRACE)\n", "                pass\n")],
+        ["tests/core/test_slow_first_batch.py::test_a_first_batch_read_past_the_time_limit_is_stored_and_each_poll_moves_on"],
+        id="slow-first-batch-dropped",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("    if result.slow_read_s is not None:\n        _slow(name, result, log)\n", "    if False:\n        _slow(name, result, log)\n")],
+        ["tests/core/test_slow_first_batch.py::test_a_first_batch_none_of_which_can_be_stored_in_time_is_an_error_and_failing_not_idle"],
+        id="slow-first-batch-reported-as-idle",
+    ),
     # ---- end of i32-wedge ----
     # ---- rows of branch i33-oauth: append below ----
     # ---- end of i33-oauth ----
