@@ -141,7 +141,15 @@ def _render(raw: bytes, source: str, me: frozenset[str], extra: dict[str, Any] |
 def to_item(
     raw: bytes, source: str, cursor: Cursor, *, ref: str, me: frozenset[str] = frozenset(), extra: dict[str, Any] | None = None
 ) -> Item:
-    """An :class:`Item` for one raw message: the record plus its ``.eml`` blob, or a Failure holding the raw bytes."""
+    """An :class:`Item` for one raw message: the record plus its ``.eml`` blob, or a Failure holding the raw bytes.
+
+    Empty bytes (a 0-byte file in a Maildir, blank lines only) are no mail: quarantined with that reason, so the
+    poll's ``record.quarantined`` warning names the file, instead of a record with an empty ``.eml`` beside it.
+    """
+    if not raw.strip():
+        return Item(
+            cursor=cursor, failure=Failure(native_id=raw_id(raw), reason=f"empty ({len(raw)} bytes): not a mail", raw=raw or None, ref=ref)
+        )
     try:
         message, legacy = _render(raw, source, me, extra)
     except Exception as exc:  # truly unparseable: quarantine the bytes, say why by type only

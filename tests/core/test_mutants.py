@@ -1123,6 +1123,18 @@ MUTANTS = [
         ["tests/core/test_slow_first_batch.py::test_a_first_batch_none_of_which_can_be_stored_in_time_is_an_error_and_failing_not_idle"],
         id="slow-first-batch-reported-as-idle",
     ),
+    pytest.param(
+        "memex/verify/walk.py",
+        [("(EMPTY, \"0 bytes\") if not body and not self._empty_at_source(key) else None)", "(EMPTY, \"0 bytes\") if not body else None)")],
+        ["tests/email/test_maildir_verify.py::test_an_empty_eml_stored_by_an_older_memex_from_an_empty_file_is_whole_not_damage"],
+        id="verify-empty-at-the-source-taken-for-damage",
+    ),
+    pytest.param(
+        "pollers/email/render.py",
+        [("    if not raw.strip():\n", "    if False:\n")],
+        ["tests/email/test_maildir_verify.py::test_a_zero_byte_file_is_quarantined_as_no_mail_and_verify_stays_whole"],
+        id="empty-file-stored-as-a-mail",
+    ),
     # ---- end of i32-wedge ----
     # ---- rows of branch i33-oauth: append below ----
     # ---- end of i33-oauth ----
