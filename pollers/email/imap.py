@@ -220,7 +220,7 @@ class ImapPoller(Inventory):
                     holes[uid] = 1
                     warnings.append(self._refused(mailbox, uid, 1))
                     self._retried.add(mailbox)  # a new hole is first asked for again by the next poll
-                self.refusals.clear()
+                self.refusal = None
                 here = {uid for uid, _, _ in fetched}
                 for uid in sorted(here | set(refused)):
                     state = {"mailboxes": {**state["mailboxes"], mailbox: box(validity, uid, {h: t for h, t in holes.items() if h <= uid})}}
@@ -267,13 +267,13 @@ class ImapPoller(Inventory):
             elif uid in holes:
                 del holes[uid]
                 warnings.append(f"{mailbox}: UID {uid}, which the server would not send, is gone from the mailbox (expunged); not stored")
-        self.refusals.clear()
+        self.refusal = None
         self._unserved[mailbox] = len(given_up(holes))
         return Batch(items=items, cursor={"mailboxes": {**state["mailboxes"], mailbox: box(validity, last, holes)}}, warnings=warnings)
 
     def _refused(self, mailbox: str, uid: int, tries: int) -> str:
         """The warning for a UID the server would not send on its ``tries``-th poll."""
-        said = f" (it said: {self.refusals[-1]})" if self.refusals else ""
+        said = f" (it said: {self.refusal})" if self.refusal else ""
         if tries >= HOLE_TRIES:
             return (f"{mailbox}: UID {uid} exists but the server has not sent it in {tries} polls{said}; given up: polls no longer "
                     "ask for it, `memex status` counts it and `memex verify` lists it (see docs/sources/email.md#holes)")  # fmt: skip
@@ -356,7 +356,11 @@ class ImapPoller(Inventory):
                 chunk = uids[start : start + self.fetch_chunk]
 
                 def get(m: str = mailbox, c: list[int] = chunk) -> list[tuple[int, bytes, datetime | None]]:
-                    return self._in(m, lambda: self._fetch_raw(c))
+                    got = self._in(m, lambda: self._fetch_raw(c))
+                    if self.refusal is not None:  # a backfill has no cursor to keep a hole in: fail, as before holes
+                        said, self.refusal = self.refusal, None
+                        raise SourceError(f"source {self.name!r}: UID FETCH refused by {self._where()} ({said})")
+                    return got
 
                 for uid, raw, internal in self._retrying("UID FETCH", get):
                     point = {"mailbox": mailbox, "uidvalidity": validity, "uid": uid}

@@ -68,7 +68,7 @@ class ImapSession:
         self._retry_deadline: float | None = None
         self._deadline: Deadline = NEVER
         self._ahead: Ahead | None = None  # a UID FETCH in flight on the connection (see Ahead)
-        self.refusals: list[str] = []  # what the server said when it refused part of a UID FETCH (NO), for the warning
+        self.refusal: str | None = None  # what the server said when it last refused part of a UID FETCH (NO), for the warning
 
     # -- connection --------------------------------------------------------
     def _where(self) -> str:
@@ -322,7 +322,7 @@ class ImapSession:
         """
         typ, data = typ_data
         if typ == "NO":
-            self.refusals.append(reply_text(data))
+            self.refusal = reply_text(data)
             sent: list[Any] = conn.untagged_responses.pop("FETCH", [])  # imaplib leaves them there after a NO
             return sent
         return self._cmd(conn, "UID FETCH", typ_data)
