@@ -1135,6 +1135,12 @@ MUTANTS = [
         ["tests/email/test_maildir_verify.py::test_a_zero_byte_file_is_quarantined_as_no_mail_and_verify_stays_whole"],
         id="empty-file-stored-as-a-mail",
     ),
+    pytest.param(
+        "memex/verify/inventory.py",
+        [("        if current == body:  # the source holds exactly these bytes: writing them again cannot help\n", "        if False:\n")],
+        ["tests/email/test_maildir_verify.py::test_a_damaged_object_whose_source_holds_the_same_bytes_is_not_claimed_replaced"],
+        id="verify-repair-claims-a-replace-that-changes-nothing",
+    ),
     # ---- end of i32-wedge ----
     # ---- rows of branch i33-oauth: append below ----
     # ---- end of i33-oauth ----

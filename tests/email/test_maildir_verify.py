@@ -7,8 +7,13 @@ from pathlib import Path
 from memex.records import message_key
 from memex.registry import make_poller
 from memex.runner import poll
+from memex.source import Item
 from memex.store import open_store
 from memex.verify import verify
+from memex.verify.checks import EMPTY, place
+from memex.verify.inventory import Fixer
+from memex.verify.report import SourceReport
+from memex.verify.walk import Seen
 from pollers.email import render
 from tests.conftest import file_objects, read_log
 from tests.email.test_maildir import deliver, mail, make_maildir, setup
@@ -72,3 +77,19 @@ def test_an_empty_eml_stored_by_an_older_memex_from_an_empty_file_is_whole_not_d
         report = verify(cfg, repair=repair).to_json()
         assert report["whole"] is True, report["sources"]["md"]
         assert report["sources"]["md"]["damage"]["empty"] == 0 and report["sources"]["md"]["repaired"] == {}
+
+
+def test_a_damaged_object_whose_source_holds_the_same_bytes_is_not_claimed_replaced(tmp_path: Path) -> None:
+    """--repair meets an empty blob whose re-read is empty too: no "replaced", and the report says why (not "source lost it")."""
+    root = make_maildir(tmp_path / "Mail")
+    cfg = setup(tmp_path, root)
+    message, _ = render._render(b"", "md", frozenset(), {"folder": "INBOX", "maildir_key": "1.host", "size": 1})  # a record that disagrees
+    store = open_store(cfg.store)
+    eml = message.key()[: -len(".json")] + ".eml"
+    assert store.put_new(eml, b"") and store.put_new(message.key(), message.to_json())
+    part = SourceReport("md")
+    fixer = Fixer(cfg, store, "md", part, {eml: Seen(eml, place(eml), (EMPTY, "0 bytes"))})
+    fixer.store_items(iter([Item(cursor=None, message=message, blobs={".eml": b""})]))  # what a re-read of the source gives
+    fixer.finish()
+    assert part.repaired == {} and store.get(eml) == b""
+    assert len(part.not_repaired) == 1 and "the source holds exactly these bytes" in part.not_repaired[0]
