@@ -7,7 +7,10 @@ so the next poll on the same host was ``skipped`` (exit 0) until the lease expir
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ import pytest
 from memex.state.s3lease import boot_id
 from memex.state.s3state import host_name
 from pollers.imessage import samples as imessage_samples
-from tests.conftest import read_log, run_cli, write_config
+from tests.conftest import ROOT, Gate, read_log, run_cli, write_config
 
 
 def _setup(tmp_path: Path, endpoint: str, bucket: str) -> Path:
@@ -97,3 +100,29 @@ def test_a_lease_held_by_a_live_process_or_on_another_machine_is_not_taken(
     assert done.returncode == 0
     assert [e["status"] for e in read_log(tmp_path / "state", "imessage") if e["event"] == "poll"] == ["skipped"]
     assert _lease(s3_endpoint, s3_bucket)["epoch"] == 7
+
+
+def test_a_poll_killed_mid_poll_leaves_a_lease_the_next_poll_on_this_host_takes_over_at_once(
+    s3_endpoint: str, s3_bucket: str, tmp_path: Path
+) -> None:
+    """kill -9 of a poll holding its lease (60 s TTL): the next poll here takes it over at once and stores the rest."""
+    path = _setup(tmp_path, s3_endpoint, s3_bucket)
+    gate = Gate(tmp_path, at=2)
+    env = {**gate.env(), "PYTHONPATH": str(ROOT)}
+    held = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(path), "poll", "imessage"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        pid = gate.wait_held(held)
+        assert _lease(s3_endpoint, s3_bucket)["pid"] == pid and not _lease(s3_endpoint, s3_bucket).get("released")
+        os.kill(pid, signal.SIGKILL)
+        held.wait(30)
+    finally:
+        if held.poll() is None:
+            held.kill()
+        held.communicate()
+    done = run_cli("poll", "imessage", config=path)
+    assert done.returncode == 0, done.stderr
+    taken = [e for e in read_log(tmp_path / "state", "imessage") if e["event"] == "lease.taken_over"]
+    assert taken[-1]["previous_pid"] == pid and taken[-1]["previous_released"] is False
+    polls = [e for e in read_log(tmp_path / "state", "imessage") if e["event"] == "poll"]
+    assert polls[-1]["status"] == "ok" and polls[-1]["positions_after"]

@@ -1108,7 +1108,8 @@ MUTANTS = [
         "memex/state/s3lease.py",
         [("            if found is not None and found[0].live and not found[0].dead_here():\n",
           "            if found is not None and found[0].live:\n")],
-        ["tests/core/test_lease_release.py::test_a_lease_held_by_a_dead_process_of_this_host_is_taken_over_at_once_and_logged"],
+        ["tests/core/test_lease_release.py::test_a_lease_held_by_a_dead_process_of_this_host_is_taken_over_at_once_and_logged",
+         "tests/core/test_lease_release.py::test_a_poll_killed_mid_poll_leaves_a_lease_the_next_poll_on_this_host_takes_over_at_once"],
         id="lease-of-a-dead-holder-here-waits-for-its-ttl",
     ),
     pytest.param(
