@@ -221,12 +221,11 @@ class ImapPoller(Inventory):
                     warnings.append(self._refused(mailbox, uid, 1))
                     self._retried.add(mailbox)  # a new hole is first asked for again by the next poll
                 self.refusal = None
-                here = {uid for uid, _, _ in fetched}
-                for uid in sorted(here | set(refused)):
+                here = {uid: (raw, internal) for uid, raw, internal in fetched}
+                for uid in sorted(here.keys() | set(refused)):
                     state = {"mailboxes": {**state["mailboxes"], mailbox: box(validity, uid, {h: t for h, t in holes.items() if h <= uid})}}
                     if uid in here:
-                        _, raw, internal = next(f for f in fetched if f[0] == uid)
-                        items.append(self._item(mailbox, validity, uid, raw, internal, state))
+                        items.append(self._item(mailbox, validity, uid, *here[uid], state))
                 if stop_at is not None:
                     warnings.append(
                         f"{mailbox}: UID {stop_at} exists but the server sent no data for it, and {MAX_HOLES} UIDs it would not "
@@ -236,6 +235,7 @@ class ImapPoller(Inventory):
             # UIDs left out of FETCH answers and not kept as holes were confirmed expunged by a fresh search; move past them.
             boxes = dict(state["mailboxes"])
             boxes[mailbox] = box(validity, uids[-1], holes)
+            self._unserved[mailbox] = len(given_up(holes))
             return Batch(items=items, cursor={"mailboxes": boxes}, warnings=warnings)
         self._caught_up.clear()
         if self._failed:

@@ -1142,6 +1142,12 @@ MUTANTS = [
         ["tests/email/test_maildir_verify.py::test_a_damaged_object_whose_source_holds_the_same_bytes_is_not_claimed_replaced"],
         id="verify-repair-claims-a-replace-that-changes-nothing",
     ),
+    pytest.param(
+        "pollers/email/holes.py",
+        [("    for uid in given_up(holes):\n", "    for uid in []:\n")],
+        ["tests/email/test_imap_holes.py::test_holes_are_bounded_a_full_list_stops_before_the_next_until_one_is_given_up"],
+        id="imap-given-up-holes-fill-the-list-for-good",
+    ),
     # ---- end of i32-wedge ----
     # ---- rows of branch i33-oauth: append below ----
     # ---- end of i33-oauth ----

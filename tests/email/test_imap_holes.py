@@ -12,9 +12,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memex import config as memex_config
 from memex.runner import poll
 from memex.state.cursors import CursorStore
+from pollers.email import holes
 from pollers.email.holes import HOLE_TRIES
 from tests.conftest import read_log, run_cli, write_config
 from tests.email.test_imap import PASSWORD_ENV, env_password, mail, no_backoff, records, source_table
@@ -29,8 +32,9 @@ GMAIL_NO = b"NO Some messages could not be FETCHed (Failure)"
 class Withhold:
     """The proxy's rewrites: while ``on``, UID ``uid`` is taken out of every UID FETCH (and, ``gmail``, the answer is NO)."""
 
-    def __init__(self, proxy: ImapProxy, uid: int, *, gmail: bool = False) -> None:
+    def __init__(self, proxy: ImapProxy, uid: int, *, gmail: bool = False, also: tuple[int, ...] = ()) -> None:
         self.uid, self.gmail, self.on = uid, gmail, True
+        self.others = set(also)  # more UIDs withheld the same way (not counted in ``asked``)
         self.asked = 0  # UID FETCH commands that asked for the UID (while withheld or not)
         self._tags: set[bytes] = set()
         proxy.rewrite = self.rewrite
@@ -46,12 +50,12 @@ class Withhold:
         for piece in m.group(3).split(b","):
             lo, _, hi = piece.partition(b":")
             wanted.extend(range(int(lo), int(hi or lo) + 1))
-        if self.uid not in wanted:
+        if self.uid not in wanted and not self.others & set(wanted):
             return line
-        self.asked += 1
+        self.asked += self.uid in wanted
         if not self.on:
             return line
-        rest = [u for u in wanted if u != self.uid]
+        rest = [u for u in wanted if u != self.uid and u not in self.others]
         if self.gmail:
             self._tags.add(m.group(1))
         if not rest:  # nothing else asked: a FETCH of a UID that does not exist answers OK with no data
@@ -174,3 +178,24 @@ def test_a_cursor_with_holes_is_accepted_by_cursor_set_and_a_malformed_one_refus
     bad = {"mailboxes": {"INBOX": {"uidvalidity": 7, "last_uid": 9, "holes": [{"uid": 12, "tries": 2}]}}}
     done = run_cli("cursor", "set", "mail", json.dumps(bad), "--yes", config=path)
     assert done.returncode == 2 and '"holes" must be a list' in done.stderr and "Traceback" not in done.stderr
+
+
+def test_holes_are_bounded_a_full_list_stops_before_the_next_until_one_is_given_up(
+    tmp_path: Path, dovecot: Dovecot, env_password: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With room for one hole, a second withheld UID stops the batch before it; once the first is given up it makes room."""
+    monkeypatch.setattr(holes, "MAX_HOLES", 1)
+    user = dovecot.new_user()
+    for i in range(1, 6):
+        dovecot.append(user, "INBOX", mail(i))
+    with imap_proxy(dovecot.port) as proxy:
+        Withhold(proxy, 2, also=(4,))
+        cfg = memex_config.load(setup(tmp_path, dovecot, user, proxy.port))
+        first = poll(cfg, "mail")
+        assert first.new == 2 and box(cfg)["last_uid"] == 3 and box(cfg)["holes"] == [{"uid": 2, "tries": 1}]  # stopped before 4
+        assert "stopped before it until those are fetched or given up" in warnings(cfg)[-1]
+        for _ in range(HOLE_TRIES - 1):  # the 5th poll gives UID 2 up, which makes room for UID 4: the mailbox moves on
+            poll(cfg, "mail")
+    assert box(cfg)["last_uid"] == 5 and box(cfg)["holes"] == [{"uid": 4, "tries": 1}]
+    assert any("UID 2, given up earlier, is no longer kept in the cursor" in w for w in warnings(cfg))
+    assert sorted(records(cfg)) == ["m1@example.com", "m3@example.com", "m5@example.com"]
