@@ -26,7 +26,7 @@ from html.parser import HTMLParser
 
 from memex.records import Attachment
 from pollers.email.headers import addresses, clean, decode_bytes, decode_words, header_text, message_ids, parse_date, raw
-from pollers.email.searchable import PART_LIMIT, calendar_text, enriched_text, search_text
+from pollers.email.searchable import PART_LIMIT, calendar_text, enriched_text, html_words, search_text
 
 SEPARATOR = "\n\n-------------- next part --------------\n"
 ATTACHED = "\n\n-------------- attached message --------------\n"
@@ -244,7 +244,7 @@ class _Walker:
 def _readable(ctype: str, text: str) -> str:
     """A part's text as words to search: HTML's visible text, a calendar's human fields, enriched text's words."""
     if ctype == "text/html":
-        return html_to_text(text[:PART_LIMIT])
+        return html_words(text)
     if ctype == "text/calendar":
         return calendar_text(text)
     if ctype in ("text/enriched", "text/richtext"):
