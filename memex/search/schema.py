@@ -42,9 +42,10 @@ SECONDARY = {  # dropped during a rebuild, made again at its end
     "messages_ts": "CREATE INDEX IF NOT EXISTS messages_ts ON messages(ts)",
     "messages_native": "CREATE INDEX IF NOT EXISTS messages_native ON messages(native_id)",
     "messages_source": "CREATE INDEX IF NOT EXISTS messages_source ON messages(source, ts)",
-    "messages_thread": "CREATE INDEX IF NOT EXISTS messages_thread ON messages(thread)",  # a thread's rows; --group-by
-    "messages_sender": "CREATE INDEX IF NOT EXISTS messages_sender ON messages(sender_id)",  # --group-by sender
-    "messages_month": "CREATE INDEX IF NOT EXISTS messages_month ON messages(substr(sent_at, 1, 7))",  # --group-by month
+    # a thread's rows; --group-by and --output=threads read these three alone (deleted and id in them: no row is read)
+    "messages_thread": "CREATE INDEX IF NOT EXISTS messages_thread ON messages(thread, deleted, id)",
+    "messages_sender": "CREATE INDEX IF NOT EXISTS messages_sender ON messages(sender_id, deleted, sender_name)",
+    "messages_month": "CREATE INDEX IF NOT EXISTS messages_month ON messages(substr(sent_at, 1, 7), deleted)",
     "links_id": "CREATE INDEX IF NOT EXISTS links_id ON links(id)",  # a row's links, replaced when it is stored again
 }
 MONTH = "substr(m.sent_at, 1, 7)"  # a row's month (YYYY-MM), as messages_month indexes it

@@ -41,12 +41,15 @@ def group_counts(index: SearchIndex, q: Query, by: str, limit: int) -> list[dict
     """The messages ``q`` matches counted by ``by`` (:data:`GROUPS`): senders and conversations most first, months
     newest first; at most ``limit`` groups. Each ``{"group", "count", "name"}``: the sender's ID and a name it
     used, the conversation's first message's key and its name or subject, the month (``YYYY-MM``, None for no time)."""
-    column = _GROUP_SQL[by]
-    name = "max(m.sender_name)" if by == "sender" else "NULL"
-    sql, params = q.matching(f"{column} AS g, count(*) AS n, {name} AS name")
+    sql, params = q.matching(f"{_GROUP_SQL[by]} AS g, count(*) AS n")  # the group's column alone: an index holds it
     order = "g DESC" if by == "month" else "n DESC, g"
     rows = index.db.execute(f"{sql} GROUP BY g ORDER BY {order} LIMIT ?", [*params, limit]).fetchall()
-    out = [{"group": g, "count": n, "name": label or None} for g, n, label in rows]
+    out: list[dict[str, Any]] = [{"group": g, "count": n, "name": None} for g, n in rows]
+    if by == "sender":
+        for entry in out:
+            found = index.db.execute("SELECT sender_name FROM messages WHERE sender_id = ? AND sender_name != '' LIMIT 1",
+                                     (entry["group"],)).fetchone()  # fmt: skip
+            entry["name"] = found[0] if found else None
     if by == "conversation":
         for entry in out:
             first = _first(index, entry["group"])
