@@ -93,7 +93,7 @@ SELECT id, key, {_s('$.source')}, {_s('$.native_id')}, CASE json_type(body, '$.s
 FROM stg.stage ORDER BY id
 """  # fmt: skip
 _LINKED = " UNION ALL ".join(
-    [f"SELECT id, {_s(path)} AS v FROM stg.stage" for path in ("$.native_id", "$.conversation.id", "$.reply_to")]
+    [f"SELECT id, {_s(path)} AS v FROM stg.stage" for path in ("$.native_id", "$.conversation.id")]
     + [
         f"SELECT st.id AS id, j.value AS v FROM stg.stage st, json_each(CASE json_type(body, '{path}') WHEN 'array' THEN json_extract(body, "
         f"'{path}') END) j WHERE j.type = 'text'"

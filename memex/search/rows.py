@@ -9,7 +9,8 @@ names are the mail's: ``extra.subject``, ``extra.to``/``extra.cc`` and their dis
 and ``extra.references``/``extra.in_reply_to`` for threads.
 
 **Threads.** A row's links (:func:`links`) are the IDs that tie it to others in its source: its native ID, its
-conversation's ID, ``reply_to``, and a mail's References and In-Reply-To. Rows that share a link, directly or through
+conversation's ID, and a mail's References and In-Reply-To. Not ``reply_to``: a mail's is one of those already, and a
+chat is its conversation (a reply or a reaction naming a message of another chat must not join the two chats). Rows that share a link, directly or through
 others, are one conversation (a mail thread joined across missing parents, as notmuch and JWZ's algorithm join it; a
 chat by its conversation); its ``thread`` is the lowest row id among them (the earliest message), whatever order the
 records came in.
@@ -98,11 +99,9 @@ def load_record(body: bytes) -> dict[str, Any] | None:
 LINK_SEP = "\x1f"  # between a link's source and its ID
 
 
-def links(source: str, native_id: str, conv_id: str, doc: dict[str, Any], extra: dict[str, Any]) -> tuple[str, ...]:
+def links(source: str, native_id: str, conv_id: str, extra: dict[str, Any]) -> tuple[str, ...]:
     """A row's links (see the module docstring), each ``source`` + :data:`LINK_SEP` + an ID, each once, in order."""
-    reply_to = doc.get("reply_to")
-    ids = [native_id, conv_id, reply_to if type(reply_to) is str else "", *_names(extra.get("references")),
-           *_names(extra.get("in_reply_to"))]  # fmt: skip
+    ids = [native_id, conv_id, *_names(extra.get("references")), *_names(extra.get("in_reply_to"))]
     return tuple(dict.fromkeys(f"{source}{LINK_SEP}{i}" for i in ids if i))
 
 
@@ -129,7 +128,7 @@ def message_row(key: str, doc: dict[str, Any]) -> Row:
                _s(conv.get("name")), sender_id, _s(sender.get("name")), sender.get("is_me") is True, recipients_text,
                _s(extra.get("subject")), "\n".join(_attachment_names(attachments)), len(attachments),
                _s(doc.get("text")), doc.get("deleted") is True, _s(extra.get("search_text")),
-               links(source, native_id, conv_id, doc, extra))  # fmt: skip
+               links(source, native_id, conv_id, extra))  # fmt: skip
 
 
 def _attachment_names(attachments: list[dict[str, Any]]) -> list[str]:

@@ -1110,8 +1110,8 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/search/rows.py",
-        [("    ids = [native_id, conv_id, reply_to if type(reply_to) is str else \"\", *_names(extra.get(\"references\")),\n",
-          "    ids = [native_id, reply_to if type(reply_to) is str else \"\",\n")],
+        [("    ids = [native_id, conv_id, *_names(extra.get(\"references\")), *_names(extra.get(\"in_reply_to\"))]\n",
+          "    ids = [native_id, *_names(extra.get(\"in_reply_to\"))]\n")],
         ["tests/core/test_search_threads.py::test_conversations_are_those_notmuch_makes"],
         id="thread-not-joined-across-missing-parents",
     ),

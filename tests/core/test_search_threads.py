@@ -201,3 +201,25 @@ def test_counts_and_groups(both: tuple[Path, dict[str, str]]) -> None:
     assert plain.stdout == "       3  2018-06\n"
     both_ways = run_cli("search", "--count", "--group-by", "month", "*", config=config)
     assert both_ways.returncode == 2 and both_ways.stderr.count("\n") == 1
+
+
+def test_a_chats_conversation_is_the_whole_chat_in_order(tmp_path: Path) -> None:
+    """`memex show --thread` on a chat message prints every message of its chat (and no other), oldest first; the
+    chat is one line of --output=threads, counted whole."""
+    from pollers.imessage import samples
+
+    db = tmp_path / "chat.db"
+    samples.build(db, 60, seed=23)
+    config = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(db)}})
+    assert run_cli("poll", "imessage", config=config).returncode == 0
+    everything = json.loads(run_cli("search", "--json", "-n", "1000", "*", config=config).stdout)
+    family = [r for r in everything if r["conversation"]["name"] == "Family"]
+    assert family
+    shown = json.loads(run_cli("show", "--thread", "--json", family[0]["key"], config=config).stdout)["thread"]
+    assert {m["key"] for m in shown} >= {r["key"] for r in family}
+    assert {m["record"]["conversation"]["name"] for m in shown} == {"Family"}
+    times = [m["record"]["sent_at"] for m in shown]
+    assert times == sorted(times)
+    line = [t for t in json.loads(run_cli("search", "--output=threads", "--json", "-n", "100", "*", config=config).stdout)
+            if t["conversation"] == "Family"]  # fmt: skip
+    assert len(line) == 1 and line[0]["total"] == len(shown)
