@@ -10,6 +10,7 @@ rows.
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from memex.search.index import SearchIndex
@@ -86,3 +87,38 @@ def _first(index: SearchIndex, thread: int) -> dict[str, Any] | None:
     """The row a conversation is named after: its lowest row id (its first message, or one with no time)."""
     row = index.db.execute("SELECT key, source, conv_id, conv_name, subject FROM messages WHERE id = ?", (thread,)).fetchone()
     return dict(zip(("key", "source", "conv_id", "conv_name", "subject"), row, strict=True)) if row else None
+
+
+def join_all(db: sqlite3.Connection) -> None:
+    """Label every row with its thread (the lowest row id of the rows its links join it to): a rebuild's last step,
+    one pass over the links in ref order with a union-find whose roots are the lowest ids, then the rows whose label
+    is not their own id written through a temporary table (a row is rewritten whole when its thread changes: only
+    those are) (a poll joins each new row as it comes:
+    :meth:`memex.search.index.SearchIndex._put_many`)."""
+    parent: dict[int, int] = {}
+
+    def root(i: int) -> int:
+        top = i
+        while (up := parent.get(top, top)) != top:
+            top = up
+        while i != top:  # path compression
+            parent[i], i = top, parent[i]
+        return top
+
+    last_ref, top = None, 0
+    for ref, rowid in db.execute("SELECT ref, id FROM links ORDER BY ref"):
+        here = root(rowid) if rowid in parent else rowid
+        if ref != last_ref:
+            last_ref, top = ref, here
+        elif here < top:
+            parent[top] = top = here
+        elif here > top:
+            parent[here] = top
+    db.execute("CREATE TEMP TABLE joined(id INTEGER PRIMARY KEY, thread INTEGER NOT NULL)")
+    try:
+        db.executemany("INSERT INTO joined VALUES (?, ?)", ((i, t) for i in parent if (t := root(i)) != i))
+        db.execute("BEGIN")  # every other row is its own thread already (rows come in so; copied rows keep theirs)
+        db.execute("UPDATE messages SET thread = joined.thread FROM joined WHERE messages.id = joined.id")
+        db.execute("COMMIT")
+    finally:
+        db.execute("DROP TABLE joined")

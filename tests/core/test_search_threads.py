@@ -178,6 +178,24 @@ def test_a_thread_joins_the_same_whichever_mail_comes_first(tmp_path: Path) -> N
     assert threads() == [(1, 1), (3, 3), (5, 5)]
 
 
+def test_a_batch_of_new_mails_joins_the_threads_already_indexed(tmp_path: Path) -> None:
+    """A poll whose one batch holds several mails of threads already indexed (and of each other) joins them all: each
+    new row is joined before the next one's links are written, so no row of the batch stands for a thread it is not
+    joined to yet."""
+    box = tmp_path / "Maildir"
+    for sub in ("cur", "new", "tmp"):
+        (box / sub).mkdir(parents=True)
+    config = write_config(tmp_path, {"md": {"type": "maildir", "path": str(box), "settle_seconds": 0}})
+    for n, name in enumerate(["great-grand-child", "resolved"]):
+        (box / "cur" / f"{1700000000 + n}.M{n}.host:2,S").write_bytes(THREAD[name])
+    assert run_cli("poll", "md", config=config).returncode == 0
+    for n, name in enumerate(["fake-root", "grand-child", "autoreply", "child", "ticket", "real-root", "alone"], start=2):
+        (box / "cur" / f"{1700000000 + n}.M{n}.host:2,S").write_bytes(THREAD[name])
+    assert run_cli("poll", "md", config=config).returncode == 0
+    out = json.loads(run_cli("search", "--output=threads", "--json", "*", config=config).stdout)
+    assert sorted(t["total"] for t in out) == [1, 3, 5]
+
+
 def test_counts_and_groups(both: tuple[Path, dict[str, str]]) -> None:
     """--count is the number of messages a search finds (notmuch count's), and of conversations with
     --output=threads; --group-by sender, conversation and month count the same messages, biggest first."""
