@@ -92,18 +92,16 @@ SELECT id, key, {_s('$.source')}, {_s('$.native_id')}, CASE json_type(body, '$.s
   NULL, {_DELETED}, {_TEXT}, 0, {_DELETED}, {_s('$.extra.search_text')}, id
 FROM stg.stage ORDER BY id
 """  # fmt: skip
+_SOURCE = _s("$.source")
 _LINKED = " UNION ALL ".join(
-    [f"SELECT id, {_s(path)} AS v FROM stg.stage" for path in ("$.native_id", "$.conversation.id")]
+    [f"SELECT id, {_SOURCE} AS src, {_s(path)} AS v FROM stg.stage" for path in ("$.native_id", "$.conversation.id")]
     + [
-        f"SELECT st.id AS id, j.value AS v FROM stg.stage st, json_each(CASE json_type(body, '{path}') WHEN 'array' THEN json_extract(body, "
-        f"'{path}') END) j WHERE j.type = 'text'"
+        f"SELECT st.id AS id, {_SOURCE} AS src, j.value AS v FROM stg.stage st, json_each(CASE json_type(body, '{path}') "
+        f"WHEN 'array' THEN json_extract(body, '{path}') END) j WHERE j.type = 'text'"
         for path in ("$.extra.references", "$.extra.in_reply_to")
     ]
 )
-INSERT_LINKS = f"""
-INSERT OR IGNORE INTO links(ref, id) SELECT s.src || char(31) || l.v, l.id FROM ({_LINKED}) l
-JOIN (SELECT id, {_s('$.source')} AS src FROM stg.stage) s ON s.id = l.id WHERE l.v != ''
-"""  # fmt: skip
+INSERT_LINKS = f"INSERT OR IGNORE INTO links(ref, id) SELECT src || char(31) || v, id FROM ({_LINKED}) WHERE v != ''"
 INSERT_STAGED_FTS = INSERT_FTS + " JOIN stg.stage s ON s.id = f.id ORDER BY s.id"  # the batch's words, in row id order
 
 
