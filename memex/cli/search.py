@@ -188,7 +188,7 @@ def show(ctx: click.Context, ref: str, whole: bool, as_json: bool) -> None:
                                              for k, d, r in messages]}, indent=2, sort_keys=True))  # fmt: skip
             return
         rule = "\n\n" + "=" * 72 + "\n"
-        click.echo(f"{len(messages)} messages" + rule + rule.join(human(k, d, r) for k, d, r in messages))
+        click.echo(f"{len(messages)} message{'' if len(messages) == 1 else 's'}" + rule + rule.join(human(k, d, r) for k, d, r in messages))
         return
     revs = revisions(store, key)
     if as_json:
