@@ -1222,6 +1222,39 @@ MUTANTS = [
     # ---- rows of branch i34-query: append below ----
     # ---- end of i34-query ----
     # ---- rows of branch i34-index: append below ----
+    pytest.param(
+        "pollers/email/header_block.py",
+        [("        elif kind == \"bad\":\n            problems.append(\"header: a malformed line among the headers, left out\")\n"
+          "            continue\n", "        elif kind == \"bad\":\n            pass\n")],
+        ["tests/email/test_email_searchable.py::test_a_stray_line_among_the_headers_does_not_end_them"],
+        id="malformed-header-line-ends-the-headers",
+    ),
+    pytest.param(
+        "pollers/email/header_block.py",
+        [("    if bad and (after < max(2, len(bad)) or any(", "    if False and (after < max(2, len(bad)) or any(")],
+        ["tests/email/test_email_searchable.py::test_text_with_no_empty_line_before_it_stays_the_body"],
+        id="body-without-separator-read-as-headers",
+    ),
+    pytest.param(
+        "memex/search/index.py",
+        [("            self.db.execute(\"UPDATE messages SET thread = ? WHERE thread = ?\", (lowest, other))\n",
+          "            pass\n")],
+        ["tests/core/test_search_threads.py::test_a_thread_joins_the_same_whichever_mail_comes_first"],
+        id="thread-joined-only-in-arrival-order",
+    ),
+    pytest.param(
+        "memex/search/rows.py",
+        [("    ids = [native_id, conv_id, *_names(extra.get(\"references\")), *_names(extra.get(\"in_reply_to\"))]\n",
+          "    ids = [native_id, *_names(extra.get(\"in_reply_to\"))]\n")],
+        ["tests/core/test_search_threads.py::test_conversations_are_those_notmuch_makes"],
+        id="thread-not-joined-across-missing-parents",
+    ),
+    pytest.param(
+        "memex/search/bulk.py",
+        [("        db.execute(INSERT_LINKS)\n", "")],
+        ["tests/core/test_search_bulk.py::test_a_rebuild_makes_the_rows_the_python_path_makes"],
+        id="rebuild-without-thread-links",
+    ),
     # ---- end of i34-index ----
     # ---- rows of branch i35-people: append below ----
     # ---- end of i35-people ----
