@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 SNIPPET_CHARS = 120
 PLAIN_WIDTH = 24  # conversation and sender are cut to this many characters in a result line
-SEARCH_OPTIONS = ("-n", "--limit", "--json", "--rank", "-h", "--help")
+SEARCH_OPTIONS = ("-n", "--limit", "--json", "--rank", "-h", "--help", "--count", "--output", "--group-by")
 _ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")  # what click.echo strips off a terminal (click's own pattern)
 
 
@@ -113,7 +113,7 @@ def run(args: FindArgs) -> None:
 
 def late_option(words: tuple[str, ...]) -> str | None:
     """The first option written after the query (options go first), or None."""
-    late = [t for t in words if t in SEARCH_OPTIONS or t.startswith("--limit=")]
+    late = [t for t in words if t in SEARCH_OPTIONS or t.startswith(("--limit=", "--output=", "--group-by="))]
     return late[0] if late else None
 
 

@@ -5,25 +5,28 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 import click
 
 from memex.cli.common import json_option, load_config, reports_errors
 from memex.cli.verify import progress
 
-if TYPE_CHECKING:
-    from memex.store.objects import ObjectStore
-
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})  # options first: -term is a term
 @click.argument("query", nargs=-1, required=True)
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Show at most N messages.")
 @click.option("--rank", is_flag=True, help="Best match first (BM25; words as written before their other forms) instead of newest first.")
+@click.option("--output", type=click.Choice(["messages", "threads"]), default="messages", show_default=True,
+              help="One line per message, or per conversation (its time range, messages matched/in all, participants, subject).")  # fmt: skip
+@click.option("--count", "count_only", is_flag=True, help="Print how many messages (or with --output=threads, conversations) match.")
+@click.option("--group-by", type=click.Choice(["sender", "conversation", "month"]), default=None,
+              help="Count the matches per sender, conversation or month (most first; months newest first), -n groups.")  # fmt: skip
 @json_option
 @click.pass_context
 @reports_errors
-def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, as_json: bool) -> None:
+def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, output: str, count_only: bool,
+           group_by: str | None, as_json: bool) -> None:  # fmt: skip
     """Find messages: words (matched by their stem), "phrases", prefix*, from: to: subject: body: attachment: in:
     (a conversation's name or id), source: id: has:attachment after:/before:YYYY-MM-DD date:SINCE..UNTIL is:me
     is:edited is:deleted, joined by AND, OR, NOT, XOR (any case), -term and (parentheses).
@@ -31,23 +34,88 @@ def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, a
     Newest first (or --rank); one line per message: time (UTC), source, conversation, sender, snippet. --json
     gives each message's key and native ID (read the full object from the store, or `memex show KEY`). Unsent or
     deleted messages are left out unless the query says is:deleted. A query memex cannot read is one line, exit 2.
+    --output=threads: one line per conversation instead; --count: how many match; --group-by: how many per sender,
+    conversation or month.
     """
     from memex.cli.find import check_query, run_search
 
     check_query(query)
-    run_search(load_config(ctx), query, limit, rank, as_json)
+    cfg = load_config(ctx)
+    if count_only or group_by or output == "threads":
+        _summaries(cfg, " ".join(query), limit, output=output, count_only=count_only, group_by=group_by, as_json=as_json)
+        return
+    run_search(cfg, query, limit, rank, as_json)
+
+
+def _summaries(cfg: Any, text: str, limit: int, *, output: str, count_only: bool, group_by: str | None, as_json: bool) -> None:
+    """``--count``, ``--group-by`` and ``--output=threads`` (:mod:`memex.search.threads`)."""
+    from memex.cli.find import _cut, _when
+    from memex.observe.safe_text import json_text, visible
+    from memex.search import threads as conv
+    from memex.search.index import SearchIndex
+    from memex.search.query import parse
+    from memex.search.schema import STEM
+
+    if count_only and group_by:
+        from memex.errors import ConfigError
+
+        raise ConfigError("--count and --group-by: give one of them (--group-by prints a count per group)")
+    with SearchIndex.open(cfg.state_dir, create=False) as index:
+        q = parse(text, stemmed=STEM in index.tables)
+        if count_only:
+            n = conv.count(index, q, threads=output == "threads")
+            click.echo(json.dumps({"count": n}) if as_json else str(n))
+            return
+        if group_by:
+            groups = conv.group_counts(index, q, group_by, limit)
+            if as_json:
+                click.echo(json_text(groups, indent=2))
+                return
+            for g in groups:
+                label = g["group"] or "(none)"
+                shown = f"{g['name']} <{label}>" if group_by == "sender" and g["name"] else (g["name"] or label)
+                click.echo(f"{g['count']:>8}  {visible(_cut(shown, 80))}")
+            return
+        found = conv.threads(index, q, limit)
+    if as_json:
+        click.echo(json_text(found, indent=2))
+        return
+    for t in found:
+        span = _when(t["first"]) if t["first"] == t["last"] else f"{_when(t['first'])} .. {_when(t['last'])}"
+        people = _cut(", ".join(t["participants"]) or "?", 40)
+        title = _cut(t["subject"] or t["conversation"] or "-", 60)
+        click.echo(f"{span}  [{t['matched']}/{t['total']}]  {visible(t['source'])}  {visible(people)}; {visible(title)}")
 
 
 @click.command()
 @click.argument("ref")
+@click.option("--thread", "whole", is_flag=True, help="The whole conversation REF is in, oldest first (a mail thread by "
+              "References and In-Reply-To, a chat by its conversation); needs the search index.")  # fmt: skip
 @json_option
 @click.pass_context
 @reports_errors
-def show(ctx: click.Context, ref: str, as_json: bool) -> None:
-    """Print one message (REF: its key, or its native ID) with its revisions and attachment list, read from the store."""
+def show(ctx: click.Context, ref: str, whole: bool, as_json: bool) -> None:
+    """Print one message (REF: its key, or its native ID) with its revisions and attachment list, read from the store;
+    with --thread, every message of its conversation."""
     from memex.cli.find import run_show
 
-    run_show(load_config(ctx), ref, as_json)
+    cfg = load_config(ctx)
+    if not whole:
+        run_show(cfg, ref, as_json)
+        return
+    from memex.observe.safe_text import json_text
+    from memex.search.show import conversation, find, human
+    from memex.store import open_store
+
+    store = open_store(cfg.store)
+    key, record = find(cfg, store, ref)
+    messages = conversation(cfg, store, key, record)
+    if as_json:
+        click.echo(json_text({"thread": [{"key": k, "record": d, "revisions": [{"key": rk, "record": rd} for rk, rd in r]}
+                                         for k, d, r in messages]}, indent=2, sort_keys=True))  # fmt: skip
+        return
+    rule = "\n\n" + "=" * 72 + "\n"
+    click.echo(f"{len(messages)} message{'' if len(messages) == 1 else 's'}" + rule + rule.join(human(k, d, r) for k, d, r in messages))
 
 
 @click.group()
@@ -75,12 +143,7 @@ def rebuild(ctx: click.Context, sources: tuple[str, ...], workers: int | None, a
     cfg = load_config(ctx, state=True)
     workers = workers or default_workers(cfg)
     store = open_store(cfg.store, max_pool_connections=max(10, workers))
-    for source in sources:  # a name in neither would leave a phantom row in `memex index status`
-        if source not in cfg.sources and not _stored(store, source):
-            from memex.errors import ConfigError
-
-            known = ", ".join(sorted(cfg.sources)) or "none"
-            raise ConfigError(f"{source}: no such source in the config or the store (configured: {known}); `memex index status` lists them")
+    _known_sources(cfg, store, sources)
     began = time.monotonic()
     with progress(sys.stderr.isatty(), "indexing: {n} records") as tick:
         n = run_rebuild(cfg, store, list(dict.fromkeys(sources)) or None, workers=workers, tick=tick)
@@ -91,11 +154,16 @@ def rebuild(ctx: click.Context, sources: tuple[str, ...], workers: int | None, a
         click.echo(f"indexed {n:,} records in {summary['seconds']} s")
 
 
-def _stored(store: ObjectStore, source: str) -> bool:
-    """Whether the store holds any record of ``source`` (a source since removed from the config can be rebuilt)."""
+def _known_sources(cfg: Any, store: Any, sources: tuple[str, ...]) -> None:
+    """Refuse (exit 2) a named source neither configured nor in the store: a rebuild of it would leave an empty row."""
+    from memex.errors import ConfigError
     from memex.records import encode_id
 
-    return any(True for _ in store.list_keys(f"messages/{encode_id(source)}/"))
+    for name in sources:
+        if name not in cfg.sources and next(iter(store.list_keys(f"messages/{encode_id(name)}/")), None) is None:
+            known = ", ".join(sorted(cfg.sources)) or "none"
+            raise ConfigError(f"no source named {name!r} in the config or the store (configured: {known}); name one of them",
+                              path=cfg.path, key=f"sources.{name}")  # fmt: skip
 
 
 @index.command("status")

@@ -34,8 +34,8 @@ FIELDS = {
     "subject": "subject",
     "body": "body",
     "attachment": "attachments",
-    "in": "{conversation thread}",
-}  # a bare word: every column but the conversation's id (- thread)
+    "in": "{conversation conv_id}",
+}  # a bare word: every column but the conversation's id (- conv_id)
 EXACT, STEM = "fts", "fts_stem"  # the FTS5 tables: words as written, and their stems
 STEMMED_FIELDS = (None, "body", "to")  # as notmuch: not from:, subject: or attachment:
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -88,9 +88,15 @@ class Query:
 
         return sorted(rows, key=lambda row: not written(row))
 
-    def sql(self, limit: int, *, rank: bool = False, window: int | None = None) -> tuple[str, list[Any]]:
+    def matching(self, select: str) -> tuple[str, list[Any]]:
+        """``SELECT <select>`` over the rows ``m`` this query matches, unordered and unlimited (counts, group-by,
+        threads: :mod:`memex.search.threads` adds its GROUP BY and ORDER BY)."""
+        return self.sql(0, select=select)
+
+    def sql(self, limit: int, *, rank: bool = False, window: int | None = None, select: str | None = None) -> tuple[str, list[Any]]:
         """The SELECT answering this query, newest first (or best match first with ``rank`` and words to rank by);
-        with ``window``, ranked among that many best matches only (:meth:`run`)."""
+        with ``window``, ranked among that many best matches only (:meth:`run`); with ``select``, those columns of
+        every match, unordered (:meth:`matching`)."""
         cols = "m.key, m.source, m.native_id, m.sent_at, m.conv_id, m.conv_name, m.sender_id, m.sender_name, m.is_me, " \
                "m.subject, m.text, m.edited, m.deleted, m.n_attachments"  # fmt: skip
         t = self.table
@@ -101,12 +107,13 @@ class Query:
         where[0:0] = also
         if self.match:
             start, end = HIGHLIGHT
-            sql = f"SELECT {cols}, snippet({t}, 0, '{start}', '{end}', '…', 12) AS snippet FROM {t} JOIN messages m ON m.id = {t}.rowid"
+            shown = select or f"{cols}, snippet({t}, 0, '{start}', '{end}', '…', 12) AS snippet"
+            sql = f"SELECT {shown} FROM {t} JOIN messages m ON m.id = {t}.rowid"
             where.insert(0, f"{t} MATCH ?")
             expr = " AND ".join(self.match)
             params.append("".join([f"({expr})", *(f" NOT ({term})" for term in self.exclude)]) if self.exclude else expr)
         else:
-            sql = f"SELECT {cols}, NULL AS snippet FROM messages m"
+            sql = f"SELECT {select or cols + ', NULL AS snippet'} FROM messages m"
         params += [e for _, e in self.also]
         params += self.params
         if not self.match:
@@ -117,6 +124,8 @@ class Query:
             where.append("m.deleted = 0")
         if where:
             sql += " WHERE " + " AND ".join(where)
+        if select is not None:
+            return sql, params
         order = f"bm25({t}), {rowid} DESC" if rank and self.match else f"{rowid} DESC"
         if window is not None and rank and self.match:  # the best matches of every FTS5 part, ranked by the main one
             inner = "".join(f" AND +rowid IN (SELECT rowid FROM {a} WHERE {a} MATCH ?)" for a, _ in self.also)
@@ -256,7 +265,7 @@ class _Compiler:
             self.stemmed and t.field in STEMMED_FIELDS and not t.quoted and not t.prefix and len(words) == 1 and not t.value[:1].isupper()
         )
         expr = phrase(t.value[:-1] if t.prefix else t.value, prefix=t.prefix)
-        expr = f"{FIELDS[t.field]} : {expr}" if t.field else f"- thread : {expr}"
+        expr = f"{FIELDS[t.field]} : {expr}" if t.field else f"- conv_id : {expr}"
         part.pos[STEM if stem else EXACT] = [expr]
         if stem:
             part.exact.append(t.value.casefold())

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
 from tests.core.bad_inputs import Case, run_case
 
 QUERIES = [  # (id, query words, a fragment of the one line)
@@ -53,17 +52,6 @@ def setup_with_config(tmp: Path) -> Path:
     from tests.conftest import write_config
 
     return write_config(tmp, {})
-
-
-REBUILD = Case("index-rebuild-unknown-source", ("index", "rebuild", "nosuch"), 2, "nosuch: no such source in the config or the store")
-
-
-def test_rebuilding_a_source_that_is_nowhere_is_refused_and_leaves_no_row(tmp_path: Path) -> None:
-    """`memex index rebuild nosuch`: exit 2 and one line (it was exit 0, and a phantom row stayed in `index status`)."""
-    REBUILD.setup = setup_with_config
-    run_case(REBUILD, tmp_path)
-    out = run_cli("index", "status", config=tmp_path / "config.toml")
-    assert "nosuch" not in out.stdout
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -21,7 +21,7 @@ from tests.email.notmuch_corpus import make_maildir, notmuch_ids, notmuch_index
 
 pytestmark = pytest.mark.skipif(shutil.which("notmuch") is None, reason="notmuch is not installed (.ci/run installs it)")
 
-PENDING = "pending: indexing"  # the indexing side (issue 34) has not landed yet: flip these rows once it has
+PENDING = "pending: indexing"  # what the indexing side (issue 34) does not yet find as notmuch does: flip when it does
 NOT_A_MAIL = "4FEEF9B3.7060508@example.net"  # flanker's enclosed-broken-body.eml starts with a blank line: notmuch skips it
 MESSAGES: dict[str, set[str]] = {
     PENDING: {
@@ -68,7 +68,7 @@ MESSAGES: dict[str, set[str]] = {
 # (memex query, notmuch query when it is written otherwise, reasons the answers may differ for)
 QUERIES: list[tuple[str, str | None, tuple[str, ...]]] = [
     ("*", None, ()),
-    ("test", None, (PENDING, "two subjects")),
+    ("test", None, ("two subjects",)),
     ("Testing", None, ("two subjects",)),
     ("message", None, (PENDING,)),
     ("messages", None, (PENDING,)),
@@ -87,7 +87,7 @@ QUERIES: list[tuple[str, str | None, tuple[str, ...]]] = [
     ("from:warsaw not subject:forwarded", None, ()),
     ("from:warsaw -subject:forwarded", None, ()),
     ("NOT attachment", None, ("memex's text", PENDING)),
-    ("-test", "not test", (PENDING, "two subjects")),  # notmuch reads a leading -term as the term itself
+    ("-test", "not test", ("two subjects",)),  # notmuch reads a leading -term as the term itself
     ("(test OR testing) AND from:mikel", None, ("two subjects",)),
     ("from:mikel AND testing OR from:jamis", None, ("two subjects",)),
     ("subject:test", None, ()),
@@ -104,8 +104,8 @@ QUERIES: list[tuple[str, str | None, tuple[str, ...]]] = [
     ("attachment:txt", None, ()),
     ("attachment:jpg OR attachment:png", None, ("inline parts",)),
     ("to:bob", None, ()),
-    ("to:mikel", None, (PENDING,)),
-    ('to:"Mary Smith"', None, (PENDING,)),
+    ("to:mikel", None, ()),
+    ('to:"Mary Smith"', None, ()),
     ("body:attachment", None, ("memex's text", PENDING)),
     ("body:hello", None, ()),
     ("subject:hello", None, ()),
