@@ -106,6 +106,16 @@ class _Parser:
     def peek(self) -> _Tok | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
 
+    def kind(self) -> str | None:
+        """The next token's kind, None at the end."""
+        tok = self.peek()
+        return None if tok is None else tok.kind
+
+    def peek_text(self) -> str | None:
+        """The next token's text, None at the end."""
+        tok = self.peek()
+        return None if tok is None else tok.text
+
     def take(self) -> _Tok:
         tok = self.toks[self.i]
         self.i += 1
@@ -116,7 +126,7 @@ class _Parser:
         kids = [first]
         while (tok := self.peek()) is not None and tok.kind == "op" and tok.text == op:
             self.take()
-            if self.peek() is None or self.peek().kind in (")",) or (self.peek().kind == "op" and self.peek().text != "not"):  # type: ignore[union-attr]
+            if self.kind() in (None, ")") or (self.kind() == "op" and self.peek_text() != "not"):
                 raise QueryError(f"{op.upper()} needs a term after it")
             kids.append(getattr(self, sub)())
         return kids[0] if len(kids) == 1 else (op, kids)
@@ -146,7 +156,7 @@ class _Parser:
             if tok.text != "not":
                 raise QueryError(f"{tok.text.upper()} needs a term before it")
             self.take()
-            if self.peek() is None or self.peek().kind == ")":  # type: ignore[union-attr]
+            if self.kind() in (None, ")"):
                 raise QueryError("NOT needs a term after it")
             return ("not", [self.unary()])
         if tok.kind == "-":
@@ -157,7 +167,7 @@ class _Parser:
             return ("not", [self.unary()])
         if tok.kind == "(":
             self.take()
-            if self.peek() is not None and self.peek().kind == ")":  # type: ignore[union-attr]
+            if self.kind() == ")":
                 raise QueryError("empty parentheses: put terms between ( and )")
             node = self.or_()
             if self.peek() is None:
