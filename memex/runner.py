@@ -21,6 +21,7 @@ source begins and which cursor may be saved is :mod:`memex.live_cursor`.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from typing import IO, Any
 
 from memex.config import Config
 from memex.deadline import Deadline, Interrupted
-from memex.errors import AlreadyRunning, AuthRequired, BadCursor, CursorConflict, LeaseLost, MemexError, StateError
+from memex.errors import AlreadyRunning, AuthRequired, BadCursor, CursorConflict, LeaseLost, MemexError, StateError, StoredCursorRefused
 from memex.live_cursor import start_now, trusted_positions
 from memex.observe import heartbeat, metrics
 from memex.observe.logs import config_logger
@@ -73,6 +74,7 @@ class PollResult:
     holder_host: str | None = None  # with S3 state: the host holding the lease
     lease_epoch: int | None = None  # with S3 state: the fencing epoch this poll held
     auth_required: bool | None = None  # the source's login is gone: `memex auth SOURCE` (health state AUTH)
+    needs_action: bool | None = None  # no poll can succeed until the user acts (a full disk, a hand-edited cursor): FAILING at once
     extra: dict[str, Any] = field(default_factory=dict)  # the poller's own fields (a spool's count and oldest age)
 
     def log_fields(self) -> dict[str, Any]:
@@ -93,7 +95,7 @@ class PollResult:
         if self.repaired:
             fields["repaired"] = self.repaired
         fields.update({k: v for k, v in self.extra.items() if k not in fields})
-        for key in ("error", "reset", "stopped", "holder_pid", "holder_host", "lease_epoch", "auth_required"):
+        for key in ("error", "reset", "stopped", "holder_pid", "holder_host", "lease_epoch", "auth_required", "needs_action"):
             value = getattr(self, key)
             if value is not None:
                 fields[key] = value
@@ -111,7 +113,13 @@ def debug_enabled() -> bool:
 
 
 def internal_error(exc: BaseException) -> str:
-    """Describe an unexpected exception by type and place only: its message might quote message data."""
+    """The one line for an unexpected exception: the environment's fault in words (a full disk, a read-only mount:
+    :mod:`memex.fs_errors`), else a bug described by type and place only (its message might quote message data)."""
+    from memex.fs_errors import explain
+
+    fault = explain(exc)
+    if fault is not None:
+        return str(fault)
     import traceback  # here, not at the top: only a bug needs it (start-up cost)
 
     frames = traceback.extract_tb(exc.__traceback__)
@@ -144,7 +152,9 @@ def poll(
     try:
         lock = run_lock(cfg, name, run_lock_path(cfg.state_dir, name), fenced_source=name, deadline=deadline.for_saving(), log=log)
     except OSError as exc:
-        raise StateError(f"cannot use its locks folder ({exc.strerror}); fix its permissions", path=cfg.state_dir / "locks") from None
+        from memex.fs_errors import explain
+
+        raise (explain(exc) or StateError(f"cannot use its locks folder ({exc.strerror})", path=cfg.state_dir / "locks")) from None
     result = PollResult(source=name, extra=dict(note or {}))
     try:
         lock.acquire()
@@ -185,8 +195,12 @@ def poll(
         result.status, result.error, result.exit_code = "error", str(exc), exc.exit_code
         if isinstance(exc, AuthRequired):
             result.auth_required = True
-    except Exception as exc:  # a bug: report it as one line, keep the process alive for --all
+        if exc.needs_action:
+            result.needs_action = True
+    except Exception as exc:  # the environment's fault (memex.fs_errors) or a bug: one line, the process lives on for --all
         result.status, result.error, result.exit_code = "error", internal_error(exc), 1
+        if _environment(exc):
+            result.needs_action = True
         if debug_enabled():
             import traceback
 
@@ -221,6 +235,8 @@ def _run(
     primed = (name, claimed) if claimed is not None else None  # what the lease's claim wrote: the first read needs no GET
     cursors = cursor_store(cfg, epoch=epoch, deadline=deadline.for_saving(), primed=primed)
     committed: Cursor = cursors.cursor(name)
+    if committed is not None:
+        _check_stored(poller, name, committed, cursors.where(name))
     use_deadline = getattr(poller, "use_deadline", None)  # memex.source.Interruptible
     set_deadline = getattr(poller, "set_deadline", None)  # memex.source.DeadlineAware (the time limit only)
     if use_deadline is not None:
@@ -333,6 +349,26 @@ def _run(
         result.status = "idle"
 
 
+def _environment(exc: BaseException) -> bool:
+    """Whether ``exc`` is the machine refusing a file (a full disk, a read-only mount, ...), not a bug."""
+    from memex.fs_errors import explain
+
+    return explain(exc) is not None
+
+
+def _check_stored(poller: Poller, name: str, cursor: Cursor, where: str) -> None:
+    """Refuse a stored cursor its poller would not have written (``cursors.json`` edited by hand): one line naming the
+    source and the commands that set it right, before the poller reads it (and fails on it in a way no one can read)."""
+    from memex.source import stored_cursor_positions
+
+    try:
+        stored_cursor_positions(poller, cursor)
+    except ValueError as exc:
+        raise StoredCursorRefused(f"the stored cursor of source {name!r} is not one this source writes ({exc}); set a good one with "
+                         f"`memex cursor set {name} VALUE`, or read everything again with `memex cursor reset {name}` "
+                         "(duplicates are skipped)", path=where) from None  # fmt: skip
+
+
 def _follower(cfg: Config, name: str, log: Any) -> Any:
     """The search index's follower of this source's polls (imported only when there is something to index)."""
     from memex.search.build import Follower
@@ -373,6 +409,10 @@ def poll_many(
     def one(n: str) -> None:
         try:
             results[n] = poll(cfg, n, max_seconds=max_seconds, stop=stop, console=console)
+        except MemexError as exc:  # its state folder or log unusable (memex.fs_errors): one line, this source only
+            if not getattr(exc, "said", False):
+                print(f"memex: {n}: error: {exc}", file=console or sys.stderr, flush=True)
+            results[n] = PollResult(source=n, status="error", error=str(exc), exit_code=exc.exit_code)
         except Exception as exc:  # poll() reports its own faults; this is a last line of defence
             results[n] = PollResult(source=n, status="error", error=internal_error(exc), exit_code=1)
 

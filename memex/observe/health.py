@@ -21,7 +21,10 @@ everything. Each state below has one rule over the source's recent events
     The newest ``failing_after`` (default 3) polls, skipped ones not counted,
     all failed (``status: error``). One or two failures in a row are reported
     in the reason but do not change the state: a network blip is not an
-    outage, and the error is in the log and on cron's stderr already.
+    outage, and the error is in the log and on cron's stderr already. A poll
+    that failed on something no retry fixes (its line has ``needs_action``: a
+    full disk, a read-only mount, a permission, a hand-edited cursor) makes
+    the source FAILING at once.
 ``STALE``
     No successful poll (``ok`` or ``idle``) within ``stale_factor`` (2) times
     the source's ``interval`` from the config (default 60 s): the dead-man's
@@ -294,6 +297,8 @@ def assess(
         reasons[AUTH] = str(live[-1].get("error") or "the login is gone; run `memex auth SOURCE`")
     if failures >= rules.failing_after:
         reasons[FAILING] = f"the last {failures} polls failed: {last_error}"
+    elif failures and live[-1].get("needs_action"):  # a full disk, a hand-edited cursor: no retry will help
+        reasons[FAILING] = f"the last poll failed: {last_error}"
 
     ok_times = [parse_ts(p.get("ts")) for p in polls if p.get("status") in ("ok", "idle")]
     last_ok = max((t for t in ok_times if t is not None), default=None)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memex.config import Config
-from memex.errors import StateError
+from memex.errors import MemexError, StateError
 from memex.hold import point_from_env
 from memex.records import encode_id
 from memex.search import index_path, journal_path
@@ -200,9 +200,14 @@ def rebuild(cfg: Config, store: ObjectStore, sources: list[str] | None, *, worke
     return n
 
 
-def _stopped(exc: sqlite3.Error | OSError, new: Path) -> StateError:
+def _stopped(exc: sqlite3.Error | OSError, new: Path) -> MemexError:
     """The one line for a rebuild stopped by the file system or SQLite: what, where, and what to do (SQLite's own
     message is left out: it may quote a record's text; its error name says enough)."""
+    from memex.fs_errors import explain
+
+    fault = explain(exc, None if isinstance(exc, OSError) else new)  # a full disk, a read-only mount, ... in words
+    if fault is not None:
+        return fault.then("run `memex index rebuild` again")
     fix = "free space or fix the permissions, then run `memex index rebuild` again"
     if isinstance(exc, OSError):
         return StateError(f"rebuild stopped: {exc.strerror or type(exc).__name__}; {fix}", path=exc.filename or new)

@@ -110,12 +110,12 @@ class ImapPoller(Inventory):
     def validate_cursor(self, cursor: Any) -> str | None:
         """What is wrong with a cursor given by hand, or None: ``{"mailboxes": {NAME: {"uidvalidity": V, "last_uid": U}}}``."""
         boxes = cursor.get("mailboxes") if isinstance(cursor, dict) and set(cursor) == {"mailboxes"} else None
-        if not isinstance(boxes, dict) or not boxes:
+        if not isinstance(boxes, dict):
             return 'an IMAP cursor is {"mailboxes": {"INBOX": {"uidvalidity": V, "last_uid": U}}}'
         for name, st in boxes.items():
-            if not isinstance(st, dict) or set(st) != {"uidvalidity", "last_uid"}:
+            if not isinstance(st, dict) or not {"uidvalidity", "last_uid"} <= set(st):
                 return f'mailbox {name!r} must be {{"uidvalidity": V, "last_uid": U}}'
-            if any(type(v) is not int or v < 0 for v in st.values()):
+            if any(type(st[k]) is not int or st[k] < 0 for k in ("uidvalidity", "last_uid")):
                 return f"mailbox {name!r}: uidvalidity and last_uid must be whole numbers, not negative"
         return None
 

@@ -100,6 +100,15 @@ class SignalPoller:
         """The poll's deadline: a receive still running then is killed (what it printed is kept)."""
         self.deadline = deadline
 
+    def validate_cursor(self, cursor: Any) -> str | None:
+        """What is wrong with a cursor given by hand or read from the cursor store, or None: ``{"lines": N}``."""
+        history = {"sent_at", "id", "part"}
+        if not isinstance(cursor, dict) or not (set(cursor) <= {"lines"} or ("sent_at" in cursor and set(cursor) <= history)):
+            return 'a Signal cursor is {"lines": N} (spooled lines processed)'
+        if any(type(cursor[k]) is not int or cursor[k] < 0 for k in ("lines", "sent_at") if k in cursor):
+            return "lines must be a whole number, not negative"
+        return None
+
     def positions(self, cursor: Cursor) -> dict[str, int]:
         """The count of spooled lines processed so far (a history cursor: the sent time in ms it reached)."""
         if cursor and "sent_at" in cursor:
