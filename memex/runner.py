@@ -21,7 +21,6 @@ source begins and which cursor may be saved is :mod:`memex.live_cursor`.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -76,6 +75,7 @@ class PollResult:
     auth_required: bool | None = None  # the source's login is gone: `memex auth SOURCE` (health state AUTH)
     needs_action: bool | None = None  # no poll can succeed until the user acts (a full disk, a hand-edited cursor): FAILING at once
     extra: dict[str, Any] = field(default_factory=dict)  # the poller's own fields (a spool's count and oldest age)
+    unsaid: bool = False  # the error reached neither the log nor the console (the log itself failed): the CLI says it
 
     def log_fields(self) -> dict[str, Any]:
         """The summary line's fields (no message text, ever)."""
@@ -409,10 +409,10 @@ def poll_many(
     def one(n: str) -> None:
         try:
             results[n] = poll(cfg, n, max_seconds=max_seconds, stop=stop, console=console)
-        except MemexError as exc:  # its state folder or log unusable (memex.fs_errors): one line, this source only
-            if not getattr(exc, "said", False):
-                print(f"memex: {n}: error: {exc}", file=console or sys.stderr, flush=True)
-            results[n] = PollResult(source=n, status="error", error=str(exc), exit_code=exc.exit_code)
+        except MemexError as exc:  # its state folder or log unusable (memex.fs_errors): this source only, said by the CLI
+            results[n] = PollResult(
+                source=n, status="error", error=str(exc), exit_code=exc.exit_code, unsaid=not getattr(exc, "said", False)
+            )
         except Exception as exc:  # poll() reports its own faults; this is a last line of defence
             results[n] = PollResult(source=n, status="error", error=internal_error(exc), exit_code=1)
 

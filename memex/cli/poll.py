@@ -99,4 +99,7 @@ def run_poll(cfg: Config, sources: tuple[str, ...], all_sources: bool, max_secon
             results = [poll_one(cfg, names[0], max_seconds=max_seconds, stop=stop, console=sys.stderr)]
         else:
             results = poll_many(cfg, names, max_seconds=max_seconds, stop=stop, console=sys.stderr)
+    for r in results:
+        if r.unsaid:
+            print(f"memex: {r.source}: error: {r.error}", file=sys.stderr, flush=True)
     return max((r.exit_code for r in results), default=0)

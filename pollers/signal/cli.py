@@ -30,7 +30,7 @@ from typing import Any
 
 from memex.config import SourceConfig
 from memex.deadline import NEVER, Deadline
-from memex.errors import ConfigError, SourceError, SourceMissing
+from memex.errors import ConfigError, SourceError
 from memex.source import Batch, Cursor, Item
 from memex.state.spool import Claim, Entry, Spool
 from pollers.signal.groups import GroupNames, parse_list
@@ -118,9 +118,10 @@ class SignalPoller:
     def history(self, since: datetime | None, until: datetime | None, checkpoint: Cursor) -> Iterator[Item]:
         """``memex backfill``: Signal Desktop's messages (``desktop_dir``) as the records the live poll makes of them."""
         if self.settings.desktop_dir is None:
-            raise SourceMissing(
+            raise ConfigError(  # what to set, not something a retry fixes: exit 2, as for a type that cannot walk its history
                 f"source {self.name!r} has no history to walk: set desktop_dir to Signal Desktop's folder "
-                "(e.g. ~/.config/Signal, or ~/Library/Application Support/Signal on macOS)"
+                "(e.g. ~/.config/Signal, or ~/Library/Application Support/Signal on macOS)",
+                key=f"sources.{self.name}.desktop_dir",
             )
         from pollers.signal.desktop import DesktopHistory  # SQLCipher only for a backfill, never for a poll
 

@@ -129,6 +129,17 @@ def state_mount(sub: str = "", **how: bool) -> Setup:
     return setup
 
 
+def demo_mount(**how: bool) -> Setup:
+    """A small tmpfs at ``ro`` for `memex demo --dir ro/demo` (no config: the demo writes its own)."""
+
+    def setup(tmp: Path) -> None:
+        need_mount()
+        mount_tmpfs(tmp / "ro", **how)
+        return None
+
+    return setup
+
+
 def _poll(cfg: Path) -> None:
     out = subprocess.run([*_memex(), "--config", str(cfg), "poll", "md"], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})  # fmt: skip
@@ -229,6 +240,62 @@ def imap(tmp: Path) -> dict[str, object]:
     return {"type": "imap", "host": "127.0.0.1", "port": 9, "user": "u", "password_env": "NO_SUCH_PASSWORD", "security": "none"}
 
 
+HOLDERS: list[subprocess.Popen[str]] = []  # processes a row's setup started (a writer holding chat.db); ended after the row
+
+HOLD_LOCK = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def chat_db_busy(tmp: Path) -> Path:
+    """A chat.db (rollback journal, as older macOS) that another process holds in an exclusive write transaction."""
+    import sys
+
+    from pollers.imessage import samples
+
+    samples.build(tmp / "chat.db", 3, wal=False)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(tmp / "chat.db")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    HOLDERS.append(holder)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    return write_config(tmp, {"im": {"type": "imessage", "db": str(tmp / "chat.db")}})
+
+
+def teams_offline(tmp: Path) -> Path:
+    """A Teams source never signed in, whose identity platform and Graph cannot be reached (nothing listens there)."""
+    dead = "https://127.0.0.1:9"
+    return write_config(tmp, {"t": {"type": "teams", "authority": dead, "graph_url": dead, "timeout": 2}})
+
+
+def signal_without_desktop(tmp: Path) -> Path:
+    """A Signal source with no Signal Desktop folder: its live poll works, it has no history to walk."""
+    return write_config(tmp, {"sig": {"type": "signal", "account": "+15555550100"}})
+
+
+def chat_db_without(*dropped: str) -> Setup:
+    """A chat.db whose ``message`` table lacks ``dropped`` columns (a file of another program, or a macOS memex does not read)."""
+
+    def setup(tmp: Path) -> Path:
+        import sqlite3
+
+        from pollers.imessage import samples
+
+        samples.build(tmp / "chat.db", 3, wal=False)
+        conn = sqlite3.connect(tmp / "chat.db")
+        cols = [row[1] for row in conn.execute("PRAGMA table_info(message)") if row[1] not in dropped]
+        conn.executescript(
+            f"CREATE TABLE m2 AS SELECT {', '.join(cols)} FROM message; DROP TABLE message; ALTER TABLE m2 RENAME TO message;"
+        )
+        conn.close()
+        return write_config(tmp, {"im": {"type": "imessage", "db": str(tmp / "chat.db")}})
+
+    return setup
+
+
 # Without CAP_DAC_OVERRIDE root obeys permission bits like any user: a 0500 folder of root's cannot be written to.
 CAPS = "-dac_override,-dac_read_search,-fowner"
 NO_OVERRIDE = ("setpriv", f"--inh-caps={CAPS}", f"--bounding-set={CAPS}", "--")
@@ -263,6 +330,12 @@ CASES = [
     Case("store-readonly-backfill", ("backfill", "md"), 1, RO, store_mount(readonly=True), lines=MESSAGES + 1),
     Case("store-parent-is-a-file", ("poll", "md"), 1, f"blocker: {NOTDIR}", file_in_the_way("store-parent"), owned=("state", "blocker")),
     Case("store-link-loop", ("poll", "md"), 1, f"store: {LOOP}", link_loop("store"), owned=("state", "store", "store-b")),
+    Case(
+        "store-link-loop-show", ("show", "messages/md/x.json"), 1, f"store: {LOOP}", link_loop("store"), owned=("state", "store", "store-b")
+    ),
+    Case("store-link-loop-verify", ("verify", "md"), 1, f"store: {LOOP}", link_loop("store"), owned=("state", "store", "store-b")),
+    Case("demo-on-a-read-only-disk", ("demo", "--dir", "ro/demo"), 1, RO, demo_mount(readonly=True), owned=("ro",)),
+    Case("demo-on-a-full-disk", ("demo", "--dir", "ro/demo"), 1, FULL, demo_mount(full=True), owned=("ro",)),
     Case("store-name-too-long", ("poll", "md"), 1, LONG, long_name("store")),
     Case("store-no-write-permission", ("poll", "md"), 1, DENIED, foreign_folder("store")),
     # the state folder
@@ -277,6 +350,10 @@ CASES = [
     Case("state-is-a-file-status", ("status",), 1, f"state: {NOTDIR}", file_in_the_way("state")),
     Case("state-is-a-file-cursor-show", ("cursor", "show"), 1, f"state: {NOTDIR}", file_in_the_way("state")),
     Case("state-is-a-file-search", ("search", "lorem"), 1, f"state: {NOTDIR}", file_in_the_way("state")),
+    Case("state-is-a-file-verify", ("verify", "md"), 1, f"state: {NOTDIR}", file_in_the_way("state")),
+    Case("state-is-a-file-index-status", ("index", "status"), 1, f"state: {NOTDIR}", file_in_the_way("state")),
+    Case("state-is-a-file-backfill", ("backfill", "md"), 1, f"state: {NOTDIR}", file_in_the_way("state")),
+    Case("state-is-a-file-watch", ("watch", "md"), 1, f"state: {NOTDIR}", file_in_the_way("state")),
     Case("state-link-loop", ("poll", "md"), 1, f"state: {LOOP}", link_loop("state"), owned=("state", "store", "state-b")),
     Case("state-name-too-long", ("poll", "md"), 1, LONG, long_name("state")),
     Case("state-no-write-permission", ("poll", "md"), 1, "cannot use the state folder", foreign_folder("state")),
@@ -292,6 +369,24 @@ CASES = [
     Case("index-full-rebuild", ("index", "rebuild"), 1, FULL, state_mount("search", full=True)),
     Case("index-is-a-file-search", ("search", "lorem"), 1, f"state/search: {NOTDIR}", file_in_the_way("state/search", after_poll=True)),
     Case("index-is-a-file-rebuild", ("index", "rebuild"), 1, f"state/search: {NOTDIR}", file_in_the_way("state/search", after_poll=True)),
+    # remedies that point the right way (issue 32 §5)
+    Case(
+        "chat-db-busy",
+        ("poll", "im", "--max-seconds", "60"),
+        1,
+        "chat.db is busy: another program holds it locked",
+        chat_db_busy,
+        owned=("state", "store", "chat.db-journal"),
+    ),
+    Case(
+        "chat-db-missing-columns",
+        ("poll", "im"),
+        1,
+        "lacks message.guid, message.date: not a Messages database of a macOS version",
+        chat_db_without("guid", "date"),
+    ),
+    Case("teams-never-signed-in-offline", ("poll", "t"), 1, "t: not signed in to Microsoft; run `memex auth t` to sign in", teams_offline),
+    Case("backfill-signal-without-history", ("backfill", "sig"), 2, "sources.sig.desktop_dir", signal_without_desktop),
     # a cursor edited by hand into the wrong type, every built-in source
     Case("cursor-wrong-type-maildir", ("poll", "s"), 1, CURSOR, cursor_of(5)),
     Case("cursor-wrong-type-maildir-names", ("poll", "s"), 1, CURSOR, cursor_of({"folders": {"new": {"ctime_ns": 1, "names": [3]}}})),
@@ -310,6 +405,9 @@ def world(tmp_path: Path) -> Iterator[Path]:
         yield tmp_path
     finally:
         unmount_below(tmp_path)
+        while HOLDERS:
+            holder = HOLDERS.pop()
+            holder.communicate("")  # its stdin closed: it ends, and its lock with it
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
