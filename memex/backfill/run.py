@@ -231,8 +231,14 @@ class BackfillRun:
             except StoreError as exc:
                 error = str(exc)
             except MemexError as exc:
+                if exc.needs_action:  # a full disk, a read-only store: every other item would fail the same way
+                    self.abort.set()
                 return None, str(exc)
             except Exception as exc:
+                from memex.fs_errors import explain
+
+                if explain(exc) is not None:
+                    self.abort.set()
                 return None, internal_error(exc)
         return None, error
 

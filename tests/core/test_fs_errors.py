@@ -98,3 +98,20 @@ def _fill_up_and_recover(world: Path) -> None:
     assert run_cli("poll", "md", config=cfg).returncode == 0
     assert json.loads(run_cli("status", "--json", config=cfg).stdout)[0]["state"] == "OK"
     assert len(list((store / "messages").rglob("*.json"))) >= 6
+
+
+def test_a_backfill_into_a_full_store_stops_at_the_first_fault_instead_of_failing_every_message(tmp_path: Path) -> None:
+    """40 messages, a full store, two upload threads: the backfill stops at once (the items in flight fail, the rest are
+    left for the next run), so stderr holds a few lines, not one per message; exit 1 naming the disk."""
+    need_mount()
+    try:
+        mount_tmpfs(tmp_path / "store", full=True)
+        cfg = config(tmp_path)
+        for n in range(3, 40):
+            (tmp_path / "md" / "new" / f"m{n}").write_bytes(b"Subject: x\nMessage-ID: <b%d@example.com>\n\n" % n + b"lorem " * 100)
+        out = run_cli("backfill", "md", "--workers", "2", config=cfg)
+        assert out.returncode == 1 and "no space left on the disk holding it" in out.stderr, out.stderr
+        failed = [ln for ln in out.stderr.splitlines() if '"backfill.item_failed"' in ln]
+        assert 1 <= len(failed) <= 2, out.stderr
+    finally:
+        unmount_below(tmp_path)

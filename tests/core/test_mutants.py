@@ -1091,6 +1091,14 @@ MUTANTS = [
         ["tests/core/test_bad_inputs_environment.py::test_an_environment_failure_is_one_line_naming_the_path[cursor-wrong-type-maildir]"],
         id="hand-edited-cursor-handed-to-the-poller",
     ),
+    pytest.param(
+        "memex/backfill/run.py",
+        [("                if explain(exc) is not None:\n                    self.abort.set()\n", ""),
+         ("                if exc.needs_action:  # a full disk, a read-only store: every other item would fail the same way\n"
+          "                    self.abort.set()\n", "")],
+        ["tests/core/test_fs_errors.py::test_a_backfill_into_a_full_store_stops_at_the_first_fault_instead_of_failing_every_message"],
+        id="backfill-fails-every-message-on-a-full-disk",
+    ),
     # ---- end of i32-env ----
     # ---- rows of branch i32-wedge: append below ----
     # ---- end of i32-wedge ----
