@@ -113,17 +113,32 @@ def store_mount(**how: bool) -> Setup:
     return setup
 
 
-def state_mount(sub: str = "", **how: bool) -> Setup:
-    """The state folder (or ``sub`` of it: logs, search) on a small tmpfs, after one good poll made the rest."""
+def state_mount(sub: str = "", *, full: bool = False, readonly: bool = False, keep: bool = False, more: bool = False) -> Setup:
+    """The state folder (or ``sub`` of it: logs, search) on a small tmpfs, after one good poll made the rest.
+
+    ``keep``: what the poll wrote there is copied onto the tmpfs first (an index to read); ``more``: new messages
+    arrive after that poll (so the next has something to store and index).
+    """
 
     def setup(tmp: Path) -> Path:
         need_mount()
         cfg = config(tmp, search_index=True)
+        at = tmp / "state" / sub if sub else tmp / "state"
+        saved = tmp / "saved"
         if sub:
             _poll(cfg)
-            if (tmp / "state" / sub).exists():
-                shutil.rmtree(tmp / "state" / sub)
-        mount_tmpfs(tmp / "state" / sub if sub else tmp / "state", **how)
+            if at.exists():
+                shutil.copytree(at, saved) if keep else None
+                shutil.rmtree(at)
+        mount_tmpfs(at, kib=1024 if keep else 64, full=full)
+        if keep and saved.exists():
+            shutil.copytree(saved, at, dirs_exist_ok=True)
+            shutil.rmtree(saved)
+        if readonly:
+            subprocess.run(["mount", "-o", "remount,ro", str(at)], check=True)
+        if more:
+            for n in range(MESSAGES, 2 * MESSAGES):
+                (tmp / "md" / "new" / f"m{n}").write_bytes(b"Subject: s\nMessage-ID: <m%d@example.com>\n\nlorem\n" % n)
         return cfg
 
     return setup
@@ -364,7 +379,13 @@ CASES = [
     Case("logs-is-a-file-poll", ("poll", "md"), 1, f"state/logs: {NOTDIR}", file_in_the_way("state/logs", after_poll=True)),
     Case("logs-readonly-poll", ("poll", "md"), 1, RO, state_mount("logs", readonly=True)),
     Case("logs-full-poll", ("poll", "md"), 1, FULL, state_mount("logs", full=True)),
+    Case("logs-readonly-cursor-reset", ("cursor", "reset", "md", "--yes"), 1, RO, state_mount("logs", readonly=True)),
+    Case("logs-full-backfill", ("backfill", "md"), 1, FULL, state_mount("logs", full=True)),
     # the search index
+    # a poll whose messages are stored but whose index cannot follow: warnings (the index is kept in step later), exit 0
+    Case("index-full-poll", ("poll", "md"), 0, f"{FULL}; free space on that disk", state_mount("search", full=True, more=True), lines=2),
+    Case("index-readonly-search", ("search", "lorem"), 1, RO, state_mount("search", readonly=True, keep=True)),
+    Case("index-readonly-index-status", ("index", "status"), 1, RO, state_mount("search", readonly=True, keep=True)),
     Case("index-readonly-rebuild", ("index", "rebuild"), 1, RO, state_mount("search", readonly=True)),
     Case("index-full-rebuild", ("index", "rebuild"), 1, FULL, state_mount("search", full=True)),
     Case("index-is-a-file-search", ("search", "lorem"), 1, f"state/search: {NOTDIR}", file_in_the_way("state/search", after_poll=True)),
