@@ -29,13 +29,13 @@ from typing import IO, Any
 
 from memex.config import Config
 from memex.deadline import Deadline, Interrupted
-from memex.errors import AlreadyRunning, AuthRequired, BadCursor, CursorConflict, LeaseLost, MemexError, StateError, StoredCursorRefused
+from memex.errors import AlreadyRunning, AuthRequired, BadCursor, CursorConflict, LeaseLost, MemexError, StateError
 from memex.live_cursor import start_now, trusted_positions
 from memex.observe import heartbeat, metrics
 from memex.observe.logs import config_logger
 from memex.registry import open_poller
 from memex.search import has_pending
-from memex.source import Batch, Cursor, Poller, describe, moved_backward
+from memex.source import Batch, Cursor, Poller, describe, moved_backward, refuse_bad_stored
 from memex.state.backend import claimed_section, cursor_store, run_lock
 from memex.state.files import require_state_dir
 from memex.uploader import Uploader
@@ -236,7 +236,7 @@ def _run(
     cursors = cursor_store(cfg, epoch=epoch, deadline=deadline.for_saving(), primed=primed)
     committed: Cursor = cursors.cursor(name)
     if committed is not None:
-        _check_stored(poller, name, committed, cursors.where(name))
+        refuse_bad_stored(poller, name, committed, cursors.where(name))
     use_deadline = getattr(poller, "use_deadline", None)  # memex.source.Interruptible
     set_deadline = getattr(poller, "set_deadline", None)  # memex.source.DeadlineAware (the time limit only)
     if use_deadline is not None:
@@ -354,19 +354,6 @@ def _environment(exc: BaseException) -> bool:
     from memex.fs_errors import explain
 
     return explain(exc) is not None
-
-
-def _check_stored(poller: Poller, name: str, cursor: Cursor, where: str) -> None:
-    """Refuse a stored cursor its poller would not have written (``cursors.json`` edited by hand): one line naming the
-    source and the commands that set it right, before the poller reads it (and fails on it in a way no one can read)."""
-    from memex.source import stored_cursor_positions
-
-    try:
-        stored_cursor_positions(poller, cursor)
-    except ValueError as exc:
-        raise StoredCursorRefused(f"the stored cursor of source {name!r} is not one this source writes ({exc}); set a good one with "
-                         f"`memex cursor set {name} VALUE`, or read everything again with `memex cursor reset {name}` "
-                         "(duplicates are skipped)", path=where) from None  # fmt: skip
 
 
 def _follower(cfg: Config, name: str, log: Any) -> Any:

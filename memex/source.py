@@ -266,6 +266,20 @@ def check_cursor(poller: Any, cursor: Any) -> dict[str, int]:
     return positions
 
 
+def refuse_bad_stored(poller: Any, name: str, cursor: Any, where: str) -> None:
+    """Refuse a stored cursor its poller would not have written (``cursors.json`` edited by hand): one line naming the
+    source, what is wrong and the commands that set it right (:class:`~memex.errors.StoredCursorRefused`), before
+    anything reads it (a poll, ``memex verify``) and fails on it in a way no one can read."""
+    from memex.errors import StoredCursorRefused
+
+    try:
+        stored_cursor_positions(poller, cursor)
+    except ValueError as exc:
+        raise StoredCursorRefused(f"the stored cursor of source {name!r} is not one this source writes ({exc}); set a good one with "
+                                  f"`memex cursor set {name} VALUE`, or read everything again with `memex cursor reset {name}` "
+                                  "(duplicates are skipped)", path=where) from None  # fmt: skip
+
+
 def stored_cursor_positions(poller: Any, cursor: Any) -> dict[str, int]:
     """The positions of a cursor read from the cursor store, or ValueError saying what is wrong with it.
 

@@ -445,9 +445,9 @@ def test_an_environment_failure_is_one_line_naming_the_path(world: Path, case: C
 
 
 def test_a_hand_edited_cursor_fails_the_poll_and_status_shows_failing_not_ok(tmp_path: Path) -> None:
-    """After a good poll, cursors.json edited so the source's cursor is a number: the poll is one line naming the
-    source and `memex cursor set/reset` (exit 1, the poller never sees the cursor), `memex status` shows FAILING
-    with that line at once, and the file is left as the user wrote it."""
+    """After a good poll, cursors.json edited so the source's cursor is a number: `memex status` shows FAILING naming
+    `memex cursor set/reset` even before a poll meets it; verify and the poll are that one line (exit 1, the poller
+    never sees the cursor), the file is left as the user wrote it, and `memex cursor reset` is the way out."""
     from tests.conftest import run_cli
 
     cfg = config(tmp_path)
@@ -457,9 +457,18 @@ def test_a_hand_edited_cursor_fails_the_poll_and_status_shows_failing_not_ok(tmp
     doc["sources"]["md"]["cursor"] = 5
     cursors.write_text(json.dumps(doc))
     before = cursors.read_bytes()
+    row = json.loads(run_cli("status", "--json", config=cfg).stdout)[0]  # before any poll meets it
+    assert row["state"] == "FAILING" and "memex cursor set md VALUE" in row["state_reason"], row
+    verify = run_cli("verify", "md", config=cfg)
+    assert verify.returncode == 1 and "the stored cursor of source 'md'" in verify.stderr, verify.stderr
+    assert "internal error" not in verify.stderr and len(verify.stderr.strip().splitlines()) == 1
     out = run_cli("poll", "md", config=cfg)
     assert out.returncode == 1 and "`memex cursor set md VALUE`" in out.stderr and "memex cursor reset md" in out.stderr, out.stderr
     assert "internal error" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
     row = json.loads(run_cli("status", "--json", config=cfg).stdout)[0]
     assert row["state"] == "FAILING" and "the stored cursor of source 'md'" in row["state_reason"], row
     assert cursors.read_bytes() == before
+    fixed = run_cli("cursor", "reset", "md", "--yes", config=cfg)  # the way out works on the bad cursor
+    assert fixed.returncode == 0 and "internal error" not in fixed.stderr, fixed.stderr
+    assert run_cli("poll", "md", config=cfg).returncode == 0
+    assert json.loads(run_cli("status", "--json", config=cfg).stdout)[0]["state"] in ("OK", "IDLE")

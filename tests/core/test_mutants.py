@@ -1087,7 +1087,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/runner.py",
-        [("        _check_stored(poller, name, committed, cursors.where(name))\n", "        pass\n")],
+        [("        refuse_bad_stored(poller, name, committed, cursors.where(name))\n", "        pass\n")],
         ["tests/core/test_bad_inputs_environment.py::test_an_environment_failure_is_one_line_naming_the_path[cursor-wrong-type-maildir]"],
         id="hand-edited-cursor-handed-to-the-poller",
     ),
