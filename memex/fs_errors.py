@@ -98,6 +98,8 @@ def explain(exc: BaseException, path: str | os.PathLike[str] | None = None) -> E
         code = errno.EROFS  # a read-only mount says EACCES to some calls (access, SQLite): say what it is
     if code in (errno.ENOTDIR, errno.ELOOP):
         where = _culprit(where, code)
+    elif code in (errno.EACCES, errno.EPERM) and not os.path.lexists(where):
+        where = _nearest(where)  # a file that could not be made: the folder that refused it
     elif code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO):
         base = os.path.basename(where)
         if base.startswith(".") and base.endswith(".tmp"):  # a temp file of memex's own: the folder says more
@@ -146,6 +148,14 @@ def _culprit(path: str, code: int) -> str:
                 return str(probe)
             break
     return path
+
+
+def _nearest(path: str) -> str:
+    """The nearest folder above ``path`` that this user can see exists (one it cannot search hides what is below)."""
+    probe = Path(path).parent
+    while not os.path.lexists(probe) and probe.parent != probe:
+        probe = probe.parent
+    return str(probe)
 
 
 def readonly(path: str) -> bool:

@@ -311,6 +311,17 @@ def chat_db_without(*dropped: str) -> Setup:
     return setup
 
 
+def teams(tmp: Path) -> dict[str, object]:
+    """A Teams source signed in to nothing (the cursor is checked before any sign-in or request)."""
+    dead = "https://127.0.0.1:9"
+    return {"type": "teams", "authority": dead, "graph_url": dead, "timeout": 2}
+
+
+def signal(tmp: Path) -> dict[str, object]:
+    """A Signal source whose signal-cli is not installed (the cursor is checked before it would run)."""
+    return {"type": "signal", "account": "+15555550100", "executable": str(tmp / "no-signal-cli")}
+
+
 # Without CAP_DAC_OVERRIDE root obeys permission bits like any user: a 0500 folder of root's cannot be written to.
 CAPS = "-dac_override,-dac_read_search,-fowner"
 NO_OVERRIDE = ("setpriv", f"--inh-caps={CAPS}", f"--bounding-set={CAPS}", "--")
@@ -352,7 +363,7 @@ CASES = [
     Case("demo-on-a-read-only-disk", ("demo", "--dir", "ro/demo"), 1, RO, demo_mount(readonly=True), owned=("ro",)),
     Case("demo-on-a-full-disk", ("demo", "--dir", "ro/demo"), 1, FULL, demo_mount(full=True), owned=("ro",)),
     Case("store-name-too-long", ("poll", "md"), 1, LONG, long_name("store")),
-    Case("store-no-write-permission", ("poll", "md"), 1, DENIED, foreign_folder("store")),
+    Case("store-no-write-permission", ("poll", "md"), 1, f"store: {DENIED}", foreign_folder("store")),
     # the state folder
     Case("state-full-poll", ("poll", "md"), 1, FULL, state_mount(full=True)),
     Case("state-readonly-poll", ("poll", "md"), 1, RO, state_mount(readonly=True)),
@@ -414,6 +425,8 @@ CASES = [
     Case("cursor-wrong-type-imessage", ("poll", "s"), 1, CURSOR, cursor_of("rowid=5", source={"make": imessage})),
     Case("cursor-wrong-type-messenger", ("poll", "s"), 1, CURSOR, cursor_of([1, 2], source={"make": messenger})),
     Case("cursor-wrong-type-imap", ("poll", "s"), 1, CURSOR, cursor_of({"mailboxes": {"INBOX": 7}}, source={"make": imap})),
+    Case("cursor-wrong-type-teams", ("poll", "s"), 1, CURSOR, cursor_of({"chats": []}, source={"make": teams})),
+    Case("cursor-wrong-type-signal", ("poll", "s"), 1, CURSOR, cursor_of({"lines": "12"}, source={"make": signal})),
 ]
 
 WRAPPED = {"store-no-write-permission", "state-no-write-permission"}

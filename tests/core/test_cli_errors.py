@@ -184,8 +184,8 @@ def test_a_state_folder_of_another_user_is_one_line_naming_it_and_who_can(shared
     out = _as_nobody(cfg, *args)
     assert (out.returncode, out.stdout) == (1, ""), out.stderr
     assert _one_line(out.stderr), out.stderr
-    if args[0] == "status":  # it only reads, and names the file it could not
-        assert f"{state / 'cursors.json'}: permission denied; run memex as the user that owns it" in out.stderr
+    if args[0] == "status":  # it only reads, and names the folder it could not look into
+        assert f"{state}: permission denied; run memex as the user that owns it" in out.stderr
         return
     assert f"{state}: cannot use the state folder: it is root's and this user (nobody) cannot read it" in out.stderr
     assert "run memex as root" in out.stderr

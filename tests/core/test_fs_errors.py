@@ -26,6 +26,8 @@ def test_each_cause_is_one_line_naming_the_path_the_cause_and_the_fix(tmp_path: 
     """ENOSPC, EDQUOT, EROFS, EACCES, EPERM, ENOTDIR, EISDIR, ELOOP, ENAMETOOLONG, EIO: path, cause, remedy; one line,
     and the runner's failure line is that line, never "internal error"."""
     path = tmp_path / "state" / "cursors.json"
+    path.parent.mkdir()
+    path.write_text("{}")
     fault = explain(OSError(code, os.strerror(code), str(path)))
     assert isinstance(fault, EnvironmentFault)
     cause, fix = CAUSES[code]
@@ -44,7 +46,8 @@ def test_an_unknown_errno_or_an_unnamed_file_stays_an_internal_error() -> None:
 
 
 def test_the_path_named_is_the_one_in_the_way(tmp_path: Path) -> None:
-    """ENOTDIR names the file standing where a folder must be; ELOOP the looping link; a temp file's full disk its folder."""
+    """ENOTDIR names the file standing where a folder must be; ELOOP the looping link; EACCES on a file not made the
+    nearest folder there is (the one that refused it); a temp file's full disk its folder."""
     (tmp_path / "blocker").write_text("x")
     deep = tmp_path / "blocker" / "state" / "logs" / "a.jsonl"
     with pytest.raises(OSError) as caught:
@@ -56,6 +59,8 @@ def test_the_path_named_is_the_one_in_the_way(tmp_path: Path) -> None:
     with pytest.raises(OSError) as caught:
         (tmp_path / "a" / "x").write_text("x")
     assert explain(caught.value).path == str(tmp_path / "a")  # type: ignore[union-attr]
+    refused = OSError(errno.EACCES, "Permission denied", str(tmp_path / "store" / ".memex-tmp"))  # mkdir in a folder it cannot write
+    assert explain(refused).path == str(tmp_path)  # type: ignore[union-attr]
     tmp = tmp_path / "store" / ".memex-tmp" / ".obj.1.2.3.tmp"
     assert explain(OSError(errno.ENOSPC, "full", str(tmp))).path == str(tmp.parent)  # type: ignore[union-attr]
 
