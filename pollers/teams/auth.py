@@ -91,6 +91,11 @@ class Login:
         except FileNotFoundError:
             data = None
         except (OSError, UnicodeDecodeError) as exc:
+            from memex.fs_errors import explain
+
+            fault = explain(exc)  # a state folder that is a file, another user's: that, not "sign in again"
+            if fault is not None:
+                raise fault from None
             raise SourceError(f"{self.path}: cannot read the token cache ({type(exc).__name__}); run `memex auth {self.source}`") from None
         self._loaded = data
         if data:

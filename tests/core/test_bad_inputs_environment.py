@@ -286,6 +286,19 @@ def teams_offline(tmp: Path) -> Path:
     return write_config(tmp, {"t": {"type": "teams", "authority": dead, "graph_url": dead, "timeout": 2}})
 
 
+def read_only_beside_config(tmp: Path) -> Path:
+    """A config, and a read-only tmpfs at ``ro`` for a command that writes files where it is told (launchd --write)."""
+    need_mount()
+    mount_tmpfs(tmp / "ro", readonly=True)
+    return config(tmp)
+
+
+def state_file_teams(tmp: Path) -> Path:
+    """A Teams source whose state_dir (where its login is kept) is a regular file."""
+    (tmp / "state").write_text("not a folder\n")
+    return write_config(tmp, {"t": {"type": "teams", "authority": "https://127.0.0.1:9", "graph_url": "https://127.0.0.1:9"}})
+
+
 def signal_without_desktop(tmp: Path) -> Path:
     """A Signal source with no Signal Desktop folder: its live poll works, it has no history to walk."""
     return write_config(tmp, {"sig": {"type": "signal", "account": "+15555550100"}})
@@ -380,6 +393,8 @@ CASES = [
     Case("state-is-a-file-index-status", ("index", "status"), 1, f"state: {NOTDIR}", file_in_the_way("state")),
     Case("state-is-a-file-backfill", ("backfill", "md"), 1, f"state: {NOTDIR}", file_in_the_way("state")),
     Case("state-is-a-file-watch", ("watch", "md"), 1, f"state: {NOTDIR}", file_in_the_way("state")),
+    Case("state-is-a-file-auth", ("auth", "t"), 1, f"state: {NOTDIR}", state_file_teams),
+    Case("launchd-write-read-only", ("launchd", "--write", "ro/agents"), 1, RO, read_only_beside_config, owned=("ro",)),
     Case("state-link-loop", ("poll", "md"), 1, f"state: {LOOP}", link_loop("state"), owned=("state", "store", "state-b")),
     Case("state-name-too-long", ("poll", "md"), 1, LONG, long_name("state")),
     Case("state-no-write-permission", ("poll", "md"), 1, "cannot use the state folder", foreign_folder("state")),
