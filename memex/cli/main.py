@@ -174,7 +174,7 @@ def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: boo
     from memex.observe.logs import config_logger
     from memex.observe.safe_text import visible
     from memex.registry import make_poller
-    from memex.source import check_cursor, describe, moved_backward
+    from memex.source import check_cursor, describe, moved_backward, stored_cursor_positions
     from memex.state.backend import cursor_store
     from memex.state.files import require_state_dir
 
@@ -182,7 +182,10 @@ def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: boo
     require_state_dir(cfg.state_dir)
     store = cursor_store(cfg)
     before = store.section(source).get("cursor")
-    pos_before = poller.positions(before) if before is not None else {}
+    try:
+        pos_before = stored_cursor_positions(poller, before) if before is not None else {}
+    except ValueError:  # edited by hand into a shape the source never writes: setting or resetting it is the way out
+        pos_before = {}
     pos_after: dict[str, int] = {}
     if value is not None:
         try:

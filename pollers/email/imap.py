@@ -118,7 +118,7 @@ class ImapPoller(Inventory):
         (:mod:`pollers.email.holes`).
         """
         boxes = cursor.get("mailboxes") if isinstance(cursor, dict) and set(cursor) == {"mailboxes"} else None
-        if not isinstance(boxes, dict) or not boxes:
+        if not isinstance(boxes, dict):
             return 'an IMAP cursor is {"mailboxes": {"INBOX": {"uidvalidity": V, "last_uid": U}}}'
         for name, st in boxes.items():
             if not isinstance(st, dict) or set(st) - {"holes"} != {"uidvalidity", "last_uid"}:

@@ -35,6 +35,11 @@ PASSWORD_CMD_TIMEOUT = 30.0
 T = TypeVar("T")
 
 
+# OpenSSL's reasons when a TLS handshake meets a server that speaks plain IMAP ("* OK ..." read as a TLS record)
+PLAINTEXT_REPLIES = frozenset({"WRONG_VERSION_NUMBER", "PACKET_LENGTH_TOO_LONG", "RECORD_LAYER_FAILURE", "UNKNOWN_PROTOCOL",
+                               "HTTP_REQUEST", "UNEXPECTED_RECORD"})  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Settings:
     """A validated ``[sources.NAME]`` of type imap."""
@@ -152,6 +157,11 @@ class ImapSession:
                 raise SourceError(
                     f"source {self.name!r}: the TLS certificate of {self._where()} was refused ({why}); if the server uses "
                     "a private or self-signed CA, set ca_file to its certificate (PEM)"
+                ) from None
+            if s.security == "ssl" and getattr(exc, "reason", None) in PLAINTEXT_REPLIES:
+                raise SourceError(
+                    f'source {self.name!r}: {self._where()} answered in plain text, not TLS (security = "ssl" expects TLS from '
+                    f'the first byte): set port = 993 for ssl, or security = "starttls" for this port (usually 143)'
                 ) from None
             reason = exc.strerror or type(exc).__name__
             raise SourceError(f"source {self.name!r}: cannot connect to {self._where()} ({reason})") from None

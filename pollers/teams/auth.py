@@ -74,9 +74,11 @@ class Login:
         self._loaded: str | None = None  # the cache file's text when it was read
 
     # -- MSAL objects, built on first use ----------------------------------
-    def _application(self) -> Any:
+    def _application(self, *, signing_in: bool = False) -> Any:
         if self._app is not None:
             return self._app
+        if not signing_in and not self.path.exists():  # never signed in: say so, without asking a network that may be down
+            raise AuthRequired(self.source, "not signed in to Microsoft")
         import msal
 
         from memex.liblog import route_library_logs
@@ -89,6 +91,11 @@ class Login:
         except FileNotFoundError:
             data = None
         except (OSError, UnicodeDecodeError) as exc:
+            from memex.fs_errors import explain
+
+            fault = explain(exc)  # a state folder that is a file, another user's: that, not "sign in again"
+            if fault is not None:
+                raise fault from None
             raise SourceError(f"{self.path}: cannot read the token cache ({type(exc).__name__}); run `memex auth {self.source}`") from None
         self._loaded = data
         if data:
@@ -110,7 +117,8 @@ class Login:
                 f"{self.source}: the authority {authority} did not answer as a Microsoft identity platform; check `authority` and `tenant`"
             ) from None
         except OSError as exc:
-            raise SourceError(f"{self.source}: cannot reach the authority {authority} ({type(exc).__name__}); check the network") from None
+            raise SourceError(f"{self.source}: cannot reach the authority {authority} ({type(exc).__name__}); check the network, "
+                              "then poll again (the login is kept)") from None  # fmt: skip
         self._cache = cache
         return self._app
 
@@ -147,7 +155,7 @@ class Login:
         Returns the signed-in account's user name. Raises SourceError with
         MSAL's error code when the flow is refused, expires or is declined.
         """
-        app = self._application()
+        app = self._application(signing_in=True)
         flow = app.initiate_device_flow(scopes=list(self.settings.scopes))
         if "user_code" not in flow:
             raise SourceError(f"{self.source}: the device-code flow could not start ({_code(flow)}); check client_id and tenant")

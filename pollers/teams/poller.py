@@ -129,6 +129,12 @@ class TeamsPoller(TeamsSession):
         name: str = self.login.device_flow(say)
         return name
 
+    def validate_cursor(self, cursor: Any) -> str | None:
+        """What is wrong with a cursor given by hand or read from the cursor store, or None."""
+        if _well_formed(cursor):
+            return None
+        return 'a Teams cursor is {"chats": {CHAT_ID: {"t": MICROSECONDS, "seen": [...]}}, "n": N} (channels optional)'
+
     def positions(self, cursor: Cursor) -> dict[str, int]:
         """``{"chats": chats walked, "modified": newest stored modification (epoch seconds), "read": records stored}`` (+ ``"channels"``).
 

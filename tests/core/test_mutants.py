@@ -1144,6 +1144,27 @@ MUTANTS = [
     ),
     # ---- end of i32-isolate ----
     # ---- rows of branch i32-env: append below ----
+    pytest.param(
+        "memex/runner.py",
+        [("    fault = explain(exc)\n    if fault is not None:\n        return str(fault)\n", "    fault = None\n")],
+        ["tests/core/test_bad_inputs_environment.py::test_an_environment_failure_is_one_line_naming_the_path[store-full-poll]",
+         "tests/core/test_fs_errors.py::test_each_cause_is_one_line_naming_the_path_the_cause_and_the_fix"],
+        id="environment-fault-reported-as-internal-error",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("        refuse_bad_stored(poller, name, committed, cursors.where(name))\n", "        pass\n")],
+        ["tests/core/test_bad_inputs_environment.py::test_an_environment_failure_is_one_line_naming_the_path[cursor-wrong-type-maildir]"],
+        id="hand-edited-cursor-handed-to-the-poller",
+    ),
+    pytest.param(
+        "memex/backfill/run.py",
+        [("                if explain(exc) is not None:\n                    self.abort.set()\n", ""),
+         ("                if exc.needs_action:  # a full disk, a read-only store: every other item would fail the same way\n"
+          "                    self.abort.set()\n", "")],
+        ["tests/core/test_fs_errors.py::test_a_backfill_into_a_full_store_stops_at_the_first_fault_instead_of_failing_every_message"],
+        id="backfill-fails-every-message-on-a-full-disk",
+    ),
     # ---- end of i32-env ----
     # ---- rows of branch i32-wedge: append below ----
     pytest.param(
@@ -1294,7 +1315,11 @@ def test_safety_test_catches_the_naive_version(tmp_path: Path, path: str, change
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "MEMEX_TEST_PATIENCE": "0.25"}
     for test in tests:
         out = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test],
+            [sys.executable, "-m", "pytest", "-q", "-x", "-rs", "-p", "no:cacheprovider", test],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
+        if out.returncode == 0 and " skipped" in out.stdout and " passed" not in out.stdout and not os.environ.get("CI"):
+            # the guarding test could not run here (no bindfs, no mount rights): say so instead of failing; CI runs it
+            reason = next((ln.split(": ", 1)[-1] for ln in out.stdout.splitlines() if ln.startswith("SKIPPED")), "skipped")
+            pytest.skip(f"{test} was skipped, so it cannot show the mutant is caught: {reason}")
         assert out.returncode == 1 and " failed" in out.stdout, f"{test} did not catch the mutant:\n{out.stdout[-1500:]}"
