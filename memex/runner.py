@@ -103,8 +103,17 @@ class PollResult:
         if self.repaired:
             fields["repaired"] = self.repaired
         fields.update({k: v for k, v in self.extra.items() if k not in fields})
-        for key in ("error", "reset", "stopped", "holder_pid", "holder_host", "lease_epoch", "auth_required", "slow_read_s",
-                    "needs_action"):
+        for key in (
+            "error",
+            "reset",
+            "stopped",
+            "holder_pid",
+            "holder_host",
+            "lease_epoch",
+            "auth_required",
+            "slow_read_s",
+            "needs_action",
+        ):
             value = getattr(self, key)
             if value is not None:
                 fields[key] = value
