@@ -14,17 +14,18 @@ import fnmatch
 import imaplib
 import os
 import socket
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from memex.deadline import NEVER, Deadline, Interrupted
 from memex.errors import SourceError
 from pollers.email import utf7
 from pollers.email.fetch_ahead import Ahead
+from pollers.email.oauth import OAuth
 from pollers.email.wire import ints, parse_fetch, parse_list, quote, reply_text, server_text, uid_set, untagged_int
 
 SEARCH_WINDOW = 20_000  # UIDs per UID SEARCH (its answer is one line; imaplib refuses lines over 1,000,000 bytes)
@@ -48,6 +49,8 @@ class Settings:
     mailboxes: tuple[str, ...]
     timeout: float
     ca_file: str | None = None  # PEM file of the CA to trust instead of the system's (a private or self-signed server)
+    oauth: OAuth | None = None  # auth = "oauth2": the provider's login (pollers.email.oauth); None: the password
+    state_dir: Path | None = None  # where an OAuth2 login is kept
 
 
 class MailboxError(SourceError):
@@ -68,10 +71,21 @@ class ImapSession:
         self._retry_deadline: float | None = None
         self._deadline: Deadline = NEVER
         self._ahead: Ahead | None = None  # a UID FETCH in flight on the connection (see Ahead)
+        self._tokens: Any = None  # auth = "oauth2": where access tokens come from (built on first use)
 
     # -- connection --------------------------------------------------------
     def _where(self) -> str:
         return f"{self.settings.host}:{self.settings.port}"
+
+    def tokens(self) -> Any:
+        """The OAuth2 token source of an ``auth = "oauth2"`` source (:func:`pollers.email.oauth.tokens`)."""
+        if self._tokens is None:
+            from pollers.email.oauth import tokens
+
+            assert self.settings.oauth is not None
+            remaining = lambda: self._deadline.timeout(PASSWORD_CMD_TIMEOUT, f"source {self.name!r}: token_cmd")  # noqa: E731
+            self._tokens = tokens(self.name, self.settings.oauth, self.settings.state_dir, self.settings.timeout, remaining)
+        return self._tokens
 
     def _password(self) -> str:
         s = self.settings
@@ -81,19 +95,9 @@ class ImapSession:
                 raise SourceError(f"source {self.name!r}: environment variable {s.password_env} (password_env) is not set or empty")
             return value
         assert s.password_cmd is not None
-        try:
-            done = subprocess.run(s.password_cmd, shell=True, capture_output=True, timeout=PASSWORD_CMD_TIMEOUT, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise SourceError(f"source {self.name!r}: password_cmd did not finish within {PASSWORD_CMD_TIMEOUT:g}s") from None
-        if done.returncode != 0:
-            raise SourceError(
-                f"source {self.name!r}: password_cmd failed with exit status {done.returncode}; "
-                "run it by hand to see why (its output is not shown here)"
-            )
-        password = done.stdout.decode("utf-8", "replace").strip()
-        if not password:
-            raise SourceError(f"source {self.name!r}: password_cmd printed nothing; it must print the password on stdout")
-        return password
+        from memex.oauth.command import run_secret_cmd
+
+        return run_secret_cmd(self.name, "password_cmd", s.password_cmd, PASSWORD_CMD_TIMEOUT, "the password")
 
     def _io(self, what: str, call: Callable[[], T]) -> T:
         """One exchange with the server, waited for no longer than the poll's deadline or stop request allow.
@@ -134,7 +138,10 @@ class ImapSession:
         if self._conn is not None:
             return self._conn
         s = self.settings
-        password = self._password()
+        if s.oauth is not None:
+            password, token = "", self.tokens().token_info()  # a remembered refusal or a failed refresh stops here, before connecting
+        else:
+            password, token = self._password(), None
         try:
             timeout = self._deadline.timeout(s.timeout, f"source {self.name!r}: connecting to {self._where()}")
             conn = self._io("connecting", lambda: self._open(timeout))
@@ -158,9 +165,18 @@ class ImapSession:
             raise SourceError(f"source {self.name!r}: {self._where()} refused the session ({server_text(exc)})") from None
         try:
             self.commands += 1
-            self._io("login", lambda: conn.login(s.user, password))
+            if token is not None:
+                from pollers.email.oauth import login
+
+                tokens = self.tokens()
+                self._io("login", lambda: login(conn, self.name, s.user, s.host, s.port, tokens, token))
+            else:
+                self._io("login", lambda: conn.login(s.user, password))
         except Interrupted:
             cut(conn)
+            raise
+        except SourceError:
+            shutdown(conn)
             raise
         except imaplib.IMAP4.error as exc:
             shutdown(conn)

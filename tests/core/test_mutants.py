@@ -305,8 +305,8 @@ MUTANTS = [
         id="start-now-after-a-backfill-jumps-to-the-head",
     ),
     pytest.param(
-        "pollers/teams/auth.py",
-        [("            if not sign_in and current != self._loaded:\n", "            if False:\n")],
+        "memex/oauth/store.py",
+        [("        if not sign_in and read(path) != expect:\n", "        if False:\n")],
         ["tests/teams/test_teams.py::test_a_poll_never_overwrites_a_newer_sign_in"],
         id="teams-poll-overwrites-a-newer-login",
     ),
