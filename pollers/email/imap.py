@@ -264,6 +264,8 @@ class ImapPoller(Inventory):
         extra: dict[str, Any] = {**_mailbox_extra(mailbox), "uid": uid, "uidvalidity": validity}
         if internal is not None:
             extra["received_at"] = internal.strftime("%Y-%m-%dT%H:%M:%SZ")
+        if self.gmail and (found := self.gmail_fields(mailbox, uid)):
+            extra["gmail"] = found
         return to_item(raw, self.name, cursor, ref=f"{mailbox} UID {uid}", me=self.me, extra=extra)
 
     def head(self) -> Cursor:

@@ -147,8 +147,8 @@ def initial_response(mech: str, user: str, token: str, host: str, port: int) -> 
     return f"n,a={gs2_user},\x01host={host}\x01port={port}\x01auth=Bearer {token}\x01\x01".encode()
 
 
-def authenticate(conn: imaplib.IMAP4, mech: str, user: str, token: str, host: str, port: int) -> str | None:
-    """AUTHENTICATE with ``token``; None when it succeeded, else the server's refusal as a short line (no token in it).
+def authenticate(conn: imaplib.IMAP4, mech: str, user: str, token: str, host: str, port: int) -> tuple[str | None, list[Any]]:
+    """AUTHENTICATE with ``token``: (None, the server's OK answer), or (its refusal as a short line (no token in it), []).
 
     A refusal comes as a continuation carrying a JSON status (RFC 7628 §3.2.2; XOAUTH2 alike), answered with the
     dummy response (``\\x01`` for OAUTHBEARER, empty for XOAUTH2), then ``NO``.
@@ -163,13 +163,13 @@ def authenticate(conn: imaplib.IMAP4, mech: str, user: str, token: str, host: st
         return b"\x01" if mech == "OAUTHBEARER" else b""
 
     try:
-        conn.authenticate(mech, step)
+        _, answer = conn.authenticate(mech, step)
     except imaplib.IMAP4.error as exc:
         from pollers.email.wire import server_text
 
         status = next((s for s in said[1:] if s), "")
-        return server_text(exc) + (f"; status {status}" if status else "")
-    return None
+        return server_text(exc) + (f"; status {status}" if status else ""), []
+    return None, list(answer or [])
 
 
 def _status(challenge: bytes) -> str:
@@ -185,8 +185,8 @@ def _status(challenge: bytes) -> str:
     return status if isinstance(status, str) and status.replace("_", "").isalnum() and len(status) < 40 else ""
 
 
-def login(conn: imaplib.IMAP4, name: str, user: str, host: str, port: int, source: Tokens, first: tuple[str, bool]) -> None:
-    """Sign ``conn`` in with the source's token ``first`` (refreshed once if a cached one is refused).
+def login(conn: imaplib.IMAP4, name: str, user: str, host: str, port: int, source: Tokens, first: tuple[str, bool]) -> list[Any]:
+    """Sign ``conn`` in with the source's token ``first`` (refreshed once if a cached one is refused); the OK answer.
 
     Raises SourceError when the server offers no OAuth2 mechanism or is unavailable, AuthRequired when it refuses.
     """
@@ -199,12 +199,12 @@ def login(conn: imaplib.IMAP4, name: str, user: str, host: str, port: int, sourc
             'check host and port, or use auth = "password"'
         )
     token, fresh = first
-    refusal = authenticate(conn, mech, user, token, host, port)
+    refusal, answer = authenticate(conn, mech, user, token, host, port)
     if refusal is not None and not fresh and "UNAVAILABLE" not in refusal.upper():
         token, fresh = source.token_info(force_refresh=True)
-        refusal = authenticate(conn, mech, user, token, host, port)
+        refusal, answer = authenticate(conn, mech, user, token, host, port)
     if refusal is None:
-        return
+        return answer
     if "UNAVAILABLE" in refusal.upper():
         raise SourceError(f"source {name!r}: {where} could not check the token now ({refusal}); the next poll tries again")
     why = (f"{where} refused the OAuth2 token for {user!r} ({mech}: {refusal}); check that `user` is the account that "

@@ -26,7 +26,18 @@ from memex.errors import SourceError
 from pollers.email import utf7
 from pollers.email.fetch_ahead import Ahead
 from pollers.email.oauth import OAuth
-from pollers.email.wire import ints, parse_fetch, parse_list, quote, reply_text, server_text, uid_set, untagged_int
+from pollers.email.wire import (
+    FETCH_ITEMS,
+    GMAIL_FETCH_ITEMS,
+    ints,
+    parse_fetch,
+    parse_list,
+    quote,
+    reply_text,
+    server_text,
+    uid_set,
+    untagged_int,
+)
 
 SEARCH_WINDOW = 20_000  # UIDs per UID SEARCH (its answer is one line; imaplib refuses lines over 1,000,000 bytes)
 SEARCH_WINDOW_MAX = 80_000  # a window doubled over empty stretches stops here (80,000 10-digit UIDs < 1 MB)
@@ -72,6 +83,8 @@ class ImapSession:
         self._deadline: Deadline = NEVER
         self._ahead: Ahead | None = None  # a UID FETCH in flight on the connection (see Ahead)
         self._tokens: Any = None  # auth = "oauth2": where access tokens come from (built on first use)
+        self.gmail = False  # the server advertised X-GM-EXT-1: fetches ask for Gmail's IDs and labels too
+        self._gm: dict[tuple[str, int], dict[str, Any]] = {}  # (mailbox, UID) -> its Gmail fields, until rendered
 
     # -- connection --------------------------------------------------------
     def _where(self) -> str:
@@ -169,9 +182,9 @@ class ImapSession:
                 from pollers.email.oauth import login
 
                 tokens = self.tokens()
-                self._io("login", lambda: login(conn, self.name, s.user, s.host, s.port, tokens, token))
+                answer = self._io("login", lambda: login(conn, self.name, s.user, s.host, s.port, tokens, token))
             else:
-                self._io("login", lambda: conn.login(s.user, password))
+                answer = self._io("login", lambda: conn.login(s.user, password))[1]
         except Interrupted:
             cut(conn)
             raise
@@ -186,6 +199,9 @@ class ImapSession:
         except OSError as exc:
             shutdown(conn)
             raise SourceError(f"source {self.name!r}: connection to {self._where()} lost during login ({type(exc).__name__})") from None
+        from pollers.email import gmail
+
+        self.gmail = gmail.advertised(tuple(conn.capabilities), answer)
         self._conn = conn
         self._selected = None
         return conn
@@ -326,16 +342,28 @@ class ImapSession:
         """``(uid, raw bytes, INTERNALDATE)`` of ``uids`` in the selected mailbox, in one UID FETCH."""
         conn = self._connect()
         self.commands += 1
-        data = self._cmd(
-            conn, "UID FETCH", self._io("UID FETCH", lambda: conn.uid("FETCH", uid_set(uids), "(UID INTERNALDATE BODY.PEEK[])"))
-        )
-        return parse_fetch(data, uids)
+        items = GMAIL_FETCH_ITEMS if self.gmail else FETCH_ITEMS
+        data = self._cmd(conn, "UID FETCH", self._io("UID FETCH", lambda: conn.uid("FETCH", uid_set(uids), items)))
+        return self._parse(data, uids, self._selected or "")
+
+    def _parse(self, data: list[Any], uids: list[int], mailbox: str) -> list[tuple[int, bytes, datetime | None]]:
+        """:func:`parse_fetch`, keeping each UID's Gmail fields for :meth:`gmail_fields` when the server is Gmail."""
+        if not self.gmail:
+            return parse_fetch(data, uids)
+        found: dict[int, dict[str, Any]] = {}
+        fetched = parse_fetch(data, uids, found)
+        self._gm.update(((mailbox, uid), f) for uid, f in found.items())
+        return fetched
+
+    def gmail_fields(self, mailbox: str, uid: int) -> dict[str, Any] | None:
+        """The Gmail fields fetched with ``uid`` of ``mailbox`` (once; None when there were none)."""
+        return self._gm.pop((mailbox, uid), None)
 
     def _fetch_ahead(self, uids: list[int], key: tuple[str, int]) -> None:
         """Send the ``UID FETCH`` of ``uids`` (of mailbox and UIDVALIDITY ``key``) now; :meth:`_collect_ahead` takes its answer."""
         conn = self._connect()
         self.commands += 1
-        self._ahead = Ahead(conn, uids, key)
+        self._ahead = Ahead(conn, uids, key, GMAIL_FETCH_ITEMS if self.gmail else FETCH_ITEMS)
 
     def _collect_ahead(self) -> tuple[Ahead, list[tuple[int, bytes, datetime | None]], float] | None:
         """The fetch sent ahead, its ``(uid, raw bytes, INTERNALDATE)`` and seconds it took, or None when none is in flight.
@@ -352,7 +380,7 @@ class ImapSession:
                 self._abandon()  # connection's buffer lock until the socket times out and a close waits for it
             raise
         data = self._cmd(ahead.conn, "UID FETCH", answer)
-        return ahead, parse_fetch(data, ahead.uids), ahead.ended - ahead.began
+        return ahead, self._parse(data, ahead.uids, ahead.key[0]), ahead.ended - ahead.began
 
     def _first_gap(self, asked: list[int], got: set[int]) -> int | None:
         """The lowest UID of ``asked`` missing from ``got`` that a fresh ``UID SEARCH`` says still exists, or None.

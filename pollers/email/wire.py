@@ -11,7 +11,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-_UID_RE = re.compile(rb"UID (\d+)")
+_UID_RE = re.compile(rb"(?<![-\w])UID (\d+)")
 _DATE_RE = re.compile(rb'INTERNALDATE "([^"]+)"')
 _LIST_RE = re.compile(rb'^\((?P<flags>[^)]*)\) (?P<delim>"(?:[^"\\]|\\.)*"|NIL) (?P<name>.*)$')
 
@@ -72,29 +72,41 @@ def uid_set(uids: list[int]) -> str:
     return ",".join(parts)
 
 
-def parse_fetch(data: list[Any], uids: list[int]) -> list[tuple[int, bytes, datetime | None]]:
-    """``(uid, raw bytes, INTERNALDATE)`` of each of ``uids`` that a ``UID FETCH (UID INTERNALDATE BODY.PEEK[])`` reply holds, by UID."""
+FETCH_ITEMS = "(UID INTERNALDATE BODY.PEEK[])"
+GMAIL_FETCH_ITEMS = "(UID INTERNALDATE X-GM-MSGID X-GM-THRID X-GM-LABELS BODY.PEEK[])"  # a server advertising X-GM-EXT-1
+
+
+def parse_fetch(
+    data: list[Any], uids: list[int], gmail: dict[int, dict[str, Any]] | None = None
+) -> list[tuple[int, bytes, datetime | None]]:
+    """``(uid, raw bytes, INTERNALDATE)`` of each of ``uids`` that a ``UID FETCH (UID INTERNALDATE BODY.PEEK[])`` reply holds, by UID.
+
+    With ``gmail`` (a dict), each UID's Gmail fields (``X-GM-MSGID``, ``X-GM-THRID``, ``X-GM-LABELS``, before or
+    after the literal) are put there as :func:`pollers.email.gmail.fields` reads them.
+    """
     wanted = set(uids)
     out: dict[int, tuple[bytes, datetime | None]] = {}
-    pending: tuple[bytes, bytes] | None = None
-    for element in data:
-        if isinstance(element, tuple):
-            pending = (element[0], element[1])
-            head = element[0]
-        elif isinstance(element, bytes) and pending is not None:
-            head = pending[0] + element  # UID or INTERNALDATE may come after the literal
-        else:
+    for index, element in enumerate(data):
+        if not isinstance(element, tuple):
             continue
-        if pending is None:
-            continue
+        head = element[0]
+        after = data[index + 1] if index + 1 < len(data) else None
+        if isinstance(after, bytes):
+            head = head + after  # UID, INTERNALDATE or the Gmail fields may come after the literal
+        if gmail is not None:
+            from pollers.email.gmail import fields, without_labels
+
+            found = fields(head)
+            head = without_labels(head)  # a label's text must never be read as the UID
         m = _UID_RE.search(head)
         if m is None:
             continue
         uid = int(m.group(1))
         if uid in wanted and uid not in out:
             d = _DATE_RE.search(head)
-            out[uid] = (pending[1], internaldate(d.group(1)) if d else None)
-            pending = None
+            out[uid] = (element[1], internaldate(d.group(1)) if d else None)
+            if gmail is not None and found:
+                gmail[uid] = found
     return [(u, *out[u]) for u in sorted(out)]
 
 
