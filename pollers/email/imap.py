@@ -9,6 +9,9 @@ an environment variable), ``mailboxes`` (names or globs, default
 (a PEM CA certificate to trust instead of the system's, for a private or
 self-signed server; TLS certificates are always verified).
 The password is read when the poll connects and is never stored or logged.
+With ``auth = "oauth2"`` the source signs in with a token instead (``provider``,
+``client_id``, ``tenant``, ...: :mod:`pollers.email.oauth`); a server advertising
+Gmail's ``X-GM-EXT-1`` is also asked for its IDs and labels (:mod:`pollers.email.gmail`).
 
 Cursor: ``{"mailboxes": {NAME: {"uidvalidity": V, "last_uid": U}}}``;
 positions are ``{NAME: U}``. Each fetch EXAMINEs (read-only SELECT) the
