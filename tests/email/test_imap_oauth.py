@@ -375,7 +375,11 @@ def test_no_token_or_secret_anywhere_but_the_login_files(tmp_path: Path, idp: Id
     outputs.append(run_cli("poll", "mail", env=env).stderr)
     idp.expire_access()
     outputs.append(run_cli("poll", "mail", env=env).stderr)
-    idp.scope_override = "https://www.googleapis.com/auth/gmail.readonly"
+    idp.expire_access()
+    idp.access_lifetime = -10  # the refreshed token is dead on arrival: the server refuses a fresh token too
+    refused_fresh = run_cli("poll", "mail", env=env)
+    assert refused_fresh.returncode == 1 and "refused the OAuth2 token" in refused_fresh.stderr
+    outputs.append(refused_fresh.stderr)
     idp.revoke()
     for _ in range(2):
         proc = run_cli("poll", "mail", env=env)
