@@ -30,8 +30,8 @@ from pollers.email.wire import (
     FETCH_ITEMS,
     GMAIL_FETCH_ITEMS,
     ints,
+    list_entry,
     parse_fetch,
-    parse_list,
     quote,
     reply_text,
     server_text,
@@ -271,23 +271,33 @@ class ImapSession:
 
     # -- mailboxes ---------------------------------------------------------
     def _mailbox_names(self) -> list[str]:
-        """The configured mailboxes (globs expanded with LIST), sorted and unique."""
+        """The configured mailboxes (globs expanded with LIST), sorted and unique.
+
+        A name matches itself even where it reads as a glob (Gmail's ``[Gmail]/All Mail``), and a special-use
+        attribute (RFC 6154: ``\\All``, ``\\Sent``, ...) matches the mailboxes LIST marks with it, whatever
+        their localised names.
+        """
         if self._names is not None:
             return self._names
         patterns = self.settings.mailboxes
-        if not any(ch in p for p in patterns for ch in "*?["):
+        if not any(ch in p for p in patterns for ch in "*?[\\"):
             self._names = sorted({p if utf7.decode(p) != p else utf7.encode(p) for p in patterns})
             return self._names
 
-        def listing() -> list[str]:
+        def listing() -> list[tuple[str, frozenset[str]]]:
             conn = self._connect()
             self.commands += 1
             data = self._cmd(conn, "LIST", self._io("LIST", lambda: conn.list('""', "*")))
-            return [n for n in (parse_list(d) for d in data) if n is not None]
+            return [e for e in (list_entry(d) for d in data) if e is not None]
+
+        def matches(name: str, flags: frozenset[str], pattern: str) -> bool:
+            if pattern.startswith("\\") and pattern[1:].isalpha():
+                return pattern.lower() in flags
+            shown = utf7.decode(name)
+            return pattern in (name, shown) or fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(shown, pattern)
 
         available = self._retrying("LIST", listing)
-        chosen = {n for n in available for p in patterns if fnmatch.fnmatchcase(n, p) or fnmatch.fnmatchcase(utf7.decode(n), p)}
-        self._names = sorted(chosen)
+        self._names = sorted({n for n, flags in available for p in patterns if matches(n, flags, p)})
         return self._names
 
     def _examine(self, mailbox: str) -> tuple[int, int | None]:

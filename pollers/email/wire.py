@@ -126,19 +126,28 @@ def imap_day(dt: datetime) -> str:
 
 def parse_list(line: Any) -> str | None:
     """The mailbox name of one LIST reply line, or None for \\Noselect or unparseable lines."""
+    entry = list_entry(line)
+    return entry[0] if entry is not None else None
+
+
+def list_entry(line: Any) -> tuple[str, frozenset[str]] | None:
+    """The mailbox name and attributes (lower case: ``\\all``, ``\\sent``) of one LIST reply line, or None for
+    \\Noselect, \\NonExistent or unparseable lines."""
     if isinstance(line, tuple):  # name sent as a literal
         head, name_bytes = line[0], line[1]
-        if b"\\noselect" in head.lower():
+        flags = frozenset(f.decode("utf-8", "replace") for f in re.findall(rb"\\[A-Za-z]+", head.lower()))
+        if "\\noselect" in flags:
             return None
-        return str(name_bytes.decode("utf-8", "replace"))
+        return str(name_bytes.decode("utf-8", "replace")), flags
     if not isinstance(line, bytes):
         return None
     m = _LIST_RE.match(line)
     if m is None:
         return None
-    if b"\\noselect" in m.group("flags").lower() or b"\\nonexistent" in m.group("flags").lower():
+    flags = frozenset(m.group("flags").decode("utf-8", "replace").lower().split())
+    if "\\noselect" in flags or "\\nonexistent" in flags:
         return None
     name = m.group("name")
     if name.startswith(b'"') and name.endswith(b'"'):
         name = re.sub(rb"\\(.)", rb"\1", name[1:-1])
-    return name.decode("utf-8", "replace")
+    return name.decode("utf-8", "replace"), flags

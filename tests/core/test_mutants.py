@@ -1145,6 +1145,12 @@ MUTANTS = [
         ["tests/email/test_imap_gmail.py::test_gmail_ids_and_labels_are_kept_in_extra"],
         id="gmail-fields-lost-on-a-read-ahead",
     ),
+    pytest.param(
+        "pollers/email/session.py",
+        [("            return pattern in (name, shown) or fnmatch", "            return fnmatch")],
+        ["tests/email/test_imap_gmail.py::test_all_mail_is_found_by_its_name_or_its_special_use_attribute"],
+        id="gmail-all-mail-name-read-as-a-glob",
+    ),
     # ---- end of i33-oauth ----
     # ---- rows of branch i33-mbox: append below ----
     # ---- end of i33-mbox ----

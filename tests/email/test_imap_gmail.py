@@ -76,3 +76,23 @@ def test_labels_that_read_like_fetch_items_never_move_the_uid() -> None:
     assert (uid, raw) == (3, b"hello")
     assert found[3]["labels"] == ["UID 99", "a (b)", "\\Inbox"] and found[3]["thrid"] == "7"
     assert gmail.advertised(("IMAP4REV1",), [b"[CAPABILITY IMAP4rev1 X-GM-EXT-1] Logged in"])
+
+
+def test_all_mail_is_found_by_its_name_or_its_special_use_attribute(tmp_path: Path, dovecot: Dovecot) -> None:
+    """``mailboxes = ["[Gmail]/All Mail"]`` matches that name although it reads as a glob, and ``["\\All"]`` finds
+    the mailbox LIST marks \\All whatever its localised name; the other folders (labels) are not read."""
+    user = dovecot.new_user()
+    all_mail = "[Gmail].Alle Nachrichten"  # Dovecot's separator is "."; Gmail's is "/"
+    dovecot.append(user, all_mail, mail(1))
+    dovecot.append(user, "Work", mail(2))
+    with gmail_proxy(dovecot.port) as proxy:
+        proxy.special = {all_mail: "\\All"}
+        for n, wanted in enumerate([all_mail, "\\All"]):
+            settings = imap_session.Settings("127.0.0.1", proxy.port, "none", user, f"printf %s {PASSWORD}", None, (wanted,), 10.0)
+            poller = imap.ImapPoller(f"mail{n}", settings)
+            try:
+                first = poller.fetch(None, 10)
+                items = first.items + poller.fetch(first.cursor, 10).items
+                assert [i.message.extra["mailbox"] for i in items if i.message is not None] == [all_mail], wanted
+            finally:
+                poller.close()

@@ -1,7 +1,8 @@
 """A Gmail stand-in at the IMAP boundary: a proxy in front of Dovecot that speaks Gmail's extension ``X-GM-EXT-1``.
 
 As Google's "IMAP Extensions" page documents it: ``X-GM-EXT-1`` is added to every capability list the server
-sends (``* CAPABILITY ...`` and ``[CAPABILITY ...]``); a ``FETCH`` or ``UID FETCH`` asking for ``X-GM-MSGID``,
+sends (``* CAPABILITY ...`` and ``[CAPABILITY ...]``); LIST marks the mailboxes of :attr:`GmailProxy.special` with
+their special-use attribute (RFC 6154, ``\\All`` for All Mail, whose name Gmail localises); a ``FETCH`` or ``UID FETCH`` asking for ``X-GM-MSGID``,
 ``X-GM-THRID`` or ``X-GM-LABELS`` gets them in each ``* n FETCH (...)`` answer (IDs as unsigned 64-bit decimals,
 labels as a parenthesised list: system labels as ``\\Inbox``, ``\\Important``, ``\\Sent``, user labels as atoms or
 quoted strings in modified UTF-7, ``()`` for none). Dovecot never sees those items (they are taken out of the
@@ -40,6 +41,7 @@ class GmailProxy(ImapProxy):
     def __init__(self, upstream_port: int) -> None:
         self.labels: dict[int, list[str]] = {}  # UID -> its labels
         self.threads: dict[int, int] = {}  # UID -> X-GM-THRID (default: its own X-GM-MSGID)
+        self.special: dict[str, str] = {}  # mailbox name -> the special-use attribute LIST shows for it (Gmail: \\All, ...)
         self.asked = False  # the last FETCH asked for X-GM-* items
         self.commands: list[bytes] = []
         super().__init__(upstream_port)
@@ -57,6 +59,10 @@ class GmailProxy(ImapProxy):
         return line
 
     def _answer(self, line: bytes) -> bytes:
+        if line.startswith(b"* LIST ("):
+            for name, attribute in self.special.items():
+                if line.rstrip(b"\r\n").endswith((f'"{name}"'.encode(), f" {name}".encode())):
+                    line = line.replace(b"* LIST (", b"* LIST (" + attribute.encode() + b" ", 1)
         if b"CAPABILITY" in line:
             line = re.sub(rb"(\* CAPABILITY [^\r\n]*)", rb"\1 X-GM-EXT-1", line)
             line = re.sub(rb"(\[CAPABILITY [^\]]*)\]", rb"\1 X-GM-EXT-1]", line)
