@@ -1163,6 +1163,18 @@ MUTANTS = [
     # ---- rows of branch i36-mcp: append below ----
     # ---- end of i36-mcp ----
     # ---- rows of branch i37-plugins: append below ----
+    pytest.param(
+        "pollers/teams/history.py",
+        [("t > top - poller.settings.overlap_us]", "t >= top]")],
+        ["tests/core/test_conformance.py::test_teams_conforms"],
+        id="teams-head-forgets-the-overlap",
+    ),
+    pytest.param(
+        "memex/live_cursor.py",
+        [("        if not callable(head):\n", "        if False:\n")],
+        ["tests/core/test_conformance.py::test_start_now_on_a_type_without_head_is_a_config_error"],
+        id="start-now-without-head-is-an-internal-error",
+    ),
     # ---- end of i37-plugins ----
 ]  # fmt: skip
 
