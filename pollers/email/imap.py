@@ -141,6 +141,9 @@ class ImapPoller(Inventory):
         tokens = self.tokens()
         if oauth.provider == "microsoft":
             who: str = tokens.device_flow(say)
+            if "@" in who and who.lower() != self.settings.user.lower():
+                say(f"note: signed in as {who} but `user` is {self.settings.user}: the server refuses the login unless "
+                    f"{who} may open that mailbox (a shared mailbox); otherwise run `memex auth {self.name}` again as {self.settings.user}")  # fmt: skip
             return who
         tokens.sign_in(say, ask, open_browser)
         return self.settings.user

@@ -214,6 +214,17 @@ def test_a_revoked_login_is_one_line_remembered_and_cured_by_signing_in(
     assert not (cfg.state_dir / "auth" / "mail.signin-needed.json").exists()
 
 
+def test_signing_in_as_another_account_than_user_says_so(tmp_path: Path, idp: IdentityServer, oauth_dovecot: Dovecot, account: str) -> None:
+    """The device-code sign-in names an account other than `user`: `memex auth` still keeps the login (a shared
+    mailbox is legitimate) but says so, and the poll's refusal then names the mismatch to check."""
+    idp.reset(f"{account}@contoso.com")
+    cfg = load(tmp_path, microsoft(oauth_dovecot, idp, "someone.else@contoso.com"))
+    said = sign_in(cfg)
+    assert any(line.startswith(f"note: signed in as {account}@contoso.com but `user` is someone.else@contoso.com") for line in said)
+    result = poll(cfg, "mail")
+    assert result.auth_required and "check that `user` is the account that signed in" in (result.error or "")
+
+
 def test_a_wrong_tenant_is_one_line_at_sign_in(tmp_path: Path, idp: IdentityServer, oauth_dovecot: Dovecot, account: str) -> None:
     """A tenant the identity platform does not know: `memex auth` fails with one line naming `tenant`, exit 1."""
     cfg = load(tmp_path, microsoft(oauth_dovecot, idp, account, tenant="contoso-typo.onmicrosoft.com"))
