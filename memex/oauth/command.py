@@ -8,6 +8,7 @@ only (never its output, which may hold the secret or the helper's own).
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 from memex.errors import SourceError
@@ -40,3 +41,14 @@ def run_token_cmd(source: str, command: str, timeout: float = TOKEN_CMD_TIMEOUT)
     if any(c.isspace() for c in token):
         raise SourceError(f"source {source!r}: token_cmd printed more than one word; it must print only the access token on stdout")
     return token
+
+
+def password(source: str, env_name: str | None, command: str | None, timeout: float) -> str:
+    """The password from the environment variable ``env_name`` (``password_env``) or else ``command`` (``password_cmd``)."""
+    if env_name is not None:
+        value = os.environ.get(env_name)
+        if not value:
+            raise SourceError(f"source {source!r}: environment variable {env_name} (password_env) is not set or empty")
+        return value
+    assert command is not None
+    return run_secret_cmd(source, "password_cmd", command, timeout, "the password")

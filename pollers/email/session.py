@@ -10,9 +10,7 @@ retried with a fresh connection and backoff (:data:`BACKOFF`, read at call time)
 
 from __future__ import annotations
 
-import fnmatch
 import imaplib
-import os
 import socket
 import time
 from collections.abc import Callable
@@ -34,6 +32,7 @@ from pollers.email.wire import (
     parse_fetch,
     quote,
     reply_text,
+    select_mailboxes,
     server_text,
     uid_set,
     untagged_int,
@@ -101,16 +100,10 @@ class ImapSession:
         return self._tokens
 
     def _password(self) -> str:
-        s = self.settings
-        if s.password_env is not None:
-            value = os.environ.get(s.password_env)
-            if not value:
-                raise SourceError(f"source {self.name!r}: environment variable {s.password_env} (password_env) is not set or empty")
-            return value
-        assert s.password_cmd is not None
-        from memex.oauth.command import run_secret_cmd
+        from memex.oauth.command import password
 
-        return run_secret_cmd(self.name, "password_cmd", s.password_cmd, PASSWORD_CMD_TIMEOUT, "the password")
+        s = self.settings
+        return password(self.name, s.password_env, s.password_cmd, PASSWORD_CMD_TIMEOUT)
 
     def _io(self, what: str, call: Callable[[], T]) -> T:
         """One exchange with the server, waited for no longer than the poll's deadline or stop request allow.
@@ -290,14 +283,7 @@ class ImapSession:
             data = self._cmd(conn, "LIST", self._io("LIST", lambda: conn.list('""', "*")))
             return [e for e in (list_entry(d) for d in data) if e is not None]
 
-        def matches(name: str, flags: frozenset[str], pattern: str) -> bool:
-            if pattern.startswith("\\") and pattern[1:].isalpha():
-                return pattern.lower() in flags
-            shown = utf7.decode(name)
-            return pattern in (name, shown) or fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(shown, pattern)
-
-        available = self._retrying("LIST", listing)
-        self._names = sorted({n for n, flags in available for p in patterns if matches(n, flags, p)})
+        self._names = select_mailboxes(self._retrying("LIST", listing), patterns)
         return self._names
 
     def _examine(self, mailbox: str) -> tuple[int, int | None]:

@@ -6,10 +6,13 @@ IMAP session (:mod:`pollers.email.session`) and the poller (:mod:`pollers.email.
 
 from __future__ import annotations
 
+import fnmatch
 import imaplib
 import re
 from datetime import UTC, datetime
 from typing import Any
+
+from pollers.email import utf7
 
 _UID_RE = re.compile(rb"(?<![-\w])UID (\d+)")
 _DATE_RE = re.compile(rb'INTERNALDATE "([^"]+)"')
@@ -151,3 +154,17 @@ def list_entry(line: Any) -> tuple[str, frozenset[str]] | None:
     if name.startswith(b'"') and name.endswith(b'"'):
         name = re.sub(rb"\\(.)", rb"\1", name[1:-1])
     return name.decode("utf-8", "replace"), flags
+
+
+def select_mailboxes(entries: list[tuple[str, frozenset[str]]], patterns: tuple[str, ...]) -> list[str]:
+    """The LIST ``entries`` (name, attributes) that ``patterns`` select, sorted: a name matches itself (even one
+    that reads as a glob, like ``[Gmail]/All Mail``), a glob its matches (raw or decoded from modified UTF-7), a
+    special-use attribute (``\\All``) the mailboxes marked with it."""
+
+    def matches(name: str, flags: frozenset[str], pattern: str) -> bool:
+        if pattern.startswith("\\") and pattern[1:].isalpha():
+            return pattern.lower() in flags
+        shown = utf7.decode(name)
+        return pattern in (name, shown) or fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(shown, pattern)
+
+    return sorted({n for n, flags in entries for p in patterns if matches(n, flags, p)})

@@ -1086,7 +1086,7 @@ MUTANTS = [
         "memex/oauth/store.py",
         [("    text = read(refusal_path(state_dir, source))\n", "    text = None\n")],
         ["tests/email/test_imap_oauth.py::test_a_revoked_login_is_one_line_remembered_and_cured_by_signing_in",
-         "tests/email/test_imap_oauth.py::test_google_revoked_refresh_token_is_remembered"],
+         "tests/email/test_imap_oauth_google.py::test_google_revoked_refresh_token_is_remembered"],
         id="oauth-refusal-not-consulted-so-invalid-grant-retried-every-poll",
     ),
     pytest.param(
@@ -1124,13 +1124,13 @@ MUTANTS = [
     pytest.param(
         "memex/oauth/installed_app.py",
         [('"redirect_uri": redirect, "code_verifier": verifier}\n', '"redirect_uri": redirect, "code_verifier": challenge}\n')],
-        ["tests/email/test_imap_oauth.py::test_google_loopback_sign_in_with_pkce_then_poll"],
+        ["tests/email/test_imap_oauth_google.py::test_google_loopback_sign_in_with_pkce_then_poll"],
         id="oauth-pkce-challenge-sent-as-verifier",
     ),
     pytest.param(
         "memex/oauth/installed_app.py",
         [('        if query.get("state") != state:\n', "        if False:\n")],
-        ["tests/email/test_imap_oauth.py::test_google_consent_declined_or_a_foreign_address_is_one_line"],
+        ["tests/email/test_imap_oauth_google.py::test_google_consent_declined_or_a_foreign_address_is_one_line"],
         id="oauth-redirect-state-not-checked",
     ),
     pytest.param(
@@ -1146,8 +1146,8 @@ MUTANTS = [
         id="gmail-fields-lost-on-a-read-ahead",
     ),
     pytest.param(
-        "pollers/email/session.py",
-        [("            return pattern in (name, shown) or fnmatch", "            return fnmatch")],
+        "pollers/email/wire.py",
+        [("        return pattern in (name, shown) or fnmatch", "        return fnmatch")],
         ["tests/email/test_imap_gmail.py::test_all_mail_is_found_by_its_name_or_its_special_use_attribute"],
         id="gmail-all-mail-name-read-as-a-glob",
     ),
