@@ -145,7 +145,9 @@ class ImapSession:
             return self._conn
         s = self.settings
         if s.oauth is not None:
-            password, token = "", self.tokens().token_info()  # a remembered refusal or a failed refresh stops here, before connecting
+            # A remembered refusal or a failed refresh stops here, before connecting; a refresh never outlasts the poll.
+            tokens = self.tokens()
+            password, token = "", self._deadline.call(tokens.token_info, f"source {self.name!r}: refreshing the OAuth2 login")
         else:
             password, token = self._password(), None
         try:
@@ -174,7 +176,6 @@ class ImapSession:
             if token is not None:
                 from pollers.email.oauth import login
 
-                tokens = self.tokens()
                 answer = self._io("login", lambda: login(conn, self.name, s.user, s.host, s.port, tokens, token))
             else:
                 answer = self._io("login", lambda: conn.login(s.user, password))[1]

@@ -1151,6 +1151,12 @@ MUTANTS = [
         ["tests/email/test_imap_gmail.py::test_all_mail_is_found_by_its_name_or_its_special_use_attribute"],
         id="gmail-all-mail-name-read-as-a-glob",
     ),
+    pytest.param(
+        "pollers/email/session.py",
+        [('self._deadline.call(tokens.token_info, f"source {self.name!r}: refreshing the OAuth2 login")', "tokens.token_info()")],
+        ["tests/email/test_imap_oauth_google.py::test_a_refresh_that_hangs_never_outlasts_the_poll"],
+        id="oauth-refresh-deaf-to-the-poll-deadline",
+    ),
     # ---- end of i33-oauth ----
     # ---- rows of branch i33-mbox: append below ----
     # ---- end of i33-mbox ----

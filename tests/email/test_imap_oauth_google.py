@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,18 @@ def test_token_cmd_signs_in_and_its_failures_are_one_line(
     proc = run_cli("poll", "mail", env=cli_env(idp, cfg))
     assert proc.returncode == 1 and "token_cmd failed with exit status 3" in proc.stderr and token not in proc.stderr
     assert run_cli("auth", "mail", env=cli_env(idp, cfg)).returncode == 2
+
+
+def test_a_refresh_that_hangs_never_outlasts_the_poll(tmp_path: Path, idp: IdentityServer, oauth_dovecot: Dovecot, account: str) -> None:
+    """An identity provider that never answers the refresh: `memex poll --max-seconds 2` still ends within seconds
+    (the refresh runs under the poll's deadline), the login untouched and nothing remembered as refused."""
+    idp.access_lifetime = 120  # every poll refreshes first
+    cfg = load(tmp_path, google(oauth_dovecot, idp, account, timeout=60))
+    google_sign_in(cfg, idp)
+    login = (cfg.state_dir / "auth" / "mail.oauth2.json").read_text()
+    idp.hang = threading.Event()
+    proc = run_cli("poll", "mail", "--max-seconds", "2", env=cli_env(idp, cfg), timeout=patience(30))
+    assert proc.returncode != 0 and "refreshing the OAuth2 login" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert (cfg.state_dir / "auth" / "mail.oauth2.json").read_text() == login
+    assert not (cfg.state_dir / "auth" / "mail.signin-needed.json").exists()

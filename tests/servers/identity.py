@@ -73,6 +73,7 @@ class IdentityServer:
         self.pending_polls = 1
         self.deny = False  # the user declines consent (Google: error=access_denied)
         self.scope_override: str | None = None  # issue tokens for this scope instead (a wrong permission)
+        self.hang: threading.Event | None = None  # token requests wait for this (an identity provider that never answers)
         self.issued: list[str] = []
         self.log: list[dict[str, Any]] = []
         handler = type("H", (_Handler,), {"state": self})
@@ -96,6 +97,8 @@ class IdentityServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self.hang is not None:
+            self.hang.set()
         for server in (self.https, self.http):
             server.shutdown()
             server.server_close()
@@ -107,6 +110,9 @@ class IdentityServer:
         """A fresh account ``user`` signing in (tokens of earlier accounts stay as they were)."""
         with self.lock:
             self.user, self.access_lifetime, self.pending_polls, self.deny, self.scope_override = user, 3600, 1, False, None
+            if self.hang is not None:
+                self.hang.set()
+            self.hang = None
             self.log.clear()
 
     def revoke(self) -> None:
@@ -228,6 +234,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
         path, _ = self._record(form)
+        if s.hang is not None and "token" in path:
+            s.hang.wait(60)
         if path == "/introspect":
             t = s.live(form.get("token", ""), "access")
             with s.lock:
