@@ -114,6 +114,8 @@ class InstalledApp:
     def sign_in(self, say: Say, ask: Ask | None = None, open_browser: Callable[[str], object] | None = None) -> str:
         """Run the flow interactively: loopback redirect, or (``ask`` given) the pasted address; keep the login.
 
+        ``say`` is called once per line (the CLI shows each with its control characters escaped).
+
         Returns "your account" (the token endpoint does not say whose; the source knows its user).
         """
         from urllib.parse import urlencode
@@ -131,7 +133,8 @@ class InstalledApp:
         url = f"{self.settings.auth_url}?{urlencode(params)}"
         try:
             if listener is not None:
-                say(f"Open this address in a browser on this machine and approve memex's access:\n{url}")
+                say("Open this address in a browser on this machine and approve memex's access:")
+                say(url)
                 if open_browser is not None:
                     open_browser(url)
                 answer = listener.wait(SIGN_IN_TIMEOUT)
@@ -141,8 +144,9 @@ class InstalledApp:
                     )
             else:
                 assert ask is not None
-                say(f"Open this address in a browser on any machine and approve memex's access:\n{url}\n"
-                    "The browser then fails to load a page at http://127.0.0.1:...; copy that whole address from its address bar.")  # fmt: skip
+                say("Open this address in a browser on any machine and approve memex's access:")
+                say(url)
+                say("The browser then fails to load a page at http://127.0.0.1:...; copy that whole address from its address bar.")
                 answer = ask("Paste the address here").strip()
         finally:
             if listener is not None:
