@@ -124,8 +124,8 @@ class TeamsPoller(TeamsSession):
         """Bound every request, retry and Retry-After wait by the poll's deadline (:class:`memex.source.Interruptible`)."""
         self.graph.deadline = deadline
 
-    def authenticate(self, say: Any) -> str:
-        """Sign in interactively (``memex auth``): the device-code flow; returns the account's user name."""
+    def authenticate(self, say: Any, ask: Any = None, open_browser: Any = None) -> str:
+        """Sign in interactively (``memex auth``): the device-code flow (on any device: ``ask``/``open_browser`` unused)."""
         name: str = self.login.device_flow(say)
         return name
 
