@@ -37,6 +37,7 @@ _GLOBAL_KEYS = (
     "state_url",
     "lease_seconds",
     "search_index",
+    "people",
 )
 _STORE_KEYS = ("url", "endpoint_url", "region", "profile", "client")
 _MISSING: Any = object()
@@ -102,6 +103,7 @@ class Config:
     state_url: str | None = None  # s3://bucket/prefix: cursors and leases shared by hosts (memex.state.s3state, .s3lease)
     lease_seconds: int = 90  # a run lease not renewed for this long (server clock) may be taken over
     search_index: bool = True  # polls and backfills keep the search index (memex.search) in step
+    people: Mapping[str, Any] = field(default_factory=dict)  # the [people] table, checked by memex.people when used
 
     def source(self, name: str) -> SourceConfig:
         """The named source, or a ConfigError listing the configured ones."""
@@ -154,6 +156,7 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
             raise ConfigError("must be s3://bucket/prefix (cursors and leases shared by several hosts)", path=path, key="state_url")
     lease_seconds = top.number("lease_seconds", default=90, minimum=2, maximum=3600)
     search_index = top.flag("search_index", default=True)
+    people = top.table("people", default={})
     store_table = top.table("store", default={})
     sources_table = top.table("sources", default={})
     top.finish(_GLOBAL_KEYS)
@@ -203,7 +206,7 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
         )
     return Config(path=path, state_dir=state_dir, store=store, sources=sources, log_max_bytes=log_max_bytes, log_backups=log_backups,
                   metrics_textfile=metrics_textfile, state_url=state_url, lease_seconds=lease_seconds,
-                  search_index=search_index)  # fmt: skip
+                  search_index=search_index, people=people)  # fmt: skip
 
 
 def _heartbeat_url(keys: Keys, path: Path | None, name: str) -> str | None:
