@@ -11,6 +11,7 @@ import click
 
 from memex.cli.common import json_option, load_config, reports_errors
 from memex.cli.verify import progress
+from memex.observe.safe_text import json_text, visible
 
 SNIPPET_CHARS = 120
 PLAIN_WIDTH = 24  # conversation and sender are cut to this many characters in a result line
@@ -69,7 +70,7 @@ def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, a
     if as_json:
         for r in results:
             r["snippet"] = r.pop("_plain")
-        click.echo(json.dumps(results, indent=2, ensure_ascii=False))
+        click.echo(json_text(results, indent=2))
         return
     if sys.stdout.isatty():
         _rich(results)
@@ -77,8 +78,8 @@ def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, a
             click.echo("no messages match", err=True)
         return
     for r in results:
-        click.echo("  ".join((_when(r["sent_at"]), r["source"], _cut(_conversation(r), PLAIN_WIDTH),
-                              _cut(_sender(r), PLAIN_WIDTH), r["_plain"])))  # fmt: skip
+        click.echo("  ".join(visible(x) for x in (_when(r["sent_at"]), r["source"], _cut(_conversation(r), PLAIN_WIDTH),
+                                                  _cut(_sender(r), PLAIN_WIDTH), r["_plain"])))  # fmt: skip
 
 
 def _conversation(r: dict[str, Any]) -> str:
@@ -93,17 +94,26 @@ def _sender(r: dict[str, Any]) -> str:
 
 
 def _rich(results: list[dict[str, Any]]) -> None:
+    """Each result as one coloured line: every field shown through :func:`visible`, the matched words in bold."""
     from rich.console import Console
-    from rich.markup import escape
+    from rich.text import Text
 
     from memex.search.query import HIGHLIGHT
 
     console = Console(highlight=False)
     for r in results:
-        snippet = escape(r["snippet"]).replace(HIGHLIGHT[0], "[bold yellow]").replace(HIGHLIGHT[1], "[/bold yellow]")
-        console.print(f"[dim]{_when(r['sent_at'])}[/dim]  [cyan]{escape(r['source'])}[/cyan]  "
-                      f"{escape(_cut(_conversation(r), PLAIN_WIDTH))}  [green]{escape(_cut(_sender(r), PLAIN_WIDTH))}[/green]  {snippet}",
-                      soft_wrap=True)  # fmt: skip
+        line = Text()
+        line.append(visible(_when(r["sent_at"])), style="dim")
+        line.append("  ")
+        line.append(visible(r["source"]), style="cyan")
+        line.append(f"  {visible(_cut(_conversation(r), PLAIN_WIDTH))}  ")
+        line.append(visible(_cut(_sender(r), PLAIN_WIDTH)), style="green")
+        line.append("  ")
+        marked = False
+        for piece in r["snippet"].replace(HIGHLIGHT[1], HIGHLIGHT[0]).split(HIGHLIGHT[0]):
+            line.append(visible(piece), style="bold yellow" if marked else "")
+            marked = not marked
+        console.print(line, soft_wrap=True)
 
 
 @click.command()
@@ -121,8 +131,8 @@ def show(ctx: click.Context, ref: str, as_json: bool) -> None:
     key, record = find(cfg, store, ref)
     revs = revisions(store, key)
     if as_json:
-        click.echo(json.dumps({"key": key, "record": record, "revisions": [{"key": k, "record": d} for k, d in revs]},
-                              indent=2, ensure_ascii=False, sort_keys=True))  # fmt: skip
+        click.echo(json_text({"key": key, "record": record, "revisions": [{"key": k, "record": d} for k, d in revs]},
+                             indent=2, sort_keys=True))  # fmt: skip
         return
     from memex.search.show import human
 
@@ -154,6 +164,7 @@ def rebuild(ctx: click.Context, sources: tuple[str, ...], workers: int | None, a
     cfg = load_config(ctx, state=True)
     workers = workers or default_workers(cfg)
     store = open_store(cfg.store, max_pool_connections=max(10, workers))
+    _known_sources(cfg, store, sources)
     began = time.monotonic()
     with progress(sys.stderr.isatty(), "indexing: {n} records") as tick:
         n = run_rebuild(cfg, store, list(dict.fromkeys(sources)) or None, workers=workers, tick=tick)
@@ -162,6 +173,18 @@ def rebuild(ctx: click.Context, sources: tuple[str, ...], workers: int | None, a
         click.echo(json.dumps(summary, indent=2))
     elif sys.stdout.isatty():
         click.echo(f"indexed {n:,} records in {summary['seconds']} s")
+
+
+def _known_sources(cfg: Any, store: Any, sources: tuple[str, ...]) -> None:
+    """Refuse (exit 2) a named source neither configured nor in the store: a rebuild of it would leave an empty row."""
+    from memex.errors import ConfigError
+    from memex.records import encode_id
+
+    for name in sources:
+        if name not in cfg.sources and next(iter(store.list_keys(f"messages/{encode_id(name)}/")), None) is None:
+            known = ", ".join(sorted(cfg.sources)) or "none"
+            raise ConfigError(f"no source named {name!r} in the config or the store (configured: {known}); name one of them",
+                              path=cfg.path, key=f"sources.{name}")  # fmt: skip
 
 
 @index.command("status")

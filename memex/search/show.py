@@ -7,6 +7,7 @@ from typing import Any
 
 from memex.config import Config
 from memex.errors import ConfigError, StateError
+from memex.observe.safe_text import visible
 from memex.records import message_key
 from memex.search import index_path, journal_path
 from memex.search.build import journal_keys, store_counts
@@ -65,28 +66,32 @@ def revisions(store: ObjectStore, key: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def human(key: str, doc: dict[str, Any], revs: list[tuple[str, dict[str, Any]]]) -> str:
-    """The message as text: its header lines, attachments, text, then each revision."""
+    """The message as text: its header lines, attachments, text, then each revision.
+
+    Every field is shown through :func:`memex.observe.safe_text.visible` (a header on its one line, a text over its
+    lines), so nothing a mail carries reaches the terminal as a control.
+    """
     conv, sender, extra = doc.get("conversation") or {}, doc.get("sender") or {}, doc.get("extra") or {}
     who = " ".join(x for x in (sender.get("name"), f"<{sender.get('id')}>" if sender.get("id") else None) if x) or "?"
-    lines = [f"key:          {key}", f"source:       {doc.get('source')}", f"native id:    {doc.get('native_id')}",
-             f"sent:         {doc.get('sent_at') or '?'}",
-             f"conversation: {conv.get('name') or '-'} ({conv.get('id') or '-'})",
-             f"from:         {who}{' (me)' if sender.get('is_me') else ''}"]  # fmt: skip
+    head = [("key", key), ("source", doc.get("source")), ("native id", doc.get("native_id")), ("sent", doc.get("sent_at") or "?"),
+            ("conversation", f"{conv.get('name') or '-'} ({conv.get('id') or '-'})"),
+            ("from", f"{who}{' (me)' if sender.get('is_me') else ''}")]  # fmt: skip
     if extra.get("subject"):
-        lines.append(f"subject:      {extra['subject']}")
+        head.append(("subject", extra["subject"]))
     if doc.get("deleted"):
-        lines.append("deleted:      yes")
+        head.append(("deleted", "yes"))
     for att in doc.get("attachments") or []:
         size = f", {att['size']:,} bytes" if isinstance(att.get("size"), int) else ""
         missing = ", bytes missing" if att.get("missing") else ""
-        lines.append(f"attachment:   {att.get('filename') or att.get('id')} ({att.get('mime_type') or '?'}{size}{missing})")
-    lines += ["", doc.get("text") or "(no text)"]
+        head.append(("attachment", f"{att.get('filename') or att.get('id')} ({att.get('mime_type') or '?'}{size}{missing})"))
+    lines = [f"{name + ':':<13} {visible(value)}" for name, value in head]
+    lines += ["", visible(doc.get("text") or "(no text)", multiline=True)]
     if revs:
         lines += ["", f"revisions ({len(revs)}):"]
         for _k, rev in revs:
             meta = rev.get("revision") or {}
-            body = "" if meta.get("kind") == "reactions" else f": {rev.get('text') or '(no text)'}"
-            lines.append(f"  {meta.get('at') or '?'}  {meta.get('kind')}{body}")
+            body = "" if meta.get("kind") == "reactions" else f": {visible(rev.get('text') or '(no text)', multiline=True)}"
+            lines.append(f"  {visible(meta.get('at') or '?')}  {visible(meta.get('kind'))}{body}")
     return "\n".join(lines)
 
 
@@ -108,7 +113,7 @@ def status_rows(cfg: Config, store: ObjectStore) -> list[dict[str, Any]]:
 def status_table(rows: list[dict[str, Any]]) -> str:
     """The rows as an aligned table."""
     head = ("source", "indexed", "edited", "deleted", "in store", "behind", "pending", "last added", "rebuilt")
-    body = [(r["source"], str(r["indexed"]), str(r["edited"]), str(r["deleted"]), str(r["in_store"]), str(r["behind"]),
-             str(r["pending"]), r.get("added_at") or "-", r.get("rebuilt_at") or "-") for r in rows]  # fmt: skip
+    body = [(visible(r["source"]), str(r["indexed"]), str(r["edited"]), str(r["deleted"]), str(r["in_store"]), str(r["behind"]),
+             str(r["pending"]), visible(r.get("added_at") or "-"), visible(r.get("rebuilt_at") or "-")) for r in rows]  # fmt: skip
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=False)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=False)).rstrip() for line in (head, *body))

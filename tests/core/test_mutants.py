@@ -1072,10 +1072,76 @@ MUTANTS = [
         id="search-words-removed-after-the-row-changed",
     ),
     # ---- rows of branch i32-host: append below ----
+    # (branch i32-config, issue 32 §1: never touch what memex does not own)
+    pytest.param(
+        "memex/state/files.py",
+        [("    make_dirs(path)\n    return path\n", "    make_dirs(path)\n    os.chmod(path, DIR_MODE)\n    return path\n")],
+        ["tests/core/test_cursors.py::test_an_existing_state_dir_keeps_its_mode",
+         "tests/core/test_bad_inputs_config.py::test_a_bad_config_input_gets_one_line_and_harms_nothing[existing-0755-state-dir-keeps-its-mode]"],
+        id="existing-state-dir-chmoded-0700",
+    ),
+    pytest.param(
+        "memex/urls.py",
+        [('    if parts.netloc not in ("", "localhost"):\n', "    if False:\n")],
+        ["tests/core/test_config_safety.py::test_a_store_url_that_would_write_elsewhere_is_refused_at_load"],
+        id="file-url-host-part-accepted",
+    ),
+    pytest.param(
+        "memex/cli/demo.py",
+        [("        _inside(cfg, directory.resolve())", "        pass")],
+        ["tests/core/test_config_safety.py::test_demo_creates_its_folder_private_and_refuses_a_config_pointing_out"],
+        id="demo-follows-a-config-pointing-outside-its-folder",
+    ),
     # ---- end of i32-host ----
     # ---- rows of branch i32-term: append below ----
+    pytest.param(
+        "memex/search/show.py",
+        [("    lines = [f\"{name + ':':<13} {visible(value)}\" for name, value in head]\n",
+          "    lines = [f\"{name + ':':<13} {value}\" for name, value in head]\n"),
+         ('    lines += ["", visible(doc.get("text") or "(no text)", multiline=True)]\n', '    lines += ["", doc.get("text") or "(no text)"]\n'),
+         ("memex/cli/search.py", '        click.echo("  ".join(visible(x) for x in (', '        click.echo("  ".join(str(x) for x in ('),
+         ("memex/cli/search.py", '            line.append(visible(piece), style="bold yellow" if marked else "")\n',
+          '            line.append(piece, style="bold yellow" if marked else "")\n'),
+         ("memex/cli/search.py", '        line.append(visible(_cut(_sender(r), PLAIN_WIDTH)), style="green")\n',
+          '        line.append(_cut(_sender(r), PLAIN_WIDTH), style="green")\n')],
+        ["tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[show]",
+         "tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[search]",
+         "tests/core/test_bad_inputs_terminal.py::test_hostile_text_is_shown_not_acted_on[show-by-key-body]",
+         "tests/core/test_bad_inputs_terminal.py::test_hostile_text_is_shown_not_acted_on[search-line]"],
+        id="terminal-show-and-search-print-mail-raw",
+    ),
+    pytest.param(
+        "memex/observe/safe_text.py",
+        [("    value = text if isinstance(text, str) else str(text)\n", "    return text if isinstance(text, str) else str(text)\n")],
+        ["tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[status]",
+         "tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[poll]",
+         "tests/core/test_bad_inputs_terminal.py::test_hostile_text_is_shown_not_acted_on[tail-error-line]",
+         "tests/core/test_bad_inputs_terminal.py::test_hostile_text_is_shown_not_acted_on[verify-damaged-object-name]"],
+        id="terminal-every-field-printed-raw",
+    ),
+    pytest.param(
+        "memex/observe/safe_text.py",
+        [("    return _JSON_UNSAFE.sub(", "    return serialized or _JSON_UNSAFE.sub(")],
+        ["tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[search-json]",
+         "tests/core/test_bad_inputs_terminal.py::test_hostile_text_is_shown_not_acted_on[show-json]"],
+        id="terminal-json-leaves-bidi-and-c1-raw",
+    ),
     # ---- end of i32-term ----
     # ---- rows of branch i32-isolate: append below ----
+    # (branch i32-config, issue 32 §3: one broken source stops only itself)
+    pytest.param(
+        "memex/config.py",
+        [("            sources[name] = _broken_source(name, table, path, state_dir, exc)\n", "            raise\n")],
+        ["tests/core/test_bad_inputs_config.py::test_a_bad_config_input_gets_one_line_and_harms_nothing[broken-interval-sixty-poll-other]",
+         "tests/core/test_config_safety.py::test_a_broken_section_loads_and_stops_only_its_source"],
+        id="one-broken-source-section-fails-every-source",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("        raise WatcherDied(died[0])\n", "        pass\n")],
+        ["tests/core/test_config_safety.py::test_a_watcher_thread_that_dies_stops_watch_with_exit_1_never_a_silent_gap"],
+        id="watch-thread-dies-silently",
+    ),
     # ---- end of i32-isolate ----
     # ---- rows of branch i32-env: append below ----
     # ---- end of i32-env ----
