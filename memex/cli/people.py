@@ -6,13 +6,13 @@ edit and keep in version control; nothing in the store or the search index chang
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
 from memex.cli.common import json_option, load_config, reports_errors
 from memex.errors import MemexError
+from memex.observe.safe_text import json_text
 
 
 class PersonError(MemexError):
@@ -64,7 +64,7 @@ def people(ctx: click.Context, as_json: bool) -> None:
     finally:
         everyone.close()
     if as_json:
-        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        click.echo(json_text(rows, indent=2))
         return
     for row in rows:
         counts = ", ".join(f"{s} {n}" for s, n in sorted(row["messages"].items())) or "no messages"
@@ -89,7 +89,7 @@ def show(ctx: click.Context, ref: str, as_json: bool) -> None:
     finally:
         everyone.close()
     if as_json:
-        click.echo(json.dumps(row, indent=2, ensure_ascii=False))
+        click.echo(json_text(row, indent=2))
         return
     click.echo(_safe(f"{row['id']}: {row['name'] or '-'}"))
     for handle in row["handles"]:
@@ -108,7 +108,7 @@ def conflicts(ctx: click.Context, as_json: bool) -> None:
     everyone.close()
     rows = [{"handle": c.handle.split(":", 1)[1], "claimed_by": list(c.claimants)} for c in everyone.book.conflicts]
     if as_json:
-        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        click.echo(json_text(rows, indent=2))
         return
     for row in rows:
         click.echo(_safe(f"{row['handle']}: {'; '.join(row['claimed_by'])}"))
@@ -213,4 +213,6 @@ def _decision(pid: str, name: str | None, handles: list[str], never: list[str]) 
 
 def _safe(text: str) -> str:
     """Names and handles come from cards and messages: control characters are shown, never sent to the terminal."""
-    return "".join(c if c.isprintable() or c == " " else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}" for c in text)
+    from memex.observe.safe_text import visible
+
+    return visible(text)

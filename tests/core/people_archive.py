@@ -13,9 +13,19 @@ from pathlib import Path
 
 from memex.records import Conversation, Message, Sender
 
-ANNA_PHONE, ANNA_MAIL, ANNA_ACI, ANNA_TEAMS = "+491701234567", "anna@example.com", "3f1c9a52-7e4b-4d1a-9c55-1b2a3c4d5e6f", "0a9b8c7d-6e5f-4a3b-8c2d-1e0f9a8b7c6d"
+ANNA_PHONE, ANNA_MAIL, ANNA_ACI, ANNA_TEAMS = (
+    "+491701234567",
+    "anna@example.com",
+    "3f1c9a52-7e4b-4d1a-9c55-1b2a3c4d5e6f",
+    "0a9b8c7d-6e5f-4a3b-8c2d-1e0f9a8b7c6d",
+)
 SCHMIDT_PHONE, BOB_MAIL, BOB_ACI = "+4915112345678", "bob@example.org", "77777777-aaaa-4bbb-8ccc-999999999999"
-ME_PHONE, ME_MAIL, ME_ACI, ME_TEAMS = "+491609876543", "me@example.net", "11111111-2222-4333-8444-555555555555", "99999999-8888-4777-8666-555555555555"
+ME_PHONE, ME_MAIL, ME_ACI, ME_TEAMS = (
+    "+491609876543",
+    "me@example.net",
+    "11111111-2222-4333-8444-555555555555",
+    "99999999-8888-4777-8666-555555555555",
+)
 
 VCARD = f"""BEGIN:VCARD
 VERSION:3.0
@@ -58,27 +68,27 @@ def records() -> list[Message]:
         _m("phone", "im-5", "2025-03-03T18:00:00Z", (SCHMIDT_PHONE, None, False), ("chat-annas", "Both Annas", [ANNA_PHONE, SCHMIDT_PHONE]), "hello both"),
         # Mail: from Anna (a differently written address), to Anna, Bob to the user with Anna in cc, Bob alone
         _m("mail", "<a1@example.com>", "2025-03-04T08:00:00Z", ("Anna@Example.COM", "Anna Berg", False), (None, None, ["anna@example.com", ME_MAIL]),
-           "the lease", to=[ME_MAIL], cc=[]),  # fmt: skip
+           "the lease", to=[ME_MAIL], cc=[]),
         _m("mail", "<m1@example.net>", "2025-03-04T09:00:00Z", (ME_MAIL, "Me", True), (None, None, [ME_MAIL, ANNA_MAIL]), "re: the lease",
-           to=[ANNA_MAIL], cc=[]),  # fmt: skip
+           to=[ANNA_MAIL], cc=[]),
         _m("mail", "<b1@example.org>", "2025-03-05T07:00:00Z", (BOB_MAIL, "Bob", False), (None, None, [BOB_MAIL, ME_MAIL, ANNA_MAIL]), "party",
-           to=[ME_MAIL], cc=[ANNA_MAIL]),  # fmt: skip
+           to=[ME_MAIL], cc=[ANNA_MAIL]),
         _m("mail", "<b2@example.org>", "2025-03-05T08:00:00Z", (BOB_MAIL, "Bob", False), (None, None, [BOB_MAIL, ME_MAIL]), "just us",
-           to=[ME_MAIL], cc=[]),  # fmt: skip
+           to=[ME_MAIL], cc=[]),
         # Signal: Anna's ACI (hers by your decision), Bob's
         _m("sig", f"{ANNA_ACI}:1741000000000", "2025-03-06T10:00:00Z", (ANNA_ACI, "Anna", False), (ANNA_ACI, "Anna", [ANNA_ACI]), "on my way"),
         _m("sig", f"{ME_ACI}:1741000001000", "2025-03-06T10:01:00Z", (ME_ACI, None, True), (ANNA_ACI, "Anna", [ANNA_ACI]), "ok"),
         _m("sig", f"{BOB_ACI}:1741000002000", "2025-03-06T11:00:00Z", (BOB_ACI, "Bob", False), (BOB_ACI, "Bob", [BOB_ACI]), "hi"),
         # Teams: Anna's Entra ID (hers by your decision), in a chat whose members are listed by UPN
         _m("work", "19:chat/1", "2025-03-07T13:00:00Z", (ANNA_TEAMS, "Anna Berg", False), ("19:chat", "Launch", ["anna.berg@contoso.com", "me@contoso.com"]),
-           "launch is friday"),  # fmt: skip
+           "launch is friday"),
         _m("work", "19:chat/2", "2025-03-07T13:05:00Z", (ME_TEAMS, "Me", True), ("19:chat", "Launch", ["anna.berg@contoso.com", "me@contoso.com"]),
-           "great"),  # fmt: skip
+           "great"),
         # Messenger: names only; Anna Berg joins by her name
         _m("fb", "thread-1/1", "2025-03-08T20:00:00Z", (None, "Anna Berg", False), ("thread-1", "Anna Berg", ["Anna Berg", "Me Myself"]), "photos!"),
         _m("fb", "thread-1/2", "2025-03-08T20:01:00Z", (None, "Me Myself", True), ("thread-1", "Anna Berg", ["Anna Berg", "Me Myself"]), "lovely"),
         _m("fb", "thread-2/1", "2025-03-08T21:00:00Z", (None, "Bob Builder", False), ("thread-2", "Bob Builder", ["Bob Builder", "Me Myself"]), "yo"),
-    ]
+    ]  # fmt: skip
 
 
 # By hand: what Anna Berg sent or received, as (source, native ID). im-5 (a group with her number), <b1> (she is in
@@ -90,7 +100,13 @@ ANNA_BERG = {
     ("work", "19:chat/1"), ("work", "19:chat/2"),
     ("fb", "thread-1/1"), ("fb", "thread-1/2"),
 }  # fmt: skip
-ANNA_BERG_FROM = {("phone", "im-1"), ("mail", "<a1@example.com>"), ("sig", f"{ANNA_ACI}:1741000000000"), ("work", "19:chat/1"), ("fb", "thread-1/1")}
+ANNA_BERG_FROM = {
+    ("phone", "im-1"),
+    ("mail", "<a1@example.com>"),
+    ("sig", f"{ANNA_ACI}:1741000000000"),
+    ("work", "19:chat/1"),
+    ("fb", "thread-1/1"),
+}
 
 
 def write(root: Path) -> dict[str, str]:
