@@ -5,115 +5,33 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any
 
 import click
 
 from memex.cli.common import json_option, load_config, reports_errors
 from memex.cli.verify import progress
-from memex.observe.safe_text import json_text, visible
-
-SNIPPET_CHARS = 120
-PLAIN_WIDTH = 24  # conversation and sender are cut to this many characters in a result line
-
-
-def _when(sent_at: str | None) -> str:
-    return (sent_at or "")[:16].replace("T", " ") or "?"
-
-
-def _cut(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _result(row: Any) -> dict[str, Any]:
-    from memex.search.query import HIGHLIGHT
-
-    snippet = row["snippet"] if row["snippet"] is not None else _cut(row["text"], SNIPPET_CHARS)
-    if not snippet and row["subject"]:
-        snippet = row["subject"]
-    return {
-        "key": row["key"], "source": row["source"], "native_id": row["native_id"], "sent_at": row["sent_at"],
-        "conversation": {"id": row["conv_id"] or None, "name": row["conv_name"] or None},
-        "sender": {"id": row["sender_id"] or None, "name": row["sender_name"] or None, "is_me": bool(row["is_me"])},
-        "subject": row["subject"] or None, "attachments": row["n_attachments"], "edited": bool(row["edited"]),
-        "deleted": bool(row["deleted"]), "snippet": " ".join(snippet.split()),
-        "_plain": " ".join(snippet.replace(HIGHLIGHT[0], "").replace(HIGHLIGHT[1], "").split()),
-    }  # fmt: skip
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})  # options first: -term is a term
 @click.argument("query", nargs=-1, required=True)
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Show at most N messages.")
-@click.option("--rank", is_flag=True, help="Best match first (BM25) instead of newest first.")
+@click.option("--rank", is_flag=True, help="Best match first (BM25; words as written before their other forms) instead of newest first.")
 @json_option
 @click.pass_context
 @reports_errors
 def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, as_json: bool) -> None:
-    """Find messages: words, "phrases", prefix*, from: to: subject: body: attachment: in: (a conversation's name
-    or id), source: id: has:attachment after:/before:YYYY-MM-DD is:me is:edited is:deleted; -term excludes.
+    """Find messages: words (matched by their stem), "phrases", prefix*, from: to: subject: body: attachment: in:
+    (a conversation's name or id), source: id: has:attachment after:/before:YYYY-MM-DD date:SINCE..UNTIL is:me
+    is:edited is:deleted, joined by AND, OR, NOT, XOR (any case), -term and (parentheses).
 
     Newest first (or --rank); one line per message: time (UTC), source, conversation, sender, snippet. --json
     gives each message's key and native ID (read the full object from the store, or `memex show KEY`). Unsent or
     deleted messages are left out unless the query says is:deleted. A query memex cannot read is one line, exit 2.
     """
-    from memex.search.index import SearchIndex
-    from memex.search.query import QueryError, parse
+    from memex.cli.find import check_query, run_search
 
-    late = [t for t in query if t in ("-n", "--limit", "--json", "--rank", "-h", "--help") or t.startswith("--limit=")]
-    if late:
-        raise QueryError(f"{late[0]} after the query: options go first (memex search -n 5 --json WORDS...)")
-    q = parse(" ".join(query))
-    cfg = load_config(ctx)
-    with SearchIndex.open(cfg.state_dir, create=False) as index:
-        results = [_result(row) for row in q.run(index.select, limit, rank=rank)]
-    if as_json:
-        for r in results:
-            r["snippet"] = r.pop("_plain")
-        click.echo(json_text(results, indent=2))
-        return
-    if sys.stdout.isatty():
-        _rich(results)
-        if not results:
-            click.echo("no messages match", err=True)
-        return
-    for r in results:
-        click.echo("  ".join(visible(x) for x in (_when(r["sent_at"]), r["source"], _cut(_conversation(r), PLAIN_WIDTH),
-                                                  _cut(_sender(r), PLAIN_WIDTH), r["_plain"])))  # fmt: skip
-
-
-def _conversation(r: dict[str, Any]) -> str:
-    return str(r["conversation"]["name"] or r["conversation"]["id"] or "-")
-
-
-def _sender(r: dict[str, Any]) -> str:
-    who = r["sender"]["name"] or r["sender"]["id"]
-    if r["sender"]["is_me"]:
-        return f"{who} (me)" if who else "me"
-    return str(who or "?")
-
-
-def _rich(results: list[dict[str, Any]]) -> None:
-    """Each result as one coloured line: every field shown through :func:`visible`, the matched words in bold."""
-    from rich.console import Console
-    from rich.text import Text
-
-    from memex.search.query import HIGHLIGHT
-
-    console = Console(highlight=False)
-    for r in results:
-        line = Text()
-        line.append(visible(_when(r["sent_at"])), style="dim")
-        line.append("  ")
-        line.append(visible(r["source"]), style="cyan")
-        line.append(f"  {visible(_cut(_conversation(r), PLAIN_WIDTH))}  ")
-        line.append(visible(_cut(_sender(r), PLAIN_WIDTH)), style="green")
-        line.append("  ")
-        marked = False
-        for piece in r["snippet"].replace(HIGHLIGHT[1], HIGHLIGHT[0]).split(HIGHLIGHT[0]):
-            line.append(visible(piece), style="bold yellow" if marked else "")
-            marked = not marked
-        console.print(line, soft_wrap=True)
+    check_query(query)
+    run_search(load_config(ctx), query, limit, rank, as_json)
 
 
 @click.command()
@@ -123,20 +41,9 @@ def _rich(results: list[dict[str, Any]]) -> None:
 @reports_errors
 def show(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Print one message (REF: its key, or its native ID) with its revisions and attachment list, read from the store."""
-    from memex.search.show import find, revisions
-    from memex.store import open_store
+    from memex.cli.find import run_show
 
-    cfg = load_config(ctx)
-    store = open_store(cfg.store)
-    key, record = find(cfg, store, ref)
-    revs = revisions(store, key)
-    if as_json:
-        click.echo(json_text({"key": key, "record": record, "revisions": [{"key": k, "record": d} for k, d in revs]},
-                             indent=2, sort_keys=True))  # fmt: skip
-        return
-    from memex.search.show import human
-
-    click.echo(human(key, record, revs))
+    run_show(load_config(ctx), ref, as_json)
 
 
 @click.group()
@@ -164,7 +71,6 @@ def rebuild(ctx: click.Context, sources: tuple[str, ...], workers: int | None, a
     cfg = load_config(ctx, state=True)
     workers = workers or default_workers(cfg)
     store = open_store(cfg.store, max_pool_connections=max(10, workers))
-    _known_sources(cfg, store, sources)
     began = time.monotonic()
     with progress(sys.stderr.isatty(), "indexing: {n} records") as tick:
         n = run_rebuild(cfg, store, list(dict.fromkeys(sources)) or None, workers=workers, tick=tick)
@@ -175,18 +81,6 @@ def rebuild(ctx: click.Context, sources: tuple[str, ...], workers: int | None, a
         click.echo(f"indexed {n:,} records in {summary['seconds']} s")
 
 
-def _known_sources(cfg: Any, store: Any, sources: tuple[str, ...]) -> None:
-    """Refuse (exit 2) a named source neither configured nor in the store: a rebuild of it would leave an empty row."""
-    from memex.errors import ConfigError
-    from memex.records import encode_id
-
-    for name in sources:
-        if name not in cfg.sources and next(iter(store.list_keys(f"messages/{encode_id(name)}/")), None) is None:
-            known = ", ".join(sorted(cfg.sources)) or "none"
-            raise ConfigError(f"no source named {name!r} in the config or the store (configured: {known}); name one of them",
-                              path=cfg.path, key=f"sources.{name}")  # fmt: skip
-
-
 @index.command("status")
 @json_option
 @click.pass_context
@@ -194,9 +88,6 @@ def _known_sources(cfg: Any, store: Any, sources: tuple[str, ...]) -> None:
 def index_status(ctx: click.Context, as_json: bool) -> None:
     """Per source: messages indexed (and of them edited, deleted), records in the store, how many the index lacks,
     and records stored but not yet indexed (a crash's journal: the source's next poll adds them)."""
-    from memex.search.show import status_rows, status_table
-    from memex.store import open_store
+    from memex.cli.find import run_index_status
 
-    cfg = load_config(ctx)
-    rows = status_rows(cfg, open_store(cfg.store))
-    click.echo(json.dumps(rows, indent=2, sort_keys=True) if as_json else status_table(rows))
+    run_index_status(load_config(ctx), as_json)
