@@ -23,11 +23,16 @@ class PersonError(MemexError):
 
 
 def _open(ctx: click.Context) -> Any:
+    from memex.cli.poll import warn
+    from memex.observe.safe_text import visible
     from memex.people import open_people
     from memex.search import index_path
 
     cfg = load_config(ctx)
-    return open_people(cfg, index=index_path(cfg.state_dir))
+    everyone = open_people(cfg, index=index_path(cfg.state_dir))
+    for warning in everyone.warnings:  # a card or contacts file that could not be read: the rest still counts
+        warn(visible(warning))
+    return everyone
 
 
 def _one(people: Any, ref: str) -> Any:
@@ -70,8 +75,6 @@ def people(ctx: click.Context, as_json: bool) -> None:
         counts = ", ".join(f"{s} {n}" for s, n in sorted(row["messages"].items())) or "no messages"
         shown = ", ".join(row["handles"][:3]) + (f" +{len(row['handles']) - 3}" if len(row["handles"]) > 3 else "")
         click.echo(_safe(f"{_cut(row['id'], 20):<20} {_cut(row['name'] or '-', 24):<24} {shown}  ({counts})"))
-    for warning in everyone.warnings:
-        click.echo(_safe(warning), err=True)
 
 
 @people.command("show")

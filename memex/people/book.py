@@ -90,8 +90,8 @@ class Book:
         handle = normalize(ref, rules)
         if handle is not None and handle in self.owner:
             return [self.people[self.owner[handle]]]
-        words = _words(ref)  # "John Richter" for "Mr. John Richter, James Doe Sr.": every word of it in the name
-        return [p for p in self.people.values() if words and words <= _words(p.name)] if words else []
+        words = _words(ref)  # "John Richter" or "Anna B": every word of it begins a word of the name
+        return [p for p in self.people.values() if words and all(any(n.startswith(w) for n in _words(p.name)) for w in words)]
 
 
 def build(decisions: Iterable[Decision], cards: Iterable[Card], seen: Iterable[Seen], rules: Rules) -> Book:

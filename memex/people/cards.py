@@ -10,7 +10,6 @@ read-only: ``ZABCDRECORD`` gives the names, ``ZABCDPHONENUMBER`` and ``ZABCDEMAI
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -63,6 +62,8 @@ def read_vcards(path: Path, out: Read) -> None:
 
 def _card(block: bytes, origin: str) -> Card | None:
     """One vCard block parsed by vobject, or None when it cannot be read."""
+    import logging
+
     import vobject
 
     text = _join_soft_breaks(block.decode("utf-8", errors="replace"))
