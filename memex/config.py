@@ -40,6 +40,7 @@ _GLOBAL_KEYS = (
     "lease_seconds",
     "search_index",
     "search_stemming",
+    "people",
 )
 _STORE_KEYS = ("url", "endpoint_url", "region", "profile", "client")
 _MISSING: Any = object()
@@ -125,6 +126,7 @@ class Config:
     lease_seconds: int = 90  # a run lease not renewed for this long (server clock) may be taken over
     search_index: bool = True  # polls and backfills keep the search index (memex.search) in step
     search_stemming: str = "english"  # words found by their stems (FTS5's porter), or "none"; set when an index is made
+    people: Mapping[str, Any] = field(default_factory=dict)  # the [people] table, checked by memex.people when used
 
     def source(self, name: str) -> SourceConfig:
         """The named source, or a ConfigError listing the configured ones."""
@@ -181,6 +183,7 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
     if search_stemming not in ("english", "none"):
         raise ConfigError(f'must be "english" or "none", not {search_stemming!r} (FTS5 stems English only)', path=path,
                           key="search_stemming")  # fmt: skip
+    people = top.table("people", default={})
     store_table = top.table("store", default={})
     sources_table = top.table("sources", default={})
     top.finish(_GLOBAL_KEYS)
@@ -216,7 +219,7 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
             sources[name] = _broken_source(name, table, path, state_dir, exc)
     return Config(path=path, state_dir=state_dir, store=store, sources=sources, log_max_bytes=log_max_bytes, log_backups=log_backups,
                   metrics_textfile=metrics_textfile, state_url=state_url, lease_seconds=lease_seconds,
-                  search_index=search_index, search_stemming=search_stemming)  # fmt: skip
+                  search_index=search_index, search_stemming=search_stemming, people=people)  # fmt: skip
 
 
 def _source(name: str, table: Any, path: Path | None, state_dir: Path) -> SourceConfig:

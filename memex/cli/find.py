@@ -142,8 +142,15 @@ def run_search(cfg: Config, words: tuple[str, ...], limit: int, rank: bool, as_j
 
     text = " ".join(words)
     parse(text)  # a query that cannot be read is refused before the index is opened
+    from memex.people.lookup import Lookup
+    from memex.search import index_path
+
     with SearchIndex.open(cfg.state_dir, create=False) as index:
-        q = parse(text, stemmed=STEM in index.tables)
+        people = Lookup(cfg, index_path(cfg.state_dir))  # opened only by a with:, from: or to: term
+        try:
+            q = parse(text, stemmed=STEM in index.tables, people=people)
+        finally:
+            people.close()
         results = [_result(row) for row in q.run(index.select, limit, rank=rank)]
     from memex.observe.safe_text import json_text, visible
 

@@ -20,7 +20,7 @@ from typing import TypeAlias
 
 from memex.errors import MemexError
 
-FIELD_OPS = ("from", "to", "subject", "body", "attachment", "in")
+FIELD_OPS = ("from", "to", "with", "subject", "body", "attachment", "in")  # with: either side (a person, memex.people)
 FILTER_OPS = ("source", "has", "after", "before", "date", "is", "id")
 OPERATORS = ("and", "or", "xor", "not")
 _TOKEN = re.compile(r'\s*(?:([()])|(-)(?=[^\s)])|(?:([A-Za-z]+):)?("(?:[^"]|"")*"?|[^\s"()]*))')

@@ -35,6 +35,7 @@ FIELDS = {
     "body": "body",
     "attachment": "attachments",
     "in": "{conversation conv_id}",
+    "with": "{sender recipients}",  # a value that names no person: from: OR to:
 }  # a bare word: every column but the conversation's id (- conv_id)
 EXACT, STEM = "fts", "fts_stem"  # the FTS5 tables: words as written, and their stems
 STEMMED_FIELDS = (None, "body", "to")  # as notmuch: not from:, subject: or attachment:
@@ -225,10 +226,17 @@ def _negate(part: _Part) -> _Part:
     return _sql(f"NOT {cond}", params)
 
 
+# A person term's messages: (field, value) -> the IDs of the messages that person sent ("from"), received ("to") or
+# either ("with"), or None when the value names no person (then it is matched as words). memex.people.lookup makes it.
+People = Callable[[str, str], "list[int] | None"]
+PERSON_FIELDS = ("from", "to", "with")
+
+
 class _Compiler:
-    def __init__(self, stemmed: bool) -> None:
+    def __init__(self, stemmed: bool, people: People | None = None) -> None:
         self.stemmed = stemmed
         self.deleted = False
+        self.people = people
 
     def part(self, node: Node) -> _Part:
         if isinstance(node, Term):
@@ -257,6 +265,12 @@ class _Compiler:
         return _conj(parts)
 
     def term(self, t: Term) -> _Part:
+        if t.field in PERSON_FIELDS and self.people is not None and not t.prefix:
+            ids = self.people(t.field, t.value)
+            if ids is not None:
+                import json
+
+                return _sql("m.id IN (SELECT value FROM json_each(?))", [json.dumps(ids)])
         part = _Part()
         if t.value == "*" and not t.field and not t.quoted:
             return part  # every message
@@ -299,11 +313,12 @@ class _Compiler:
         return _sql(" AND ".join(conds), params)
 
 
-def parse(text: str, *, stemmed: bool = True) -> Query:
+def parse(text: str, *, stemmed: bool = True, people: People | None = None) -> Query:
     """Parse a query (see the module docstring); :class:`QueryError` names what it cannot read. ``stemmed``: the
-    index has the stemmed table (else every word matches as written)."""
+    index has the stemmed table (else every word matches as written); ``people``: ``from:``, ``to:`` and ``with:``
+    take a person (:mod:`memex.people`)."""
     root = tree(text)
-    compiler = _Compiler(stemmed)
+    compiler = _Compiler(stemmed, people)
     part = compiler.part(root) if root is not None else _Part()
     q = Query(deleted=compiler.deleted)
     if part.pos:

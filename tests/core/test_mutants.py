@@ -1384,6 +1384,24 @@ MUTANTS = [
     ),
     # ---- end of i34-index ----
     # ---- rows of branch i35-people: append below ----
+    pytest.param(
+        "memex/people/book.py",
+        [("        if not _same_name([cards[i].name for i in who]):\n", "        if False:\n")],
+        ["tests/core/test_people.py::test_one_contact_exported_five_times_is_one_person_and_a_shared_address_with_another_name_a_conflict"],
+        id="people-handle-shared-by-two-names-merged",
+    ),
+    pytest.param(
+        "memex/people/book.py",
+        [("        for handle in filter(None, (normalize(x, rules) for x in d.handles)):\n", "        for handle in ():\n")],
+        ["tests/core/test_people_search.py::test_with_a_person_finds_exactly_their_messages_in_every_source"],
+        id="people-decisions-ignored",
+    ),
+    pytest.param(
+        "memex/people/lookup.py",
+        [('"to": (f"{received} EXCEPT {sent}", handles * 2)', '"to": (received, handles)')],
+        ["tests/core/test_people_search.py::test_with_a_person_finds_exactly_their_messages_in_every_source"],
+        id="people-to-counts-what-they-sent",
+    ),
     # ---- end of i35-people ----
     # ---- rows of branch i36-mcp: append below ----
     # ---- end of i36-mcp ----
