@@ -1397,7 +1397,7 @@ MUTANTS = [
         id="people-decisions-ignored",
     ),
     pytest.param(
-        "memex/people/lookup.py",
+        "memex/search/persons.py",
         [('"to": (f"{received} EXCEPT {sent}", handles * 2)', '"to": (received, handles)')],
         ["tests/core/test_people_search.py::test_with_a_person_finds_exactly_their_messages_in_every_source"],
         id="people-to-counts-what-they-sent",
