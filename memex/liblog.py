@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -88,3 +90,17 @@ def route_library_logs() -> None:
     handler = Handler(logging.WARNING)
     logging.getLogger().addHandler(handler)
     _installed = True
+
+
+@contextmanager
+def silenced(name: str) -> Iterator[None]:
+    """Nothing the library logger ``name`` says reaches the user while the block runs (its complaints quote its input:
+    vobject's quote a contact card's lines)."""
+    import logging
+
+    quiet = logging.getLogger(name)
+    level, quiet.level = quiet.level, logging.CRITICAL + 1
+    try:
+        yield
+    finally:
+        quiet.level = level

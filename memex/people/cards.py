@@ -62,19 +62,16 @@ def read_vcards(path: Path, out: Read) -> None:
 
 def _card(block: bytes, origin: str) -> Card | None:
     """One vCard block parsed by vobject, or None when it cannot be read."""
-    import logging
-
     import vobject
 
+    from memex.liblog import silenced
+
     text = _join_soft_breaks(block.decode("utf-8", errors="replace"))
-    quiet = logging.getLogger("vobject")
-    level, quiet.level = quiet.level, logging.CRITICAL  # its complaints quote the card's text: never on stderr
     try:
-        component = vobject.readOne(text, ignoreUnreadable=True)
+        with silenced("vobject"):  # its complaints quote the card's text: never on stderr
+            component = vobject.readOne(text, ignoreUnreadable=True)
     except Exception:  # vobject raises several kinds (ParseError, ValueError, UnicodeError) on a bad card
         return _lenient(text, origin)
-    finally:
-        quiet.level = level
     name = _name(component)
     handles: list[str] = []
     for child in component.getChildren():

@@ -52,7 +52,7 @@ def status_row(name: str, **more: Any) -> SourceStatus:
         "source": name, "type": "imap", "enabled": True, "cursor": "INBOX:123456,Sent:5512,Archive/2019:88812",
         "cursor_updated_at": None, "last_poll_at": "2026-11-22T07:08:03.5Z", "last_status": "error", "last_new": None,
         "last_dup": None, "last_ok_at": "2026-11-21T07:08:03.5Z", "last_error": LONG_ERROR, "state": "FAILING",
-        "state_reason": "x", "polled_by": None, "lease": None, "spooled": None, "spool_oldest_age_s": None,
+        "state_reason": "x", "polled_by": None, "lease": None, "spooled": None, "spool_oldest_age_s": None, "unserved": 0,
     }  # fmt: skip
     row.update(more)
     return row  # type: ignore[return-value]

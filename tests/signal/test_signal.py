@@ -225,7 +225,9 @@ def test_an_unlinked_or_missing_signal_cli_is_one_line_saying_how_to_link_it(tmp
 
 
 def test_a_hanging_receive_is_killed_at_the_deadline_and_its_lines_kept(tmp_path: Path) -> None:
-    """signal-cli that never exits is killed at --max-seconds; the lines it printed (and acknowledged) are stored."""
+    """signal-cli that never exits is killed at --max-seconds; the lines it printed (and acknowledged) are stored in the
+    grace after the time limit (a first batch read past it is stored, not dropped: the poll warns poll.slow), so the
+    spool is empty; the next poll stores the rest."""
     cfg, folder = setup(tmp_path)
     (folder / "mode").write_text("hang")
     sc.queue(folder, *(sc.message(sc.ALICE, T0 + i, f"m{i}") for i in range(4)))
@@ -233,14 +235,9 @@ def test_a_hanging_receive_is_killed_at_the_deadline_and_its_lines_kept(tmp_path
     out = run_cli("poll", "sig", "--max-seconds", "3", config=cfg)
     assert time.monotonic() - started < 20 and "Traceback" not in out.stderr
     hung = last_poll(tmp_path)
-    assert hung["receive"] == "killed"
-    assert len(sc.acked(folder)) == 2
-    spooled = hung["spool_count"]  # received, not stored (the time was up): reported everywhere
-    assert spooled == 1
-    if spooled:
-        assert f"{spooled} spooled" in run_cli("status", config=cfg).stdout
-        assert f"+{spooled} spooled" in run_cli("dashboard", "--once", "--width", "240", config=cfg).stdout
-        assert f'memex_spool_entries{{source="sig"}} {spooled}' in (tmp_path / "state" / "metrics" / "memex.prom").read_text()
+    assert hung["receive"] == "killed" and hung["status"] == "ok" and hung["new"] == 2
+    assert len(sc.acked(folder)) == 2 and len(stored(tmp_path)) == 2
+    assert hung["spool_count"] == 0  # what was acknowledged is stored: nothing waits in the spool
     (folder / "mode").write_text("normal")
     assert run_cli("poll", "sig", config=cfg).returncode == 0
     assert len(stored(tmp_path)) == 4
