@@ -136,3 +136,12 @@ def test_demo_messages_are_dated_in_the_past(tmp_path: Path) -> None:
     assert time.time() - 3600 < newest_date(db) <= time.time()
     imessage_sample(db, 2000)
     assert time.time() - 120 < newest_date(db) <= time.time()
+
+
+def test_spooled_and_unserved_counts_are_said_in_the_result_column() -> None:
+    """A Signal source with lines waiting in its spool and a mailbox with mails the server would not send say so
+    where the result is (the poll line's spool_count and unserved, read by memex status)."""
+    table = render_table([status_row("sig", last_status="ok", last_new=0, last_dup=0, spooled=3, spool_oldest_age_s=120.0,
+                               state="SPOOL", state_reason="x"),
+                          status_row("mail", last_status="ok", last_new=1, last_dup=0, unserved=2, state="OK")])  # fmt: skip
+    assert "3 spooled (oldest 120s)" in table and "2 not sent by the server" in table
