@@ -9,11 +9,13 @@ poll over it twice. Each raises :class:`Nonconforming` naming the check and what
 Used by memex's tests for every built-in source and for the example plug-in (``examples/memex-jsonl``); a plug-in's
 own test suite calls it the same way (docs/plugins.md, "The conformance kit")::
 
-    from memex.conformance import check_poller
+    from memex.conformance import check_poll, check_poller, sample_config
 
     def test_my_source_conforms(tmp_path):
-        folder = make_sample_source(tmp_path, 10)
-        check_poller(lambda: make(source_config(folder)), expected=10, add=lambda n: append_messages(folder, n))
+        folder = write_sample(tmp_path / "data", 10)                  # your own: a real source holding 10 messages
+        cfg = sample_config(tmp_path, "mytype", path=str(folder))     # state and a file store under tmp_path
+        check_poller(lambda: make(cfg.source("sample")), expected=10, add=lambda n: append_sample(folder, n))
+        check_poll(cfg, "sample", expected=10)
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from memex.config import Config
@@ -221,6 +224,24 @@ def _dups(drained: Drained) -> set[str]:
     for key in drained.keys:
         (twice if key in seen else seen).add(key)
     return twice
+
+
+def sample_config(folder: Path, source_type: str, name: str = "sample", **keys: Any) -> Config:
+    """A config with one source ``[sources.NAME]`` of ``source_type`` and ``keys``, its state and a file store inside
+    ``folder`` (written to ``folder/config.toml``): what :func:`check_poll` and a plug-in's own tests poll into."""
+    import json as _json
+
+    from memex.config import load
+
+    def value(v: Any) -> str:
+        return "true" if v is True else "false" if v is False else _json.dumps(str(v) if isinstance(v, Path) else v)
+
+    lines = [f"state_dir = {value(folder / 'state')}", "[store]", f"url = {value((folder / 'store').absolute().as_uri())}",
+             f"[sources.{name}]", f"type = {value(source_type)}", *(f"{k} = {value(v)}" for k, v in keys.items())]  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "config.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return load(path)
 
 
 def check_poll(cfg: Config, name: str, *, expected: int) -> None:

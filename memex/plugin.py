@@ -11,7 +11,7 @@ imports it at its top keeps an idle poll lean.
 
 from __future__ import annotations
 
-from memex.config import Keys, SourceConfig
+from memex.config import Config, Keys, SourceConfig, load
 from memex.deadline import Deadline, Interrupted
 from memex.errors import AuthRequired, ConfigError, MemexError, SourceError, SourceMissing
 from memex.records import Attachment, Conversation, Message, Revision, Sender, rfc3339
@@ -38,6 +38,7 @@ __all__ = [
     "Attachment",
     "AuthRequired",
     "Batch",
+    "Config",
     "ConfigError",
     "Content",
     "Conversation",
@@ -65,5 +66,6 @@ __all__ = [
     "Spooling",
     "Unchecked",
     "Watchable",
+    "load",
     "rfc3339",
 ]

@@ -100,7 +100,8 @@ class Poller(Protocol):
     name: str
 
     def fetch(self, cursor: Cursor, limit: int) -> Batch:
-        """Return up to ``limit`` items after ``cursor`` (None: from the beginning); no items means caught up."""
+        """Return up to ``limit`` items after ``cursor`` (None: from the beginning); a batch with no items whose cursor
+        did not move means caught up (no items with a moved cursor: read on, the source skipped things)."""
         ...
 
     def positions(self, cursor: Cursor) -> dict[str, int]:

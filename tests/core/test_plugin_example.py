@@ -46,6 +46,12 @@ def fresh_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
+@pytest.fixture(scope="module")
+def example_copy(fresh_python: Path) -> Path:
+    """The copy of the example that was built and installed (its tests/ folder included)."""
+    return fresh_python.parent.parent.parent / "memex-jsonl"
+
+
 def memex(python: Path, *args: str, cwd: Path, flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     """The fresh environment's ``python [FLAGS] -m memex ARGS``, from ``cwd`` (never the repository: memex comes from the .pth)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MEMEX_CONFIG", "PYTHONPATH")}
@@ -87,3 +93,14 @@ def test_the_example_plugin_installs_and_polls_from_a_fresh_environment(fresh_py
     assert verify.returncode == 0, verify.stdout + verify.stderr
     refused = memex(fresh_python, "--config", str(cfg), "cursor", "set", "notes", '{"rowid": 3}', cwd=tmp_path)
     assert refused.returncode == 2 and 'a jsonl cursor is {"files"' in refused.stderr, refused.stderr
+
+
+def test_the_guides_conformance_snippet_passes_as_the_plugins_own_test(fresh_python: Path, example_copy: Path) -> None:
+    """examples/memex-jsonl/tests/test_conformance.py, the conformance kit as docs/plugins.md shows it, run by pytest in
+    the fresh environment against the installed plug-in: the guide's snippet is code that passes."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MEMEX_CONFIG", "PYTHONPATH")}
+    out = subprocess.run([str(fresh_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(example_copy / "tests")],
+                         capture_output=True, text=True, timeout=300, env=env, cwd=example_copy)  # fmt: skip
+    assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    guide = (ROOT / "docs" / "plugins.md").read_text()
+    assert 'sample_config(tmp_path / "cfg", "jsonl", name="j", path=folder)' in guide  # the snippet is this test's

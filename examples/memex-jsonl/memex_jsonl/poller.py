@@ -2,11 +2,13 @@
 
 The cursor is ``{"files": {"a.jsonl": 120, "b.jsonl": 0}}``: for each file, the offset just past the last line
 handed to memex. Offsets only grow, so they are the cursor's positions (memex refuses a cursor that moves back
-unless the poller declares a reset). A line still being written (no newline yet) waits for a later poll.
+unless the poller declares a reset). A line still being written (no newline yet) waits for a later poll, until the
+file has been still for ``settle_seconds`` (at least 2 s): a writer that never ends its last line loses nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -27,10 +29,14 @@ from memex.plugin import (
     Listed,
     Message,
     Sender,
+    SourceError,
     SourceMissing,
     Unchecked,
     rfc3339,
 )
+
+BATCH_SECONDS = 1.0  # a fetch returns what it has after about this long: the runner checks the time limit between batches
+TAIL_SECONDS = 2.0  # a last line without its newline is read once its file has been still this long (or settle_seconds)
 
 
 def _files(cursor: Cursor) -> dict[str, int]:
@@ -52,22 +58,27 @@ class JsonlPoller:
         """Up to ``limit`` new lines after ``cursor``, file by file; an empty batch means caught up."""
         offsets = _files(cursor)
         items: list[Item] = []
-        warnings: list[str] = []
+        until = time.monotonic() + BATCH_SECONDS
         for path in self._listing():
             start = offsets.get(path.name, 0)
-            size = path.stat().st_size
-            if size < start:  # rewritten shorter: read it again from the start, and say so (the only way back)
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue  # deleted since the listing: its offset stays (a position that vanished would look like a step back)
+            if st.st_size < start:  # rewritten shorter: a batch of its own says so, reading starts again at 0
                 offsets[path.name] = 0
                 return Batch(items=[], cursor={"files": offsets}, reset=f"{path.name} is shorter than the cursor's offset")
-            if time.time() - path.stat().st_mtime < self.settle_seconds:
+            still = time.time() - st.st_mtime
+            if still < self.settle_seconds:
                 continue  # still being written: a later poll takes it
-            for offset, end, line in self._lines(path, start):
+            tail = still >= max(self.settle_seconds, TAIL_SECONDS)
+            for offset, end, line in self._lines(path, start, tail=tail):
                 offsets[path.name] = end
                 items.append(self._item(path, offset, line, {"files": dict(offsets)}))
-                if len(items) >= limit:
-                    return Batch(items=items, cursor={"files": offsets}, warnings=warnings)
+                if len(items) >= limit or time.monotonic() > until:
+                    return Batch(items=items, cursor={"files": offsets})
             offsets.setdefault(path.name, start)
-        return Batch(items=items, cursor={"files": offsets} if offsets or cursor else cursor, warnings=warnings)
+        return Batch(items=items, cursor={"files": offsets} if offsets or cursor else cursor)
 
     def positions(self, cursor: Cursor) -> dict[str, int]:
         """The offset of every file: monotonic counters, for logs and the backward check."""
@@ -105,8 +116,9 @@ class JsonlPoller:
                     continue
                 item = self._item(path, offset, line, {"file": path.name, "offset": end})
                 sent = item.message.sent_at if item.message else None
-                if sent is not None and not _within(sent, since, until):
-                    continue
+                bounded = since is not None or until is not None
+                if (sent is None and bounded) or (sent is not None and not _within(sent, since, until)):
+                    continue  # a failure or an undated message belongs to no bounded walk
                 yield item
 
     def inventory(self, cursor: Cursor) -> Iterator[Listed | Unchecked]:
@@ -143,30 +155,38 @@ class JsonlPoller:
             raise SourceMissing(f"{self.folder}: no such folder; check `path` in this source's section") from None
         except NotADirectoryError:
             raise SourceMissing(f"{self.folder}: not a folder; `path` names the folder that holds the .jsonl files") from None
+        except OSError as exc:
+            raise SourceError(f"{self.folder}: cannot list the folder ({exc.strerror}); the next poll tries again") from None
         return [self.folder / n for n in names]
 
-    def _lines(self, path: Path, start: int) -> Iterator[tuple[int, int, bytes]]:
-        """(offset, end, bytes) of each complete line from ``start``; a last line without its newline is left."""
-        with path.open("rb") as f:
-            f.seek(start)
-            offset = start
-            for line in f:
-                if not line.endswith(b"\n"):
-                    return
-                end = offset + len(line)
-                if line.strip():
-                    yield offset, end, line
-                offset = end
+    def _lines(self, path: Path, start: int, *, tail: bool = False) -> Iterator[tuple[int, int, bytes]]:
+        """(offset, end, bytes) of each complete line from ``start``; a last line without its newline only with ``tail``."""
+        try:
+            with path.open("rb") as f:
+                f.seek(start)
+                offset = start
+                for line in f:
+                    if not line.endswith(b"\n") and not tail:
+                        return
+                    end = offset + len(line)
+                    if line.strip():
+                        yield offset, end, line
+                    offset = end
+        except FileNotFoundError:
+            return  # deleted while it was read: what was read stands
+        except OSError as exc:
+            raise SourceError(f"{path}: cannot read it ({exc.strerror}); the next poll tries again") from None
 
     def _item(self, path: Path, offset: int, line: bytes, cursor: Cursor) -> Item:
         """One line as an item: a message, or a failure the runner quarantines with the line's bytes."""
-        ref = f"{path.name}:{offset}"
+        ref = f"{path.name}:{offset}"  # where it is, for the log; the failure's ID comes from its bytes, as a record's would
+        unreadable = "unreadable-" + hashlib.sha256(line).hexdigest()[:16]
         try:
             doc = json.loads(line)
         except ValueError:
-            return Item(cursor=cursor, failure=Failure(native_id=f"line-{ref}", reason="not a JSON object", raw=line, ref=ref))
+            return Item(cursor=cursor, failure=Failure(native_id=unreadable, reason="not a JSON object", raw=line, ref=ref))
         if not isinstance(doc, dict) or not isinstance(doc.get("id"), str) or not doc["id"]:
-            return Item(cursor=cursor, failure=Failure(native_id=f"line-{ref}", reason="no string `id`", raw=line, ref=ref))
+            return Item(cursor=cursor, failure=Failure(native_id=unreadable, reason="no string `id`", raw=line, ref=ref))
         return _render(self.name, self.folder, doc, cursor)
 
 
