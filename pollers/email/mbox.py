@@ -47,7 +47,7 @@ from typing import Any
 
 from memex.config import SourceConfig
 from memex.errors import SourceError
-from memex.source import Batch, Cursor, Failure, Item
+from memex.source import Batch, Cursor, Failure, Item, Listed, Unchecked
 from pollers.email.mbox_read import MAX_MAIL, VARIANTS, Mail, Reader, starts_mbox, takeout_fields, takeout_msgid
 
 DEFAULT_SETTLE = 10
@@ -197,6 +197,19 @@ class MboxPoller:
                 return False
             after = fh.read(4096).lstrip(b"\r\n\0")
         return not after or starts_mbox(after)
+
+    # -- memex verify (memex.source.Inventoried; pollers.email.mbox_inventory) ------------------------
+    def inventory(self, cursor: Cursor) -> Iterator[Listed | Unchecked]:
+        """Every mail before each file's offset (files gone or rewritten since: not checked)."""
+        from pollers.email.mbox_inventory import inventory
+
+        return inventory(self, cursor)
+
+    def reread(self, refs: list[str]) -> Iterator[Item]:
+        """The items of the mails at ``refs`` (``file@offset``), read again."""
+        from pollers.email.mbox_inventory import reread
+
+        return reread(self, refs)
 
     # -- reading ---------------------------------------------------------------------------------------
     def fetch(self, cursor: Cursor, limit: int) -> Batch:
