@@ -263,6 +263,17 @@ def test_a_rewritten_file_is_read_again_with_duplicates_counted_and_nothing_lost
     assert (again.new, again.dup, again.reset) == (1, 0, None)
 
 
+def test_start_now_begins_after_the_mails_already_there(tmp_path: Path) -> None:
+    """``start = "now"``: the mails a file holds at the first poll are left to history; later ones are read."""
+    box = tmp_path / "Inbox"
+    box.write_bytes(mbox_of([mail(1), mail(2)]))
+    cfg = setup(tmp_path, box, start="now")
+    assert poll(cfg, "mb").status == "idle"
+    with box.open("ab") as fh:
+        fh.write(mbox_of([mail(3)]))
+    assert (poll(cfg, "mb").new, sorted(records(cfg))) == (1, ["mb3@example.com"])
+
+
 def test_nul_bytes_between_mails_and_a_huge_mail(tmp_path: Path) -> None:
     """A run of NUL bytes where a crash left them is passed over, the mails on both sides read; a "mail" longer than
     the limit is not held in memory: its beginning is kept (for quarantine) and the next mail read."""
