@@ -53,6 +53,7 @@ from pollers.email.mbox_read import MAX_MAIL, VARIANTS, Mail, Reader, starts_mbo
 DEFAULT_SETTLE = 10
 HEAD = 64 << 10
 TAIL = 4 << 10
+BATCH_BYTES = 16 << 20  # a batch holds at most about this much mail (500 mails with attachments could be gigabytes)
 CLAIMS = (".mbox", ".mbx")  # names that say "mbox": a file so named that is not one is worth a line
 _SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -271,6 +272,7 @@ class MboxPoller:
         marks: list[tuple[int, str, int]] = []  # (end offset, tail hash, mails in the file) after each item
         mails_in_file = int(live.entry.get("mails", 0))
         stopped_early = False
+        held = 0  # bytes of mail in this batch
         for mail in live.mails:
             if mail.last and not settled:  # a writer may still be appending it: a later poll reads it
                 stopped_early = True
@@ -283,7 +285,8 @@ class MboxPoller:
                 marks.append((mail.end, tail, mails_in_file))
             else:
                 live.entry = {**live.entry, "offset": mail.end, "tail": tail, "mails": mails_in_file}
-            if len(items) >= limit:
+            held += len(mail.raw)
+            if len(items) >= limit or held >= BATCH_BYTES:  # a batch of large mails is cut short: memory stays flat
                 break
         else:
             stopped_early = True  # the end of the file

@@ -1108,6 +1108,12 @@ MUTANTS = [
         ["tests/email/test_mbox.py::test_a_takeout_mail_and_the_same_mail_from_gmail_imap_are_one_object"],
         id="mbox-quoted-from-lines-kept-quoted",
     ),
+    pytest.param(
+        "pollers/email/mbox.py",
+        [("            if len(items) >= limit or held >= BATCH_BYTES:", "            if len(items) >= limit:")],
+        ["tests/email/test_mbox.py::test_a_batch_of_large_mails_is_cut_short_by_its_bytes"],
+        id="mbox-batch-not-bounded-by-bytes",
+    ),
     # ---- end of i33-mbox ----
     # ---- rows of branch i34-query: append below ----
     # ---- end of i34-query ----

@@ -286,6 +286,25 @@ def test_nul_bytes_between_mails_and_a_huge_mail(tmp_path: Path) -> None:
     assert [m.too_big for m in got] == [True, False] and got[1].raw == mail(3) and len(got[0].raw) <= 1 << 20
 
 
+def test_a_batch_of_large_mails_is_cut_short_by_its_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch holds at most about BATCH_BYTES of mail whatever ``limit`` asks (memory stays flat with large mails);
+    the next fetch goes on right after it, and every mail comes once."""
+    import pollers.email.mbox as mbox_module
+
+    box = tmp_path / "Inbox"
+    box.write_bytes(mbox_of([mail(i, "x" * 1000) for i in range(10)]))
+    monkeypatch.setattr(mbox_module, "BATCH_BYTES", 2500)
+    poller, cursor, sizes, ids = MboxPoller("mb", box, settle_seconds=0), None, [], []
+    while True:
+        batch = poller.fetch(cursor, 500)
+        if not batch.items and batch.cursor == cursor:
+            break
+        sizes.append(len(batch.items))
+        ids += [i.message.native_id for i in batch.items if i.message]
+        cursor = batch.cursor
+    assert max(sizes) == 3 and ids == [f"mb{i}@example.com" for i in range(10)]
+
+
 def test_config_mistakes_name_the_key(tmp_path: Path) -> None:
     """A wrong variant, a bad ``into`` or a missing path is a ConfigError naming the key."""
     for table, key in (({"variant": "mboxq", "path": "x"}, "variant"), ({"into": "a b", "path": "x"}, "into"), ({}, "path")):
