@@ -305,6 +305,30 @@ def test_a_batch_of_large_mails_is_cut_short_by_its_bytes(tmp_path: Path, monkey
     assert max(sizes) == 3 and ids == [f"mb{i}@example.com" for i in range(10)]
 
 
+class Terminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        """Always a terminal."""
+        return True
+
+
+def test_progress_is_drawn_on_a_terminal_only_and_cleared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal a poll draws ``NAME: FILE NN% (N mails)`` (a control character in a file name shown as ``?``) and
+    clears it at the end; off a terminal nothing is written."""
+    box = tmp_path / "In\x1bbox"
+    box.parent.mkdir(exist_ok=True)
+    box.write_bytes(mbox_of([mail(1), mail(2)]))
+    for tty in (True, False):
+        err = Terminal() if tty else io.StringIO()
+        monkeypatch.setattr("sys.stderr", err)
+        poller = MboxPoller("mb", tmp_path, settle_seconds=0)
+        assert len(poller.fetch(None, 10).items) == 2
+        poller.close()
+        expected = "\r\x1b[2Kmb: In?box 100% (2 mails)\r\x1b[2K" if tty else ""
+        assert err.getvalue() == expected
+
+
 def test_config_mistakes_name_the_key(tmp_path: Path) -> None:
     """A wrong variant, a bad ``into`` or a missing path is a ConfigError naming the key."""
     for table, key in (({"variant": "mboxq", "path": "x"}, "variant"), ({"into": "a b", "path": "x"}, "into"), ({}, "path")):
