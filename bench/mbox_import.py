@@ -8,7 +8,7 @@ Each round drains both into a fresh file store and state with one ``memex poll``
 rounds alternate mbox, Maildir, ...; medians are printed with the ratio, the CPU per mail and each poll's peak RSS
 (the mbox reader holds one 1 MiB chunk and the current mail, whatever the file's size).
 
-Run: .venv/bin/python bench/mbox_import.py [--mails 100000] [--rounds 2] [--mbox-only]
+Run: .venv/bin/python bench/mbox_import.py [--mails 100000] [--rounds 2] [--mbox-only] [--no-index]
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def build(work: Path, n: int, maildir_too: bool = True) -> tuple[Path, Path]:
     return box, maildir
 
 
-def drain(work: Path, kind: str, path: Path, n: int) -> tuple[float, float, float]:
+def drain(work: Path, kind: str, path: Path, n: int, index: bool = True) -> tuple[float, float, float]:
     """One poll draining ``path`` into a fresh store: (msg/s by wall, CPU ms per mail, peak RSS MiB)."""
     d = Path(tempfile.mkdtemp(dir=work))  # kept until the run ends (bench._common: deleting slows the next round)
     cfg = d / "config.toml"
@@ -66,6 +66,7 @@ def main() -> None:
     parser.add_argument("--mails", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--mbox-only", action="store_true", help="poll only the mbox (its rate and peak RSS at this size)")
+    parser.add_argument("--no-index", action="store_true", help="polls with search_index = false (the readers alone)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -73,10 +74,10 @@ def main() -> None:
         size_mib = box.stat().st_size / 2**20
         rows: dict[str, list[tuple[float, float, float]]] = {"mbox": [], "maildir": []}
         for _ in range(args.rounds):
-            rows["mbox"].append(drain(work, "mbox", box, args.mails))
+            rows["mbox"].append(drain(work, "mbox", box, args.mails, not args.no_index))
             if not args.mbox_only:
-                rows["maildir"].append(drain(work, "maildir", maildir, args.mails))
-        print(f"{args.mails:,} mails, mbox {size_mib:,.0f} MiB; median of {args.rounds} alternated rounds; "
+                rows["maildir"].append(drain(work, "maildir", maildir, args.mails, not args.no_index))
+        print(f"{args.mails:,} mails, mbox {size_mib:,.0f} MiB, search index {'off' if args.no_index else 'on'}; median of {args.rounds} alternated rounds; "
               f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores")  # fmt: skip
         print(f"{'':10}{'msg/s':>9}{'CPU ms/msg':>12}{'peak RSS MiB':>14}")
         for name, got in ((k, v) for k, v in rows.items() if v):

@@ -92,10 +92,11 @@ def folder_of(rel: str) -> str:
 class _Live:
     """The file being read in this poll: the reader, and the cursor the last batch returned (a fetch given it goes on)."""
 
-    def __init__(self, rel: str, fh: Any, mails: Iterator[Mail], entry: dict[str, Any]) -> None:
+    def __init__(self, rel: str, fh: Any, reader: Reader, entry: dict[str, Any]) -> None:
         self.rel = rel
         self.fh = fh
-        self.mails = mails
+        self.reader = reader
+        self.mails: Iterator[Mail] = reader.mails()
         self.entry = entry  # the file's cursor entry so far (offset, mails, head, stat)
         self.resume: Cursor = None
 
@@ -253,7 +254,7 @@ class MboxPoller:
             head = fh.read(HEAD)
             offset = int(entry.get("offset", 0))
             entry = {**entry, **stat, "offset": offset, "head_len": len(head), "head": _sha(head), "mails": int(entry.get("mails", 0))}
-            live = _Live(rel, fh, Reader(fh, offset, self.variant).mails(), entry)
+            live = _Live(rel, fh, Reader(fh, offset, self.variant), entry)
             batch = self._read(live, files, total, limit, warnings, reset)
             if batch.items or reset or batch.cursor != cursor:
                 return batch
@@ -278,7 +279,7 @@ class MboxPoller:
                 stopped_early = True
                 break
             mails_in_file += 1
-            tail = _sha(_tail(live.fh, mail.end))
+            tail = _sha(live.reader.before(mail.end, TAIL))
             item = self._item(rel, mail, warnings, to_item)
             if item is not None:
                 items.append(item)
@@ -367,7 +368,7 @@ class MboxPoller:
 
 def _mixed(raw: bytes) -> bool:
     """Whether the mail's first and last 4 KiB mix LF and CRLF line ends (a bounded look: whole counts cost a scan each)."""
-    tail = max(0, len(raw) - 4096)
+    tail = raw.find(b"\n", max(0, len(raw) - 4096)) + 1  # from a line's start: never half a CRLF
     for lo, hi in ((0, 4096), (tail, len(raw))):
         lf, crlf = raw.count(b"\n", lo, hi), raw.count(b"\r\n", lo, hi)
         if crlf and lf != crlf:

@@ -29,6 +29,7 @@ not held (:attr:`Mail.too_big`: its first :data:`KEEP_OF_BIG` bytes are kept for
 from __future__ import annotations
 
 import csv
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from typing import BinaryIO
 CHUNK = 1 << 20
 MAX_MAIL = 64 << 20  # Gmail caps a mail at 50 MB: a longer "mail" is a file that is not (or no longer) an mbox
 KEEP_OF_BIG = 1 << 20
+KEEP_BEFORE = 64 << 10  # bytes kept before the current mail, so the bytes before a mail's end are at hand
 HEADER_LIMIT = 1 << 20  # a header block longer than this has no Content-Length worth following
 MAX_LINE = 4096  # a separator line longer than this is not one
 VARIANTS = ("auto", "mboxrd", "mboxo", "mboxcl", "mboxcl2")
@@ -128,11 +130,20 @@ class Reader:
         return True
 
     def _compact(self) -> None:
-        """Forget the buffer before the current mail."""
-        if self.off:
-            self.buf = self.buf[self.off :]
-            self.base += self.off
-            self.off = 0
+        """Forget the buffer before the current mail but its last KEEP_BEFORE bytes (for :meth:`before`)."""
+        cut = self.off - KEEP_BEFORE
+        if cut > 0:
+            self.buf = self.buf[cut:]
+            self.base += cut
+            self.off -= cut
+
+    def before(self, end: int, n: int) -> bytes:
+        """The ``n`` bytes before file offset ``end`` (fewer at the start of the file): from the buffer when it holds
+        them (it keeps KEEP_BEFORE bytes before the current mail), else read from the file."""
+        start = max(0, end - n)
+        if start >= self.base and end <= self.base + len(self.buf):
+            return self.buf[start - self.base : end - self.base]
+        return os.pread(self.fh.fileno(), end - start, start)
 
     def _line_end(self, pos: int) -> int:
         """The index of the LF ending the line at ``pos`` (reading on as needed), or -1 if the file ends first."""
@@ -278,8 +289,8 @@ class Reader:
         first = self.base + start
         kept = self.buf[body : body + KEEP_OF_BIG]
         while True:
-            self.off = len(self.buf) - 6  # keep a possible "\nFrom" cut by the chunk's end
-            self._compact()
+            keep = len(self.buf) - 6  # keep a possible "\nFrom" cut by the chunk's end
+            self.buf, self.base, self.off = self.buf[keep:], self.base + keep, 0
             sep = self._next_separator(0, limit=self.chunk)[0]
             if sep >= 0:
                 self.off = sep

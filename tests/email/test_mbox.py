@@ -123,6 +123,19 @@ def test_content_length_governs_mboxcl2_and_a_wrong_one_is_passed_over() -> None
     assert any("Content-Length" in p for p in m.problems)
 
 
+def test_the_bytes_before_each_mail_end_are_the_files_across_chunks(tmp_path: Path) -> None:
+    """What the cursor hashes (the 4 KiB before a mail's end) comes from the reader's buffer, which is cut down between
+    mails: for every mail of a file many chunks long it equals the file's bytes there."""
+    data = mbox_of([mail(i, "words " * (i % 50)) for i in range(800)])
+    path = tmp_path / "box"
+    path.write_bytes(data)
+    with path.open("rb") as fh:
+        reader = Reader(fh, 0, chunk=4096)
+        ends = [(m.end, reader.before(m.end, 4096)) for m in reader.mails()]
+    assert len(ends) == 800 and reader.base > 0  # the buffer was cut down on the way
+    assert all(got == data[max(0, end - 4096) : end] for end, got in ends)
+
+
 def test_a_from_line_the_writer_did_not_quote_stays_in_its_mail() -> None:
     """A body line starting ``From `` without a separator's date, or with one but no header after it, is not a
     separator: the mail is whole and the line counted."""
