@@ -51,7 +51,7 @@ def drain(work: Path, kind: str, path: Path, n: int, index: bool = True) -> tupl
     d = Path(tempfile.mkdtemp(dir=work))  # kept until the run ends (bench._common: deleting slows the next round)
     cfg = d / "config.toml"
     cfg.write_text(
-        f'state_dir = "{d}/state"\n[store]\nurl = "file://{d}/store"\n[sources.src]\ntype = "{kind}"\npath = "{path}"\nsettle_seconds = 0\n'
+        f'state_dir = "{d}/state"\nsearch_index = {str(index).lower()}\n[store]\nurl = "file://{d}/store"\n[sources.src]\ntype = "{kind}"\npath = "{path}"\nsettle_seconds = 0\n'
     )
     r = run([sys.executable, "-m", "memex", "--config", str(cfg), "poll", "src", "--max-seconds", "100000"])
     assert r.returncode == 0, f"the {kind} poll failed"
