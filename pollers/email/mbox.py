@@ -133,6 +133,8 @@ class MboxPoller:
     def files(self, warnings: list[str]) -> list[tuple[str, Path]]:
         """The mbox files under ``path`` (relative name, path), sorted; a named file that is not an mbox is a warning."""
         if self.root.is_file():
+            if self.root.stat().st_size == 0:  # an empty folder file (Thunderbird): nothing yet
+                return []
             if not self._is_mbox(self.root):
                 raise SourceError(
                     f"{self.root}: not an mbox file (it does not start with a 'From ' line); check `path` in source {self.name!r}"
