@@ -323,6 +323,10 @@ def takeout_fields(raw: bytes) -> tuple[bytes, dict[str, object]]:
             nxt = raw.find(b"\n", end)
             end = len(raw) if nxt < 0 else nxt + 1
         value = re.sub(rb"\r?\n[ \t]+", b" ", raw[pos + len(name) : end]).strip().decode("utf-8", "replace")
+        if "=?" in value:  # a label outside ASCII, as an RFC 2047 encoded word
+            from pollers.email.headers import decode_words
+
+            value = decode_words(value, [], "X-Gmail-Labels")
         if name == b"x-gm-thrid:":
             fields["gmail_thread_id"] = value
         else:

@@ -153,6 +153,7 @@ def test_takeout_fields_come_off_the_mail_into_extra() -> None:
     assert rest == b"From: a@b\r\n\r\nx\r\n"
     assert fields == {"gmail_thread_id": "1773664405479613283", "gmail_labels": ["Inbox", "Travel, 2023", "Category Updates"]}
     assert takeout_fields(b"From: a@b\r\nX-GM-THRID: 1\r\n\r\nx")[1] == {}
+    assert takeout_fields(b"X-Gmail-Labels: Inbox,=?UTF-8?Q?Fran=C3=A7ais?=\n\nx")[1] == {"gmail_labels": ["Inbox", "Fran\u00e7ais"]}
 
 
 def takeout(mails: list[tuple[int, bytes, str]]) -> bytes:
