@@ -24,8 +24,8 @@ then byte for byte what Gmail's IMAP gives.
 
 Cursor: ``{"files": {REL: {"offset", "mails", "head", "head_len", "tail", "size", "mtime_ns", "ino"}}, "mails": N}``:
 per file, the byte offset just past the last mail stored, and what shows it is still the file that was read: a
-SHA-256 of its first ``head_len`` bytes (up to :data:`HEAD`) and of the :data:`TAIL` bytes before the offset, both
-hashed from the bytes read. A poll goes on at the offset only if both still match and a separator (or the end) is
+SHA-256 of its first ``head_len`` bytes (up to :data:`HEAD`, never past the offset) and of the :data:`TAIL` bytes
+before the offset, both hashed from the bytes read, Thunderbird's flag headers (rewritten in place) left out. A poll goes on at the offset only if both still match and a separator (or the end) is
 there: a file that grew (Thunderbird appending) is read on; one rewritten before the offset (compacted, replaced) is
 read again from its start (``source.reset``), its mails stored before counting as duplicates. ``size``,
 ``mtime_ns`` and ``ino`` only spare an unchanged file the check. Positions ``{"mails": N}``: mails passed, only
@@ -55,6 +55,7 @@ HEAD = 64 << 10
 TAIL = 4 << 10
 BATCH_BYTES = 16 << 20  # a batch holds at most about this much mail (500 mails with attachments could be gigabytes)
 CLAIMS = (".mbox", ".mbx")  # names that say "mbox": a file so named that is not one is worth a line
+_MOZILLA_FLAGS = re.compile(rb"^(X-Mozilla-(?:Status2?|Keys):)[^\r\n]*", re.M)
 _SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -74,8 +75,12 @@ def make(source: SourceConfig) -> MboxPoller:
 
 
 def _sha(data: bytes) -> str:
+    """The SHA-256 of bytes of the file, with the values of Thunderbird's flag headers left out: Thunderbird rewrites
+    ``X-Mozilla-Status``, ``-Status2`` and ``-Keys`` in place when a mail is read or tagged, which is not a rewrite."""
     import hashlib  # on first use: an idle poll never needs it
 
+    if b"X-Mozilla-" in data:
+        data = _MOZILLA_FLAGS.sub(rb"\1", data)
     return hashlib.sha256(data).hexdigest()
 
 
@@ -92,13 +97,23 @@ def folder_of(rel: str) -> str:
 class _Live:
     """The file being read in this poll: the reader, and the cursor the last batch returned (a fetch given it goes on)."""
 
-    def __init__(self, rel: str, fh: Any, reader: Reader, entry: dict[str, Any]) -> None:
+    def __init__(self, rel: str, fh: Any, head: bytes, offset: int, variant: str) -> None:
         self.rel = rel
         self.fh = fh
-        self.reader = reader
-        self.mails: Iterator[Mail] = reader.mails()
-        self.entry = entry  # the file's cursor entry so far (offset, mails, head, stat)
+        self.head = head  # the file's first HEAD bytes, read when it was opened
+        self._heads: dict[int, str] = {}
+        self.reader = Reader(fh, offset, variant)
+        self.mails: Iterator[Mail] = self.reader.mails()
+        self.entry: dict[str, Any] = {}  # the file's cursor entry so far (offset, mails, head, stat)
         self.resume: Cursor = None
+
+    def at(self, end: int, tail: str, mails: int) -> dict[str, Any]:
+        """The file's cursor entry at offset ``end``: the head hash covers the bytes before it only (at most HEAD),
+        so bytes after the offset that a writer still changes never make the file look rewritten."""
+        size = min(len(self.head), end)
+        if size not in self._heads:
+            self._heads[size] = _sha(self.head[:size])
+        return {**self.entry, "offset": end, "head_len": size, "head": self._heads[size], "tail": tail, "mails": mails}
 
 
 class MboxPoller:
@@ -253,10 +268,10 @@ class MboxPoller:
                 reset = f"{rel}: the file changed before the point read (rewritten or compacted); reading it again from the start"
                 entry = {}
             fh = path.open("rb")
-            head = fh.read(HEAD)
             offset = int(entry.get("offset", 0))
-            entry = {**entry, **stat, "offset": offset, "head_len": len(head), "head": _sha(head), "mails": int(entry.get("mails", 0))}
-            live = _Live(rel, fh, Reader(fh, offset, self.variant), entry)
+            live = _Live(rel, fh, fh.read(HEAD), offset, self.variant)
+            live.entry = {**entry, **stat}
+            live.entry = live.at(offset, str(entry.get("tail", _sha(b""))), int(entry.get("mails", 0)))
             batch = self._read(live, files, total, limit, warnings, reset)
             if batch.items or reset or batch.cursor != cursor:
                 return batch
@@ -287,23 +302,21 @@ class MboxPoller:
                 items.append(item)
                 marks.append((mail.end, tail, mails_in_file))
             else:
-                live.entry = {**live.entry, "offset": mail.end, "tail": tail, "mails": mails_in_file}
+                live.entry = live.at(mail.end, tail, mails_in_file)
             held += len(mail.raw)
             if len(items) >= limit or held >= BATCH_BYTES:  # a batch of large mails is cut short: memory stays flat
                 break
         else:
             stopped_early = True  # the end of the file
-        base_entry = live.entry
 
         def cursor_at(n: int) -> Cursor:
             end, tail, count = marks[n - 1]
-            entry = {**base_entry, "offset": end, "tail": tail, "mails": count}
-            return {"files": {**files, rel: entry}, "mails": total + n}
+            return {"files": {**files, rel: live.at(end, tail, count)}, "mails": total + n}
 
         if marks and sys.stderr.isatty() and time.monotonic() - self._drawn >= 1.0:
             self._progress(rel, marks[-1][0], st.st_size, marks[-1][2])
         if marks:
-            live.entry = {**base_entry, "offset": marks[-1][0], "tail": marks[-1][1], "mails": marks[-1][2]}
+            live.entry = live.at(*marks[-1])
         out = {"files": {**files, rel: live.entry}, "mails": total + len(items)}
         if stopped_early:
             self.close()

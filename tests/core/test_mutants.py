@@ -1114,6 +1114,12 @@ MUTANTS = [
         ["tests/email/test_mbox.py::test_a_batch_of_large_mails_is_cut_short_by_its_bytes"],
         id="mbox-batch-not-bounded-by-bytes",
     ),
+    pytest.param(
+        "pollers/email/mbox.py",
+        [("    if b\"X-Mozilla-\" in data:", "    if False:")],
+        ["tests/email/test_mbox.py::test_a_rewritten_file_is_read_again_with_duplicates_counted_and_nothing_lost"],
+        id="mbox-thunderbird-flags-look-like-a-rewrite",
+    ),
     # ---- end of i33-mbox ----
     # ---- rows of branch i34-query: append below ----
     # ---- end of i34-query ----
