@@ -26,11 +26,13 @@ demo: $(STAMP)
 test: lint typecheck pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check memex pollers tests bench
-	$(BIN)/ruff format --check memex pollers tests bench
+	$(BIN)/ruff check memex pollers tests bench examples
+	$(BIN)/ruff format --check memex pollers tests bench examples
 
+# The example plug-in is checked against memex's public interface (memex.plugin, py.typed) as a plug-in author would.
 typecheck: $(STAMP)
 	$(BIN)/mypy
+	$(BIN)/mypy --strict examples/memex-jsonl/memex_jsonl
 
 # Parallel workers: most tests wait on servers and subprocesses, so twice the cores (at most 8) keeps them busy.
 # `make pytest JOBS=0` runs in one process; the 15 slowest tests are listed at the end of every run.

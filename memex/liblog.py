@@ -35,7 +35,9 @@ def route_library_logs() -> None:
                 message = record.msg if isinstance(record.msg, str) else type(record.msg).__name__
                 level = record.levelname.lower()
                 if stream.isatty():
-                    stream.write(f"memex: {record.name}: {level}: {message}\n")
+                    from memex.observe.safe_text import visible
+
+                    stream.write(f"memex: {visible(record.name)}: {level}: {visible(message)}\n")
                 else:
                     event: dict[str, Any] = {"event": "library.log", "logger": record.name, "level": level, "message": message,
                                              "ts": datetime.now(UTC).isoformat().replace("+00:00", "Z")}  # fmt: skip

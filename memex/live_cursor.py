@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memex.errors import BadCursor
+from memex.errors import BadCursor, ConfigError
 from memex.source import Cursor, Poller, describe, moved_backward
 
 BACKFILL_KEY = "backfill"  # the backfill's part of a source's cursors section (memex.backfill.checkpoint.SECTION_KEY)
@@ -33,7 +33,11 @@ def start_now(section: dict[str, Any], name: str, poller: Poller, cursors: Any, 
     if isinstance(backfill, dict):
         start, event = backfill.get("live_start"), "cursor.start_after_backfill"
     else:
-        start, event = poller.head(), "cursor.start_now"  # type: ignore[attr-defined]
+        head = getattr(poller, "head", None)  # memex.source.HistoryPoller
+        if not callable(head):
+            raise ConfigError('this source\'s type cannot start at "now" (its poller has no head()); use start = "beginning"',
+                              key=f"sources.{name}.start")  # fmt: skip
+        start, event = head(), "cursor.start_now"
     positions = poller.positions(start) if start is not None else {}
     if start is not None:
         cursors.advance(name, None, start, positions=positions)

@@ -85,7 +85,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
     States (OK, IDLE, SKIPPED, AUTH, FAILING, STALE, STUCK, REGRESSED, SPOOL,
     DISABLED, CONFIG, REMOTE) are explained in docs/operations.md; --json adds
-    state_reason. Exits 2 when a source's config section is broken (CONFIG).
+    state_reason. On a terminal each row fits one line (less useful columns
+    dropped, the result cut with an ellipsis); off one rows are whole. Exits
+    2 when a source's config section is broken (CONFIG).
     """
     from memex.observe.status import CONFIG, collect, render_table
 
@@ -93,9 +95,16 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2, sort_keys=True))
     else:
-        click.echo(render_table(rows))
+        click.echo(render_table(rows, width=_screen_width()))
     if any(r["state"] == CONFIG for r in rows):
         sys.exit(2)
+
+
+def _screen_width() -> int | None:
+    """The terminal's width when stdout is one (``$COLUMNS`` first), else None: a pipe gets whole lines."""
+    import shutil
+
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 @main.command()
@@ -111,6 +120,7 @@ def auth(ctx: click.Context, source: str) -> None:
     1 sign-in failed, 2 SOURCE's type needs no sign-in or the config is wrong.
     """
     from memex.errors import ConfigError
+    from memex.observe.safe_text import visible
     from memex.registry import open_poller
 
     cfg = load_config(ctx)
@@ -119,8 +129,8 @@ def auth(ctx: click.Context, source: str) -> None:
         authenticate = getattr(poller, "authenticate", None)
         if authenticate is None:
             raise ConfigError(f"sources of type {conf.type!r} need no sign-in", path=cfg.path, key=f"sources.{source}")
-        who = authenticate(lambda line: click.echo(line, err=True))
-    click.echo(f"{source}: signed in as {who}; polls will refresh the login silently")
+        who = authenticate(lambda line: click.echo(visible(line), err=True))
+    click.echo(f"{source}: signed in as {visible(who)}; polls will refresh the login silently")
 
 
 @main.group()
@@ -146,8 +156,10 @@ def cursor_show(ctx: click.Context, source: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data if not source else data[source], indent=2, sort_keys=True))
         return
-    for n in names:
-        click.echo(f"{n}\t{json.dumps(data[n], sort_keys=True)}")
+    from memex.observe.safe_text import visible
+
+    for n in names:  # json.dumps escapes every non-ASCII character: the cursor is exact and inert
+        click.echo(f"{visible(n)}\t{json.dumps(data[n], sort_keys=True)}")
 
 
 def _confirm(what: str) -> None:
@@ -160,6 +172,7 @@ def _confirm(what: str) -> None:
 
 def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: bool = True) -> None:
     from memex.observe.logs import config_logger
+    from memex.observe.safe_text import visible
     from memex.registry import make_poller
     from memex.source import check_cursor, describe, moved_backward
     from memex.state.backend import cursor_store
@@ -184,7 +197,7 @@ def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: boo
     log = config_logger(cfg, source)
     log.warning(f"cursor.{reason}", positions_before=pos_before, positions_after=pos_after,
                 cursor_before=describe(pos_before), cursor_after=describe(pos_after))  # fmt: skip
-    click.echo(f"{source}: cursor {describe(pos_before)} -> {describe(pos_after)}")
+    click.echo(visible(f"{source}: cursor {describe(pos_before)} -> {describe(pos_after)}"))
 
 
 @cursor.command("set")
@@ -198,7 +211,7 @@ def cursor_set(ctx: click.Context, source: str, value: str, yes: bool) -> None:
 
     Example: memex cursor set imessage '{"rowid": 89000}'. The value is
     checked (shape, types, no negative positions; exit 2 otherwise); moving
-    the cursor back asks for confirmation like reset does. The change is
+    the cursor back, or null (a reset), asks for confirmation like reset does. The change is
     logged as an explicit cursor.set, so the dashboard does not flag it.
     """
     cfg = load_config(ctx)
@@ -206,6 +219,12 @@ def cursor_set(ctx: click.Context, source: str, value: str, yes: bool) -> None:
         parsed = json.loads(value)
     except json.JSONDecodeError:
         fail(f"cursor of {source!r} not set: VALUE must be JSON, e.g. '{{\"rowid\": 89000}}'", 2)
+    if parsed is None:  # null forgets the cursor: the same as reset, so it asks the same way
+        cfg.source(source)
+        if not yes:
+            _confirm(f"Setting the cursor of {source!r} to null resets it: the next poll re-reads its whole history")
+        _explicit_change(cfg, source, None, "reset")
+        return
     _explicit_change(cfg, source, parsed, "set", yes=yes)
 
 
@@ -233,7 +252,8 @@ def demo(directory: Path, messages: int) -> None:
 
     The first run creates DIR with a config, a realistic sample chat.db and
     an empty file store. Each later run adds a few new messages, so you can
-    watch a poll pick them up.
+    watch a poll pick them up. It writes only inside DIR: a config there whose
+    state or store points outside DIR is refused (exit 2).
     """
     from memex.cli.demo import run_demo
 
@@ -278,6 +298,7 @@ def backfill(ctx: click.Context, source: str, since: str | None, until: str | No
     2 usage or configuration error, 130 interrupted.
     """
     from memex.backfill import backfill as run_backfill
+    from memex.observe.safe_text import visible
 
     start, end = _utc_datetime(since, "--since"), _utc_datetime(until, "--until")
     if start is not None and end is not None and start >= end:
@@ -290,9 +311,9 @@ def backfill(ctx: click.Context, source: str, since: str | None, until: str | No
     if as_json:
         click.echo(json.dumps(result.summary(), indent=2, sort_keys=True))
     elif result.status == "refused":
-        click.echo(f"memex: error: {result.error}", err=True)
+        click.echo(f"memex: error: {visible(result.error)}", err=True)
     elif sys.stdout.isatty():  # off a terminal the summary is the log's backfill.finished (on stderr too unless it is done)
-        click.echo(result.human())
+        click.echo(visible(result.human()))
     if result.exit_code:
         sys.exit(result.exit_code)
 
@@ -311,6 +332,7 @@ def tail(ctx: click.Context, sources: tuple[str, ...], follow: bool, lines: int,
     shown too. With -f, follow new lines like tail -F until Ctrl-C; --json
     prints the raw JSON lines.
     """
+    from memex.observe.safe_text import inert_json
     from memex.observe.tail import Line, colour, format_line, last_lines
     from memex.observe.tail import follow as follow_logs
 
@@ -320,8 +342,8 @@ def tail(ctx: click.Context, sources: tuple[str, ...], follow: bool, lines: int,
         cfg.source(name)
 
     def emit(line: Line) -> None:
-        if as_json:
-            click.echo(line.raw.decode("utf-8", "replace"))
+        if as_json:  # a line written before memex made its logs inert may hold raw C1 or bidi controls
+            click.echo(inert_json(line.raw.decode("utf-8", "replace")))
         else:
             click.echo(click.style(format_line(line.event), fg=colour(line.event)))
 

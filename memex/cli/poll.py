@@ -22,9 +22,16 @@ if TYPE_CHECKING:
 
 
 def fail(message: str, code: int) -> NoReturn:
-    """Print one error line and exit with ``code``."""
-    print(f"memex: error: {message}", file=sys.stderr, flush=True)
+    """Print one error line and exit with ``code`` (controls in it, from a path or server text, shown visibly)."""
+    from memex.observe.safe_text import visible
+
+    print(f"memex: error: {visible(message)}", file=sys.stderr, flush=True)
     sys.exit(code)
+
+
+def warn(message: str) -> None:
+    """Print one warning line on stderr (the command goes on)."""
+    print(f"memex: warning: {message}", file=sys.stderr, flush=True)
 
 
 def guarded(func: Callable[[], Any], passthrough: tuple[type[BaseException], ...] = ()) -> Any:
@@ -79,13 +86,14 @@ def stop_on_signals() -> Iterator[threading.Event]:
 
 def run_poll(cfg: Config, sources: tuple[str, ...], all_sources: bool, max_seconds: float) -> int:
     """Poll ``sources`` (or every enabled one) once; the exit code. The caller has checked that exactly one was asked."""
+    from memex.observe.safe_text import visible
     from memex.runner import poll as poll_one
     from memex.runner import poll_many
 
     names = [n for n, s in sorted(cfg.sources.items()) if s.enabled] if all_sources else list(sources)
     for name in list(names):
         if not cfg.source(name).enabled:
-            print(f"memex: {name}: skipped: enabled = false in the config", file=sys.stderr, flush=True)
+            print(f"memex: {visible(name)}: skipped: enabled = false in the config", file=sys.stderr, flush=True)
             names.remove(name)
     if sources and not names:
         return 0

@@ -31,6 +31,7 @@ from memex.observe import dashboard_view as dv
 from memex.observe import health
 from memex.observe.follow import Follower, parse_line
 from memex.observe.logs import human_line, log_path
+from memex.observe.safe_text import visible
 from memex.observe.status import CONFIG, config_problem
 from memex.observe.tail import colour, shown
 from memex.source import describe
@@ -236,13 +237,13 @@ class Dashboard:
         rows = [self.row(v, when) for v in self.views.values()]
         cells = [_cells(r) for r in rows]
         styles = [STATE_STYLE.get(r.state, "") for r in rows]
-        parts: list[RenderableType] = [dv.line(f"memex — {self.cfg.state_dir}"), dv.table(cells, styles, width)]
-        notes = [dv.line(f"{r.name}: {r.state}: {r.reason}", STATE_STYLE.get(r.state, "")) for r in rows if r.state not in _QUIET]
+        parts: list[RenderableType] = [dv.line(f"memex — {visible(self.cfg.state_dir)}"), dv.table(cells, styles, width)]
+        notes = [dv.line(visible(f"{r.name}: {r.state}: {r.reason}"), STATE_STYLE.get(r.state, "")) for r in rows if r.state not in _QUIET]
         if self.leases:
             held = [f"{n} {'polling on' if le.live else 'last polled on'} {le.host}" for n, le in sorted(self.leases.items())]
-            notes.append(dv.line("hosts: " + "; ".join(held)))
+            notes.append(dv.line(visible("hosts: " + "; ".join(held))))
         if self.cursor_error:
-            notes.append(dv.line(f"cursors: {self.cursor_error}", "bold red"))
+            notes.append(dv.line(f"cursors: {visible(self.cursor_error)}", "bold red"))
         if not self.views:
             notes.append(dv.line("no sources configured"))
         parts.extend(notes)
@@ -265,10 +266,12 @@ _QUIET = (health.OK, health.IDLE, health.DISABLED)
 
 
 def _cells(r: Row) -> dict[str, str]:
-    return {
+    """A row's cells by column, each shown through :func:`visible` (a name, a cursor's mailbox, an error's server text)."""
+    cells = {
         "SOURCE": r.name, "STATE": r.state, "CURSOR": r.cursor, "LAST POLL": r.last_poll_age, "LAST OK": r.last_ok_age,
         "NEW/DUP": r.last_counts, "1H": str(r.hour), "24H": str(r.day), "PER HOUR (24H)": r.spark, "LAST ERROR": r.last_error,
     }  # fmt: skip
+    return {col: visible(text) for col, text in cells.items()}
 
 
 def _error_text(last_err: dict[str, Any] | None, last_ok: dict[str, Any] | None) -> str:

@@ -2,7 +2,8 @@
 
 The table's columns give way by priority: the source's full name and full
 state word always show, then the age of the last poll, the last error (with
-its time, shrunk to the room left), and the rest as room allows. Every other
+its time: 40 characters before any column below it, all that is left
+once every column fits), and the rest as room allows. Every other
 line is one screen line (cut with ``…``, never wrapped), and the latest poll
 lines fill only the rows left under the table.
 """
@@ -23,6 +24,7 @@ PRIORITY = ("SOURCE", "STATE", "LAST POLL", "LAST ERROR", "NEW/DUP", "LAST OK", 
 RIGHT = frozenset({"NEW/DUP", "1H", "24H"})
 ERROR = "LAST ERROR"
 ERROR_MIN = 16  # the error column is shown only with at least this much room
+ERROR_WANT = 40  # the error's room before columns of lower priority are added
 COLUMN_COST = 3  # a column's separator and padding around its cells
 
 
@@ -35,18 +37,30 @@ class Layout:
 
 
 def layout(cells: list[dict[str, str]], width: int) -> Layout:
-    """Choose the columns of rows ``cells`` (header -> text) that fit in ``width`` characters, by priority."""
+    """Choose the columns of rows ``cells`` (header -> text) that fit in ``width`` characters, by priority.
+
+    The last error is given its room before any column of lower priority: up to ``ERROR_WANT`` characters (at least
+    ``ERROR_MIN``, else it is not shown), and then the rest of the line once every column fits. So a wider screen
+    never shows a narrower error: it only adds columns beside it.
+    """
     natural = {col: max([len(col), *(len(c.get(col, "")) for c in cells)]) for col in DISPLAY}
     chosen: list[str] = []
     used = 1  # the table's right edge
+    error_width = 0
     for col in PRIORITY:
-        cost = (min(natural[col], ERROR_MIN) if col == ERROR else natural[col]) + COLUMN_COST
+        if col == ERROR:
+            room = min(natural[ERROR], ERROR_WANT, width - used - COLUMN_COST)
+            if room >= min(natural[ERROR], ERROR_MIN):
+                chosen.append(col)
+                error_width = room
+                used += room + COLUMN_COST
+            continue
+        cost = natural[col] + COLUMN_COST
         if col in ("SOURCE", "STATE") or used + cost <= width:
             chosen.append(col)
             used += cost
-    error_width = 0
-    if ERROR in chosen:
-        error_width = min(natural[ERROR], ERROR_MIN + max(0, width - used))
+    if ERROR in chosen and len(chosen) == len(DISPLAY):  # every column shows: the error takes what is left
+        error_width = min(natural[ERROR], error_width + max(0, width - used))
     return Layout(tuple(c for c in DISPLAY if c in chosen), error_width)
 
 
@@ -71,7 +85,7 @@ def table(cells: list[dict[str, str]], styles: list[str], width: int) -> Rendera
             elif col == ERROR:
                 shown.append(Text(text, style="red", no_wrap=True, overflow="ellipsis"))
             else:
-                shown.append(text)
+                shown.append(Text(text))  # plain text, never read as rich markup
         grid.add_row(*shown)
     return grid
 

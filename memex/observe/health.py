@@ -21,12 +21,18 @@ everything. Each state below has one rule over the source's recent events
     The newest ``failing_after`` (default 3) polls, skipped ones not counted,
     all failed (``status: error``). One or two failures in a row are reported
     in the reason but do not change the state: a network blip is not an
-    outage, and the error is in the log and on cron's stderr already.
+    outage, and the error is in the log and on cron's stderr already. A
+    source with no successful poll in the rules' horizon is FAILING from its
+    first failure: nothing shows it ever worked, and the error says why. A poll
+    whose first batch took longer to read than its time limit and stored
+    nothing (its line has ``slow_read_s``) is FAILING at once: the next polls
+    would fail the same way until ``--max-seconds`` is raised.
 ``STALE``
     No successful poll (``ok`` or ``idle``) within ``stale_factor`` (2) times
     the source's ``interval`` from the config (default 60 s): the dead-man's
-    switch. A source that never polled successfully is STALE too: a source
-    configured but never run by cron must not look fine.
+    switch. A source that never polled is STALE too: a source configured but
+    never run by cron must not look fine (one whose polls all failed is
+    FAILING, which comes first).
 ``STUCK``
     Any of, over the polls since the last explicit change (skipped polls not
     counted):
@@ -292,11 +298,14 @@ def assess(
     last_error = next((p.get("error") for p in reversed(live) if p.get("status") == "error"), None)
     if live and live[-1].get("status") == "error" and live[-1].get("auth_required"):
         reasons[AUTH] = str(live[-1].get("error") or "the login is gone; run `memex auth SOURCE`")
-    if failures >= rules.failing_after:
-        reasons[FAILING] = f"the last {failures} polls failed: {last_error}"
-
     ok_times = [parse_ts(p.get("ts")) for p in polls if p.get("status") in ("ok", "idle")]
     last_ok = max((t for t in ok_times if t is not None), default=None)
+    if failures >= rules.failing_after:
+        reasons[FAILING] = f"the last {failures} polls failed: {last_error}"
+    elif failures and last_ok is None:  # never worked: not a blip in a working source, and the error says why
+        reasons[FAILING] = f"no poll has succeeded yet; the last {failures} failed: {last_error}"
+    elif live and live[-1].get("status") == "error" and live[-1].get("slow_read_s") is not None:
+        reasons[FAILING] = str(last_error)  # slower than its time limit: every poll would fail the same way
     limit = rules.stale_factor * interval
     if last_ok is None:
         reasons[STALE] = "never polled successfully"

@@ -13,12 +13,12 @@ before anything is written.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from memex.observe.safe_text import json_text, visible
 from memex.state.files import ensure_private_dir
 from memex.state.locks import wait_flock
 
@@ -50,7 +50,19 @@ def short_ts(ts: Any) -> str:
 
 
 def human_line(event: dict[str, Any]) -> str:
-    """The terminal form of an event: ``poll ok: 4 new (cursor 89632 -> 89636)`` for polls."""
+    """The terminal form of an event: ``poll ok: 4 new (cursor 89632 -> 89636)`` for polls.
+
+    A poll cut short says so: ``poll stopped (time limit): 4 new ...`` or ``poll stopped (interrupted): ...``. The
+    line is shown through :func:`memex.observe.safe_text.visible`: an error quoting server text or a path, a
+    mailbox's name in a cursor, cannot reach the terminal as a control.
+    """
+    return visible(_human_line(event))
+
+
+STOPPED = {"deadline": "stopped (time limit)", "signal": "stopped (interrupted)"}
+
+
+def _human_line(event: dict[str, Any]) -> str:
     name = event.get("event", "")
     source = event.get("source", "")
     if name == "poll":
@@ -66,6 +78,8 @@ def human_line(event: dict[str, Any]) -> str:
             parts += f", {event['dup']} dup"
         if event.get("quarantined"):
             parts += f", {event['quarantined']} quarantined"
+        if event.get("stopped") and status in ("ok", "idle"):
+            status = STOPPED.get(str(event["stopped"]), f"stopped ({event['stopped']})")
         return f"{source}: poll {status}: {parts} (cursor {event.get('cursor_before')} -> {event.get('cursor_after')})"
     level = event.get("level", "info")
     fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "level", "ts", "source"))
@@ -134,7 +148,7 @@ class SourceSink:
         os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
 
     def _emit(self, **event: Any) -> None:
-        line = json.dumps(event, sort_keys=True, ensure_ascii=False, default=str) + "\n"
+        line = json_text(event, sort_keys=True, default=str) + "\n"  # exact, and inert on a terminal (stderr, tail --json)
         self._append(line.encode())
         if self.console is None:
             return

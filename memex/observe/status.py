@@ -11,6 +11,7 @@ from memex.errors import ConfigError, StateError
 from memex.observe.follow import RecentReader
 from memex.observe.health import source_health
 from memex.observe.logs import log_path, short_ts
+from memex.observe.safe_text import visible
 from memex.source import describe
 from memex.state.backend import cursor_store, host_name, leases
 
@@ -35,6 +36,7 @@ class SourceStatus(TypedDict):
     lease: str | None  # with S3 state: "held by host pid N" while a poll runs, else "free"
     spooled: int | None  # sources that spool (memex.state.spool): entries waiting at the last poll
     spool_oldest_age_s: float | None
+    unserved: int | None  # messages the source lists but would not send, no longer asked for (``unserved`` of the last poll)
 
 
 REMOTE = "REMOTE"
@@ -92,6 +94,7 @@ def collect(cfg: Config) -> list[SourceStatus]:
                 polled_by=f"{lease.host} pid {lease.pid}" if lease else None,
                 spooled=last.get("spool_count"),
                 spool_oldest_age_s=last.get("spool_oldest_age_s"),
+                unserved=last.get("unserved"),
                 lease=(f"held by {lease.host} pid {lease.pid} (epoch {lease.epoch})" if lease.live else "free") if lease else None,
             )
         )
@@ -111,8 +114,18 @@ def _last_polls(path: Path, backups: int) -> tuple[dict[str, Any], dict[str, Any
     return last or {}, None
 
 
-def render_table(rows: list[SourceStatus]) -> str:
-    """Plain-text table of status rows."""
+# Dropped first when the table is wider than the terminal, in this order; SOURCE, STATE and RESULT always show.
+DROP_ORDER = ("TYPE", "LAST OK", "CURSOR", "HOST", "LAST POLL")
+RESULT_MIN = 24  # columns are dropped until RESULT has this many characters; then it is cut with an ellipsis
+
+
+def render_table(rows: list[SourceStatus], width: int | None = None) -> str:
+    """Plain-text table of status rows, each on one line of at most ``width`` characters (None: no limit).
+
+    Too wide, the table drops its least useful columns first (``DROP_ORDER``), then cuts RESULT (and, on a very
+    narrow screen, any cell still too wide) with an ellipsis. Every cell is shown through
+    :func:`memex.observe.safe_text.visible`: an error quoting server text cannot reach the terminal as a control.
+    """
     with_host = any(r["lease"] is not None for r in rows)  # S3 state: say which host polls each source
     header: tuple[str, ...] = ("SOURCE", "TYPE", "CURSOR", "LAST POLL", "LAST OK", "STATE", *(("HOST",) if with_host else ()), "RESULT")
     body: list[tuple[str, ...]] = []
@@ -128,19 +141,38 @@ def render_table(rows: list[SourceStatus]) -> str:
             result = r["state_reason"]
         if r["spooled"]:
             result += f"; {r['spooled']} spooled (oldest {int(r['spool_oldest_age_s'] or 0)}s)"
+        if r["unserved"]:
+            result += f"; {r['unserved']} not sent by the server (memex verify lists them)"
         if not r["enabled"]:
             result = "disabled; " + result
         cells = [r["source"], r["type"], r["cursor"], short_ts(r["last_poll_at"]), short_ts(r["last_ok_at"]), r["state"], result]
         if with_host:
             running = (r["lease"] or "").startswith("held")
             cells.insert(6, (r["polled_by"] or "-").split(" pid ")[0] + (" (running)" if running else ""))
-        body.append(tuple(cells))
-    widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(len(header) - 1)]
+        body.append(tuple(visible(c) for c in cells))
+    keep = list(range(len(header)))
+    if width is not None:
+        for name in DROP_ORDER:
+            if _table_width([header, *body], keep) <= width - RESULT_MIN:
+                break
+            if name in header:
+                keep.remove(header.index(name))
+    table = [tuple(row[i] for i in keep) for row in [header, *body]]
+    widths = [max(len(row[i]) for row in table) for i in range(len(keep) - 1)]
     out = []
-    for row in [header, *body]:
-        cells = [str(c).ljust(w) for c, w in zip(row[:-1], widths, strict=True)]
-        out.append("  ".join([*cells, str(row[-1])]).rstrip())
+    for row in table:
+        line = "  ".join([*(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)), row[-1]]).rstrip()
+        out.append(line if width is None else _cut(line, width))
     return "\n".join(out)
+
+
+def _table_width(table: list[tuple[str, ...]], keep: list[int]) -> int:
+    """Characters the kept columns but the last take, with their two-space gaps (the last column's start)."""
+    return sum(max(len(row[i]) for row in table) + 2 for i in keep[:-1])
+
+
+def _cut(line: str, width: int) -> str:
+    return line if len(line) <= width else line[: max(1, width - 1)] + "…"
 
 
 __all__ = ["SourceStatus", "StateError", "collect", "render_table"]

@@ -7,6 +7,7 @@ from typing import Any
 
 from memex.config import Config
 from memex.errors import ConfigError, StateError
+from memex.observe.safe_text import visible
 from memex.records import message_key
 from memex.search import index_path, journal_path
 from memex.search.build import journal_keys, store_counts
@@ -53,6 +54,26 @@ def find(cfg: Config, store: ObjectStore, ref: str) -> tuple[str, dict[str, Any]
     return keys[0], doc
 
 
+def conversation(
+    cfg: Config, store: ObjectStore, key: str, doc: dict[str, Any]
+) -> list[tuple[str, dict[str, Any], list[tuple[str, dict[str, Any]]]]]:
+    """Every message of the conversation of the message at ``key`` (its record ``doc``), oldest first, each with its
+    revisions, read from the store (the index says which: :func:`memex.search.threads.thread_keys`). A message the
+    index lists but the store lacks is left out; one the index lacks (not indexed yet) is shown alone."""
+    from memex.search.threads import thread_keys
+
+    if not index_path(cfg.state_dir).exists():
+        raise StateError("no search index yet, and --thread needs it; build it with `memex index rebuild`", path=index_path(cfg.state_dir))
+    with SearchIndex.open(cfg.state_dir, create=False) as index:
+        keys = thread_keys(index, key) or [key]
+    out = []
+    for k in keys:
+        found = doc if k == key else _load(store, k)
+        if found is not None:
+            out.append((k, found, revisions(store, k)))
+    return out
+
+
 def revisions(store: ObjectStore, key: str) -> list[tuple[str, dict[str, Any]]]:
     """The revisions stored for the message at ``key``, oldest first."""
     parts = key[: -len(".json")].split("/")
@@ -65,28 +86,32 @@ def revisions(store: ObjectStore, key: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def human(key: str, doc: dict[str, Any], revs: list[tuple[str, dict[str, Any]]]) -> str:
-    """The message as text: its header lines, attachments, text, then each revision."""
+    """The message as text: its header lines, attachments, text, then each revision.
+
+    Every field is shown through :func:`memex.observe.safe_text.visible` (a header on its one line, a text over its
+    lines), so nothing a mail carries reaches the terminal as a control.
+    """
     conv, sender, extra = doc.get("conversation") or {}, doc.get("sender") or {}, doc.get("extra") or {}
     who = " ".join(x for x in (sender.get("name"), f"<{sender.get('id')}>" if sender.get("id") else None) if x) or "?"
-    lines = [f"key:          {key}", f"source:       {doc.get('source')}", f"native id:    {doc.get('native_id')}",
-             f"sent:         {doc.get('sent_at') or '?'}",
-             f"conversation: {conv.get('name') or '-'} ({conv.get('id') or '-'})",
-             f"from:         {who}{' (me)' if sender.get('is_me') else ''}"]  # fmt: skip
+    head = [("key", key), ("source", doc.get("source")), ("native id", doc.get("native_id")), ("sent", doc.get("sent_at") or "?"),
+            ("conversation", f"{conv.get('name') or '-'} ({conv.get('id') or '-'})"),
+            ("from", f"{who}{' (me)' if sender.get('is_me') else ''}")]  # fmt: skip
     if extra.get("subject"):
-        lines.append(f"subject:      {extra['subject']}")
+        head.append(("subject", extra["subject"]))
     if doc.get("deleted"):
-        lines.append("deleted:      yes")
+        head.append(("deleted", "yes"))
     for att in doc.get("attachments") or []:
         size = f", {att['size']:,} bytes" if isinstance(att.get("size"), int) else ""
         missing = ", bytes missing" if att.get("missing") else ""
-        lines.append(f"attachment:   {att.get('filename') or att.get('id')} ({att.get('mime_type') or '?'}{size}{missing})")
-    lines += ["", doc.get("text") or "(no text)"]
+        head.append(("attachment", f"{att.get('filename') or att.get('id')} ({att.get('mime_type') or '?'}{size}{missing})"))
+    lines = [f"{name + ':':<13} {visible(value)}" for name, value in head]
+    lines += ["", visible(doc.get("text") or "(no text)", multiline=True)]
     if revs:
         lines += ["", f"revisions ({len(revs)}):"]
         for _k, rev in revs:
             meta = rev.get("revision") or {}
-            body = "" if meta.get("kind") == "reactions" else f": {rev.get('text') or '(no text)'}"
-            lines.append(f"  {meta.get('at') or '?'}  {meta.get('kind')}{body}")
+            body = "" if meta.get("kind") == "reactions" else f": {visible(rev.get('text') or '(no text)', multiline=True)}"
+            lines.append(f"  {visible(meta.get('at') or '?')}  {visible(meta.get('kind'))}{body}")
     return "\n".join(lines)
 
 
@@ -108,7 +133,7 @@ def status_rows(cfg: Config, store: ObjectStore) -> list[dict[str, Any]]:
 def status_table(rows: list[dict[str, Any]]) -> str:
     """The rows as an aligned table."""
     head = ("source", "indexed", "edited", "deleted", "in store", "behind", "pending", "last added", "rebuilt")
-    body = [(r["source"], str(r["indexed"]), str(r["edited"]), str(r["deleted"]), str(r["in_store"]), str(r["behind"]),
-             str(r["pending"]), r.get("added_at") or "-", r.get("rebuilt_at") or "-") for r in rows]  # fmt: skip
+    body = [(visible(r["source"]), str(r["indexed"]), str(r["edited"]), str(r["deleted"]), str(r["in_store"]), str(r["behind"]),
+             str(r["pending"]), visible(r.get("added_at") or "-"), visible(r.get("rebuilt_at") or "-")) for r in rows]  # fmt: skip
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=False)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=False)).rstrip() for line in (head, *body))

@@ -20,7 +20,8 @@ def sample(db: Path, count: int) -> str:
     from pollers.imessage import samples
 
     if not db.exists():
-        samples.build(db, count, seed=1, start=datetime.now(UTC) - timedelta(seconds=97 * count))
+        now = datetime.now(UTC)
+        samples.build(db, count, seed=1, start=now - timedelta(seconds=97 * count), end=now)
         return f"created {db} with {count} sample messages"
     added = samples.append(db, 5, seed=int(datetime.now(UTC).timestamp()))
     return f"{added} new messages arrived in {db}"

@@ -9,10 +9,11 @@ nanoseconds; there are group chats, tapbacks, replies and attachments.
 
 from __future__ import annotations
 
+import math
 import random
 import sqlite3
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -220,26 +221,58 @@ def insert(conn: sqlite3.Connection, chats: SampleChats, batch: Iterator[dict[st
     return n
 
 
-def build(path: Path, count: int, *, seed: int = 1, wal: bool = True, start: datetime | None = None) -> None:
-    """Write a fresh chat.db with ``count`` messages at ``path``."""
+def ending_by(batch: Iterable[dict[str, object]], end: datetime) -> list[dict[str, object]]:
+    """The rows of ``batch`` with every date moved back by one amount, so that the newest is at ``end`` at the latest.
+
+    The gaps between messages are random (exponential), so a history started ``count`` mean gaps ago can end well
+    after ``start + count * step``: without this the demo's newest messages were dated about half an hour ahead.
+    """
+    listed = list(batch)
+    newest = max((_unix(int(cast(int, r["date"]))) for r in listed), default=None)
+    if newest is None or newest <= end.timestamp():
+        return listed
+    back = newest - end.timestamp()
+    for row in listed:
+        date = int(cast(int, row["date"]))
+        row["date"] = date - (math.ceil(back * 1_000_000_000) if date > NANOSECOND_DATES else math.ceil(back))
+    return listed
+
+
+NANOSECOND_DATES = 100_000_000_000  # a chat.db date above this counts nanoseconds, else seconds (since 2001)
+
+
+def _unix(date: int) -> float:
+    """A chat.db ``date`` (seconds or nanoseconds since 2001) as Unix time."""
+    return (date / 1e9 if date > NANOSECOND_DATES else date) + APPLE_EPOCH_UNIX
+
+
+def build(path: Path, count: int, *, seed: int = 1, wal: bool = True, start: datetime | None = None, end: datetime | None = None) -> None:
+    """Write a fresh chat.db with ``count`` messages at ``path`` (with ``end``: none dated after it)."""
     conn = create(path, wal=wal)
     try:
         chats = add_chats(conn)
-        insert(conn, chats, rows(count, seed=seed, start=start))
+        batch = rows(count, seed=seed, start=start)
+        insert(conn, chats, batch if end is None else ending_by(batch, end))
     finally:
         conn.close()
 
 
 def append(path: Path, count: int, *, seed: int, start: datetime | None = None) -> int:
-    """Add ``count`` new messages to an existing sample chat.db (as Messages.app would)."""
+    """Add ``count`` new messages to an existing sample chat.db (as Messages.app would).
+
+    Without ``start`` they are dated in the last moments before now (after the newest one there when it is older),
+    never in the future.
+    """
     conn = sqlite3.connect(path, isolation_level=None, timeout=10)
     try:
-        if start is None:
-            (latest,) = conn.execute("SELECT MAX(date) FROM message").fetchone()
-            start = datetime.now(UTC)
-            if latest:
-                seconds = latest / 1e9 if latest > 100_000_000_000 else latest
-                start = max(start, datetime.fromtimestamp(seconds + APPLE_EPOCH_UNIX, UTC))
-        return insert(conn, existing_chats(conn), rows(count, seed=seed, start=start, step_seconds=5))
+        if start is not None:
+            return insert(conn, existing_chats(conn), rows(count, seed=seed, start=start, step_seconds=5))
+        now = datetime.now(UTC)
+        (latest,) = conn.execute("SELECT MAX(date) FROM message").fetchone()
+        begin = now.timestamp() - 10 * count  # twice the mean gap per message
+        if latest:
+            begin = max(begin, _unix(int(latest)))
+        batch = rows(count, seed=seed, start=datetime.fromtimestamp(begin, UTC), step_seconds=5)
+        return insert(conn, existing_chats(conn), ending_by(batch, now))
     finally:
         conn.close()

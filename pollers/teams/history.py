@@ -35,6 +35,7 @@ from pollers.teams import render
 from pollers.teams.session import TeamsSession, conv_path
 
 _MS = 1000
+HEAD_PAGE = 50  # Graph's largest page of chat messages: head() remembers every message modified within the overlap as seen
 
 
 def _chat_path(chat_id: str) -> str:
@@ -116,13 +117,15 @@ def head(poller: TeamsSession) -> Cursor:
     chats: dict[str, Any] = {}
     for chat in poller.chats():
         chat_id = chat["id"] or ""
-        params = {"$top": 1, "$orderby": "lastModifiedDateTime desc"}
+        params = {"$top": HEAD_PAGE, "$orderby": "lastModifiedDateTime desc"}  # the newest, and those within the overlap
         doc = poller.graph.get(poller.graph.url(_chat_path(chat_id) + urlencode(params, safe="$:", quote_via=quote)))
         values = doc.get("value") if isinstance(doc, dict) else None
         newest = [render.parse_ts(m.get("lastModifiedDateTime")) for m in values or [] if isinstance(m, dict)]
         stamps = [t for t in newest if t is not None]
-        seen = [f"{m.get('id')}@{t}" for m, t in zip(values or [], newest, strict=False) if t is not None and isinstance(m, dict)]
-        chats[chat_id] = {"t": max(stamps, default=0), "seen": sorted(seen)}
+        top = max(stamps, default=0)
+        seen = [f"{m.get('id')}@{t}" for m, t in zip(values or [], newest, strict=False)
+                if t is not None and isinstance(m, dict) and t > top - poller.settings.overlap_us]  # fmt: skip
+        chats[chat_id] = {"t": top, "seen": sorted(seen)}
     if not poller.settings.channels:
         return {"chats": chats}
     convs = teams_channels.channels(poller)  # also a request whose Date is Graph's clock now
