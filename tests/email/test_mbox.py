@@ -358,3 +358,33 @@ def test_config_mistakes_name_the_key(tmp_path: Path) -> None:
     assert isinstance(
         make_poller(memex_config.load(write_config(tmp_path, {"mb": {"type": "mbox", "path": "x"}})).source("mb")), MboxPoller
     )
+
+
+def test_mbox_conforms_to_the_plugin_contract_and_a_copy_gives_the_same_records(tmp_path: Path) -> None:
+    """The conformance kit (memex.conformance) on a Thunderbird-like folder file that grows: drain, resume from every
+    cursor, deterministic, caught up, new mail, ``head``; a copy of the folder elsewhere gives the same record bytes
+    (records name the file below ``path``, never ``path`` itself); memex's own poll twice."""
+    from memex.conformance import check_poll, check_poller
+
+    root = tmp_path / "Local Folders"
+    root.mkdir()
+    box = root / "Inbox"
+    box.write_bytes(mbox_of([mail(n) for n in range(7)]))
+    copy = tmp_path / "Copy"
+    copy.mkdir()
+    (copy / "Inbox").write_bytes(box.read_bytes())
+    table = {"type": "mbox", "path": str(root), "settle_seconds": 0}
+    cfg = memex_config.load(write_config(tmp_path, {"mb": table, "cp": {**table, "path": str(copy)}}))
+    added = [7]
+
+    def add(n: int) -> None:
+        with box.open("ab") as fh:
+            fh.write(mbox_of([mail(i) for i in range(added[0], added[0] + n)]))
+        added[0] += n
+
+    other = tmp_path / "other"
+    other.mkdir()
+    copy_cfg = memex_config.load(write_config(other, {"mb": {**table, "path": str(copy)}}))  # the same name, another path
+    ran = check_poller(lambda: make_poller(cfg.source("mb")), expected=7, add=add, copy=lambda: make_poller(copy_cfg.source("mb")))
+    assert {"drain", "resume", "copy", "new", "head"} <= set(ran)
+    check_poll(cfg, "cp", expected=7)
