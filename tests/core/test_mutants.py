@@ -160,7 +160,7 @@ MUTANTS = [
     ),
     pytest.param(
         "pollers/imessage/rows.py",
-        [("pollers/imessage/poller.py", "read failed ({describe_exc(exc)}); if Messages.app", "read failed ({exc}); if Messages.app"),
+        [("pollers/imessage/poller.py", "read failed ({describe_exc(exc)}); the next poll tries again", "read failed ({exc}); the next poll tries again"),
          ("    except sqlite3.OperationalError:\n        conn.text_factory = tolerant_text\n",
           "    except ZeroDivisionError:\n        conn.text_factory = tolerant_text\n")],
         ["tests/core/test_record_faults.py::test_a_database_error_quoting_message_text_reaches_no_output"],
@@ -305,8 +305,8 @@ MUTANTS = [
         id="start-now-after-a-backfill-jumps-to-the-head",
     ),
     pytest.param(
-        "pollers/teams/auth.py",
-        [("            if not sign_in and current != self._loaded:\n", "            if False:\n")],
+        "memex/oauth/store.py",
+        [("        if not sign_in and read(path) != expect:\n", "        if False:\n")],
         ["tests/teams/test_teams.py::test_a_poll_never_overwrites_a_newer_sign_in"],
         id="teams-poll-overwrites-a-newer-login",
     ),
@@ -1065,9 +1065,9 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/search/index.py",
-        [("        self.db.execute(\"DELETE FROM fts WHERE rowid = ?\", (rowid,))  # first: FTS5 reads the words to remove from the row\n", ""),
+        [("        self._unindex(rowid)  # first: FTS5 reads the words to remove from the row\n", ""),
          ("int(latest is not None), int(deleted), rowid))  # fmt: skip\n",
-          "int(latest is not None), int(deleted), rowid))  # fmt: skip\n        self.db.execute(\"DELETE FROM fts WHERE rowid = ?\", (rowid,))\n")],
+          "int(latest is not None), int(deleted), rowid))  # fmt: skip\n        self._unindex(rowid)\n")],
         ["tests/core/test_search.py::test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message"],
         id="search-words-removed-after-the-row-changed",
     ),
@@ -1099,10 +1099,10 @@ MUTANTS = [
         [("    lines = [f\"{name + ':':<13} {visible(value)}\" for name, value in head]\n",
           "    lines = [f\"{name + ':':<13} {value}\" for name, value in head]\n"),
          ('    lines += ["", visible(doc.get("text") or "(no text)", multiline=True)]\n', '    lines += ["", doc.get("text") or "(no text)"]\n'),
-         ("memex/cli/search.py", '        click.echo("  ".join(visible(x) for x in (', '        click.echo("  ".join(str(x) for x in ('),
-         ("memex/cli/search.py", '            line.append(visible(piece), style="bold yellow" if marked else "")\n',
+         ("memex/cli/find.py", '        echo("  ".join(visible(x) for x in (', '        echo("  ".join(str(x) for x in ('),
+         ("memex/cli/find.py", '            line.append(visible(piece), style="bold yellow" if marked else "")\n',
           '            line.append(piece, style="bold yellow" if marked else "")\n'),
-         ("memex/cli/search.py", '        line.append(visible(_cut(_sender(r), PLAIN_WIDTH)), style="green")\n',
+         ("memex/cli/find.py", '        line.append(visible(_cut(_sender(r), PLAIN_WIDTH)), style="green")\n',
           '        line.append(_cut(_sender(r), PLAIN_WIDTH), style="green")\n')],
         ["tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[show]",
          "tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[search]",
@@ -1144,6 +1144,27 @@ MUTANTS = [
     ),
     # ---- end of i32-isolate ----
     # ---- rows of branch i32-env: append below ----
+    pytest.param(
+        "memex/runner.py",
+        [("    fault = explain(exc)\n    if fault is not None:\n        return str(fault)\n", "    fault = None\n")],
+        ["tests/core/test_bad_inputs_environment.py::test_an_environment_failure_is_one_line_naming_the_path[store-full-poll]",
+         "tests/core/test_fs_errors.py::test_each_cause_is_one_line_naming_the_path_the_cause_and_the_fix"],
+        id="environment-fault-reported-as-internal-error",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("        refuse_bad_stored(poller, name, committed, cursors.where(name))\n", "        pass\n")],
+        ["tests/core/test_bad_inputs_environment.py::test_an_environment_failure_is_one_line_naming_the_path[cursor-wrong-type-maildir]"],
+        id="hand-edited-cursor-handed-to-the-poller",
+    ),
+    pytest.param(
+        "memex/backfill/run.py",
+        [("                if explain(exc) is not None:\n                    self.abort.set()\n", ""),
+         ("                if exc.needs_action:  # a full disk, a read-only store: every other item would fail the same way\n"
+          "                    self.abort.set()\n", "")],
+        ["tests/core/test_fs_errors.py::test_a_backfill_into_a_full_store_stops_at_the_first_fault_instead_of_failing_every_message"],
+        id="backfill-fails-every-message-on-a-full-disk",
+    ),
     # ---- end of i32-env ----
     # ---- rows of branch i32-wedge: append below ----
     pytest.param(
@@ -1216,6 +1237,81 @@ MUTANTS = [
     ),
     # ---- end of i32-wedge ----
     # ---- rows of branch i33-oauth: append below ----
+    pytest.param(
+        "memex/oauth/store.py",
+        [("    text = read(refusal_path(state_dir, source))\n", "    text = None\n")],
+        ["tests/email/test_imap_oauth.py::test_a_revoked_login_is_one_line_remembered_and_cured_by_signing_in",
+         "tests/email/test_imap_oauth_google.py::test_google_revoked_refresh_token_is_remembered"],
+        id="oauth-refusal-not-consulted-so-invalid-grant-retried-every-poll",
+    ),
+    pytest.param(
+        "memex/oauth/microsoft.py",
+        [("                if _code(result) in store.FOR_GOOD:\n", "                if False:\n")],
+        ["tests/email/test_imap_oauth.py::test_a_revoked_login_is_one_line_remembered_and_cured_by_signing_in"],
+        id="oauth-invalid-grant-not-remembered",
+    ),
+    pytest.param(
+        "pollers/email/oauth.py",
+        [("    if refusal is not None and not fresh and ", "    if refusal is not None and False and ")],
+        ["tests/email/test_imap_oauth.py::test_an_expired_access_token_is_refreshed_without_a_word"],
+        id="oauth-refused-cached-token-not-refreshed",
+    ),
+    pytest.param(
+        "pollers/email/oauth.py",
+        [('        return server_text(exc) + (f"; status {status}" if status else ""), []\n',
+          '        return server_text(exc) + f" {token}", []\n')],
+        ["tests/email/test_imap_oauth.py::test_no_token_or_secret_anywhere_but_the_login_files"],
+        id="oauth-token-written-into-the-error-line",
+    ),
+    pytest.param(
+        "pollers/email/oauth.py",
+        [('    return next((m for m in ("OAUTHBEARER", "XOAUTH2") if', '    return next((m for m in ("XOAUTH2", "OAUTHBEARER") if')],
+        ["tests/email/test_imap_oauth.py::test_microsoft_sign_in_then_polls_over_oauthbearer"],
+        id="oauth-xoauth2-preferred-over-oauthbearer",
+    ),
+    pytest.param(
+        "memex/oauth/installed_app.py",
+        [("        if not force_refresh and expires - REFRESH_MARGIN > time.time():\n",
+          "        if not force_refresh and expires > time.time():\n")],
+        ["tests/email/test_imap_oauth.py::test_a_token_about_to_expire_is_refreshed_before_it_is_used"],
+        id="oauth-refreshed-only-after-expiry",
+    ),
+    pytest.param(
+        "memex/oauth/installed_app.py",
+        [('"redirect_uri": redirect, "code_verifier": verifier}\n', '"redirect_uri": redirect, "code_verifier": challenge}\n')],
+        ["tests/email/test_imap_oauth_google.py::test_google_loopback_sign_in_with_pkce_then_poll"],
+        id="oauth-pkce-challenge-sent-as-verifier",
+    ),
+    pytest.param(
+        "memex/oauth/installed_app.py",
+        [('        if query.get("state") != state:\n', "        if False:\n")],
+        ["tests/email/test_imap_oauth_google.py::test_google_consent_declined_or_a_foreign_address_is_one_line"],
+        id="oauth-redirect-state-not-checked",
+    ),
+    pytest.param(
+        "pollers/email/wire.py",
+        [("            head = without_labels(head)", "            head = head")],
+        ["tests/email/test_imap_gmail.py::test_labels_that_read_like_fetch_items_never_move_the_uid"],
+        id="gmail-label-text-read-as-the-uid",
+    ),
+    pytest.param(
+        "pollers/email/session.py",
+        [("        return ahead, self._parse(data, ahead.uids, ahead.key[0]), ", "        return ahead, parse_fetch(data, ahead.uids), ")],
+        ["tests/email/test_imap_gmail.py::test_gmail_ids_and_labels_are_kept_in_extra"],
+        id="gmail-fields-lost-on-a-read-ahead",
+    ),
+    pytest.param(
+        "pollers/email/wire.py",
+        [("        return pattern in (name, shown) or fnmatch", "        return fnmatch")],
+        ["tests/email/test_imap_gmail.py::test_all_mail_is_found_by_its_name_or_its_special_use_attribute"],
+        id="gmail-all-mail-name-read-as-a-glob",
+    ),
+    pytest.param(
+        "pollers/email/session.py",
+        [('self._deadline.call(tokens.token_info, f"source {self.name!r}: refreshing the OAuth2 login")', "tokens.token_info()")],
+        ["tests/email/test_imap_oauth_google.py::test_a_refresh_that_hangs_never_outlasts_the_poll"],
+        id="oauth-refresh-deaf-to-the-poll-deadline",
+    ),
     # ---- end of i33-oauth ----
     # ---- rows of branch i33-mbox: append below ----
     pytest.param(
@@ -1256,6 +1352,37 @@ MUTANTS = [
     ),
     # ---- end of i33-mbox ----
     # ---- rows of branch i34-query: append below ----
+    pytest.param(
+        "memex/search/query.py",
+        [("        if op == \"or\":\n            return _disj(", "        if op == \"or\":\n            return _conj(")],
+        ["tests/core/test_search_query.py::test_boolean_operators_combine_as_notmuch_reads_them"],
+        id="search-or-read-as-and",
+    ),
+    pytest.param(
+        "memex/search/parse.py",
+        [("                raise QueryError(f\"{tok.text.upper()} needs a term before it\")\n",
+          "                self.take()\n                return Term(None, \"*\", False, False)\n")],
+        ["tests/core/test_bad_inputs_search.py::test_a_bad_query_gets_one_line_and_exit_2[search-and-alone]"],
+        id="search-a-lone-operator-returns-everything",
+    ),
+    pytest.param(
+        "memex/search/parse.py",
+        [("                raise QueryError(\"unclosed parenthesis: a ( has no matching )\")\n", "                return node\n")],
+        ["tests/core/test_bad_inputs_search.py::test_a_bad_query_gets_one_line_and_exit_2[search-unclosed-paren]"],
+        id="search-unclosed-parenthesis-read-as-closed",
+    ),
+    pytest.param(
+        "memex/search/rows.py",
+        [("    return min(max(int(ts * 1000), EARLIEST_MS), LATEST_MS)\n", "    return min(max(int(ts * 1000), 0), LATEST_MS)\n")],
+        ["tests/core/test_search_query.py::test_dates_and_ranges_find_what_they_name_before_1970_too"],
+        id="search-times-before-1970-clamped",
+    ),
+    pytest.param(
+        "memex/search/query.py",
+        [("and not t.quoted and not t.prefix", "and not t.prefix")],
+        ["tests/core/test_search_query.py::test_words_match_by_their_stem_but_phrases_prefixes_fields_and_capitals_as_written"],
+        id="search-phrases-stemmed",
+    ),
     # ---- end of i34-query ----
     # ---- rows of branch i34-index: append below ----
     pytest.param(
@@ -1293,6 +1420,24 @@ MUTANTS = [
     ),
     # ---- end of i34-index ----
     # ---- rows of branch i35-people: append below ----
+    pytest.param(
+        "memex/people/book.py",
+        [("        if not _same_name([cards[i].name for i in who]):\n", "        if False:\n")],
+        ["tests/core/test_people.py::test_one_contact_exported_five_times_is_one_person_and_a_shared_address_with_another_name_a_conflict"],
+        id="people-handle-shared-by-two-names-merged",
+    ),
+    pytest.param(
+        "memex/people/book.py",
+        [("        for handle in filter(None, (normalize(x, rules) for x in d.handles)):\n", "        for handle in ():\n")],
+        ["tests/core/test_people_search.py::test_with_a_person_finds_exactly_their_messages_in_every_source"],
+        id="people-decisions-ignored",
+    ),
+    pytest.param(
+        "memex/search/persons.py",
+        [('"to": (f"{received} EXCEPT {sent}", handles * 2)', '"to": (received, handles)')],
+        ["tests/core/test_people_search.py::test_with_a_person_finds_exactly_their_messages_in_every_source"],
+        id="people-to-counts-what-they-sent",
+    ),
     # ---- end of i35-people ----
     # ---- rows of branch i36-mcp: append below ----
     # ---- end of i36-mcp ----
@@ -1330,7 +1475,11 @@ def test_safety_test_catches_the_naive_version(tmp_path: Path, path: str, change
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "MEMEX_TEST_PATIENCE": "0.25"}
     for test in tests:
         out = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test],
+            [sys.executable, "-m", "pytest", "-q", "-x", "-rs", "-p", "no:cacheprovider", test],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
+        if out.returncode == 0 and " skipped" in out.stdout and " passed" not in out.stdout and not os.environ.get("CI"):
+            # the guarding test could not run here (no bindfs, no mount rights): say so instead of failing; CI runs it
+            reason = next((ln.split(": ", 1)[-1] for ln in out.stdout.splitlines() if ln.startswith("SKIPPED")), "skipped")
+            pytest.skip(f"{test} was skipped, so it cannot show the mutant is caught: {reason}")
         assert out.returncode == 1 and " failed" in out.stdout, f"{test} did not catch the mutant:\n{out.stdout[-1500:]}"
