@@ -18,8 +18,9 @@ Files in a folder: every regular file (at any depth, not hidden) whose first lin
 Native ID and record: as for IMAP and Maildir (:mod:`pollers.email.render`), with ``extra.mbox_file`` (the path
 below ``path``), ``extra.mbox_offset`` (where its separator is) and ``extra.folder`` (the file's name as a folder:
 ``.mbox`` and Thunderbird's ``.sbd`` taken off). A Takeout mail's ``X-GM-THRID`` and ``X-Gmail-Labels`` (which
-Takeout puts in front of the mail as Gmail holds it) become ``extra.gmail_thread_id`` and ``extra.gmail_labels``
-and are taken off the stored bytes, and the separator's ``<id>@xxx`` becomes ``extra.gmail_msgid``: the mail is
+Takeout puts in front of the mail as Gmail holds it) become ``extra.gmail``'s ``thrid`` and ``labels`` (the IMAP
+poller's shape, :mod:`pollers.email.gmail`) and are taken off the stored bytes, and the separator's ``<id>@xxx``
+becomes its ``msgid`` (and ``msgid_hex``): the mail is
 then byte for byte what Gmail's IMAP gives.
 
 Cursor: ``{"files": {REL: {"offset", "mails", "head", "head_len", "tail", "size", "mtime_ns", "ino"}}, "mails": N}``:
@@ -370,11 +371,11 @@ class MboxPoller:
             )
         extra: dict[str, Any] = {"mbox_file": rel, "mbox_offset": mail.start, "folder": folder_of(rel)}
         if raw[:16].lower().startswith((b"x-gm-thrid:", b"x-gmail-labels:")):
-            raw, fields = takeout_fields(raw)
-            extra.update(fields)
+            raw, gmail = takeout_fields(raw)
             msgid = takeout_msgid(mail.envelope)
             if msgid is not None:
-                extra["gmail_msgid"] = msgid
+                gmail = {"msgid": msgid, "msgid_hex": format(int(msgid), "x"), **gmail}
+            extra["gmail"] = gmail
         item = to_item(raw, self.into, None, ref=ref, extra=extra)
         if item.message is not None and problems:
             item.message.extra["problems"] = sorted(set(item.message.extra.get("problems", [])) | set(problems))

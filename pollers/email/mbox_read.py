@@ -305,7 +305,8 @@ def takeout_fields(raw: bytes) -> tuple[bytes, dict[str, object]]:
 
     Google Takeout adds those two header fields in front of each mail as Gmail holds it; taken off, the bytes are the
     mail a Gmail IMAP fetch gives (so a mail without a Message-ID has one hash either way). Fields elsewhere in the
-    header are left where they are. Values: ``gmail_thread_id`` (str) and ``gmail_labels`` (list of str; quoted
+    header are left where they are. Values, named as in the IMAP poller's ``extra.gmail`` (:mod:`pollers.email.gmail`):
+    ``thrid`` (str) and ``labels`` (list of str, Takeout's names: ``Inbox``, ``Opened``, ``Category Updates``; quoted
     labels may hold commas).
     """
     fields: dict[str, object] = {}
@@ -328,9 +329,9 @@ def takeout_fields(raw: bytes) -> tuple[bytes, dict[str, object]]:
 
             value = decode_words(value, [], "X-Gmail-Labels")
         if name == b"x-gm-thrid:":
-            fields["gmail_thread_id"] = value
+            fields["thrid"] = value
         else:
-            fields["gmail_labels"] = [label.strip() for label in next(csv.reader([value]), []) if label.strip()]
+            fields["labels"] = [label.strip() for label in next(csv.reader([value]), []) if label.strip()]
         pos = end
     return raw[pos:], fields
 

@@ -151,9 +151,9 @@ def test_takeout_fields_come_off_the_mail_into_extra() -> None:
     raw = b'X-GM-THRID: 1773664405479613283\r\nX-Gmail-Labels: Inbox,"Travel, 2023",\r\n Category Updates\r\nFrom: a@b\r\n\r\nx\r\n'
     rest, fields = takeout_fields(raw)
     assert rest == b"From: a@b\r\n\r\nx\r\n"
-    assert fields == {"gmail_thread_id": "1773664405479613283", "gmail_labels": ["Inbox", "Travel, 2023", "Category Updates"]}
+    assert fields == {"thrid": "1773664405479613283", "labels": ["Inbox", "Travel, 2023", "Category Updates"]}
     assert takeout_fields(b"From: a@b\r\nX-GM-THRID: 1\r\n\r\nx")[1] == {}
-    assert takeout_fields(b"X-Gmail-Labels: Inbox,=?UTF-8?Q?Fran=C3=A7ais?=\n\nx")[1] == {"gmail_labels": ["Inbox", "Fran\u00e7ais"]}
+    assert takeout_fields(b"X-Gmail-Labels: Inbox,=?UTF-8?Q?Fran=C3=A7ais?=\n\nx")[1] == {"labels": ["Inbox", "Fran\u00e7ais"]}
 
 
 def takeout(mails: list[tuple[int, bytes, str]]) -> bytes:
@@ -195,8 +195,9 @@ def test_a_takeout_mail_and_the_same_mail_from_gmail_imap_are_one_object(
     alone = records(cfg, "alone") if poll(cfg, "alone").new == 2 else {}
     assert set(alone) == set(first)
     doc = alone["mb1@example.com"]
-    assert doc["extra"]["gmail_labels"] == ["Inbox", "Travel, 2023", "Opened"]
-    assert doc["extra"]["gmail_thread_id"] == doc["extra"]["gmail_msgid"] == "1773664405479613283"
+    gmail = doc["extra"]["gmail"]  # the IMAP poller's shape (pollers.email.gmail)
+    assert gmail == {"msgid": "1773664405479613283", "msgid_hex": "189d5261275de363", "thrid": "1773664405479613283",
+                     "labels": ["Inbox", "Travel, 2023", "Opened"]}  # fmt: skip
     assert doc["extra"]["folder"] == "All mail Including Spam and Trash"
     assert_valid(list(alone.values()))
 
