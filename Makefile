@@ -63,6 +63,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/signal_spool.py
 	$(BIN)/python bench/messenger_export.py
 	$(BIN)/python bench/maildir_scale.py --strace
+	$(BIN)/python bench/mbox_import.py
 	PYTHONPATH=. $(BIN)/python bench/health_overhead.py
 
 clean:

@@ -22,6 +22,7 @@ BUILTIN: dict[str, str] = {
     "imessage": "pollers.imessage:make",
     "imap": "pollers.email:make",
     "maildir": "pollers.email:make",
+    "mbox": "pollers.email:make",
     "messenger": "pollers.messenger:make",
     "teams": "pollers.teams:make",
     "signal": "pollers.signal:make",

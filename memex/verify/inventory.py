@@ -1,6 +1,6 @@
 """The source side of ``memex verify``: what a source has up to its cursor that the index lacks, and ``--repair``.
 
-A poller that can list its source cheaply (:class:`memex.source.Inventoried`: iMessage, Maildir, IMAP, Messenger) is
+A poller that can list its source cheaply (:class:`memex.source.Inventoried`: iMessage, Maildir, mbox, IMAP, Messenger) is
 asked for every message up to the saved cursor; each one must be stored (or quarantined). A part of the source it
 cannot list (a renumbered mailbox, an export gone from the folder) is reported as ``unchecked``, not as damage. With
 ``--repair`` the missing ones, and those whose objects the walk found damaged, are read again from the source:

@@ -1,6 +1,7 @@
-"""Email: IMAP mailboxes (``type = "imap"``) and local Maildirs (``type = "maildir"``), one renderer for both.
+"""Email: IMAP mailboxes (``type = "imap"``), local Maildirs (``type = "maildir"``) and mbox files (``type = "mbox"``), one renderer.
 
-``imap`` with ``session``, ``wire`` and ``utf7`` speak IMAP; ``maildir`` reads ``new/`` and ``cur/``;
+``imap`` with ``session``, ``wire`` and ``utf7`` speak IMAP; ``maildir`` reads ``new/`` and ``cur/``; ``mbox`` with
+``mbox_read`` reads mbox files (Takeout, Thunderbird, Apple Mail);
 ``headers``, ``parts`` and ``render`` turn one RFC 5322 mail into a record, its attachments and its raw bytes.
 """
 
@@ -13,7 +14,11 @@ __all__ = ["make"]
 
 
 def make(source: SourceConfig) -> Poller:
-    """The IMAP or Maildir poller for ``source``, by its ``type``."""
+    """The IMAP, Maildir or mbox poller for ``source``, by its ``type``."""
+    if source.type == "mbox":
+        from pollers.email.mbox import make as make_mbox
+
+        return make_mbox(source)
     if source.type == "maildir":
         from pollers.email.maildir import make as make_maildir
 

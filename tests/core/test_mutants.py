@@ -1314,6 +1314,42 @@ MUTANTS = [
     ),
     # ---- end of i33-oauth ----
     # ---- rows of branch i33-mbox: append below ----
+    pytest.param(
+        "pollers/email/mbox.py",
+        [("            if entry and not self._same_file(path, entry, st.st_size):", "            if False:")],
+        ["tests/email/test_mbox.py::test_a_rewritten_file_is_read_again_with_duplicates_counted_and_nothing_lost"],
+        id="mbox-rewritten-file-not-detected",
+    ),
+    pytest.param(
+        "pollers/email/mbox.py",
+        [("            if mail.last and not settled:", "            if False:")],
+        ["tests/email/test_mbox.py::test_a_growing_file_is_read_on_and_its_last_mail_waits_until_the_file_settles"],
+        id="mbox-last-mail-read-while-the-file-changes",
+    ),
+    pytest.param(
+        "pollers/email/mbox.py",
+        [("            end, tail, count = marks[n - 1]", "            end, tail, count = marks[-1]")],
+        ["tests/email/test_mbox_faults.py::test_sigterm_inside_a_batch_saves_the_offset_right_after_the_last_stored_mail"],
+        id="mbox-item-cursor-at-the-end-of-its-batch",
+    ),
+    pytest.param(
+        "pollers/email/mbox_read.py",
+        [("    if variant == \"mboxcl2\" or b\">From \" not in raw:", "    if True:")],
+        ["tests/email/test_mbox.py::test_a_takeout_mail_and_the_same_mail_from_gmail_imap_are_one_object"],
+        id="mbox-quoted-from-lines-kept-quoted",
+    ),
+    pytest.param(
+        "pollers/email/mbox.py",
+        [("            if len(items) >= limit or held >= BATCH_BYTES:", "            if len(items) >= limit:")],
+        ["tests/email/test_mbox.py::test_a_batch_of_large_mails_is_cut_short_by_its_bytes"],
+        id="mbox-batch-not-bounded-by-bytes",
+    ),
+    pytest.param(
+        "pollers/email/mbox.py",
+        [("    if b\"X-Mozilla-\" in data:", "    if False:")],
+        ["tests/email/test_mbox.py::test_a_rewritten_file_is_read_again_with_duplicates_counted_and_nothing_lost"],
+        id="mbox-thunderbird-flags-look-like-a-rewrite",
+    ),
     # ---- end of i33-mbox ----
     # ---- rows of branch i34-query: append below ----
     pytest.param(
