@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from memex.errors import ConfigError
+from memex.urls import endpoint_url, file_url, s3_url
 
 CONFIG_ENV = "MEMEX_CONFIG"
 SOURCE_COMMON_KEYS = ("type", "enabled", "start", "interval", "heartbeat_url")
 # Seconds between polls for a type when its section sets no `interval` (Graph throttles chatty clients).
 TYPE_INTERVALS: dict[str, int] = {"teams": 300}
+MAX_INTERVAL = 30 * 86400  # a source's `interval` at most (seconds): longer is a typo, and a timer that long overflows
 _GLOBAL_KEYS = (
     "state_dir",
     "store",
@@ -42,19 +44,30 @@ _STORE_KEYS = ("url", "endpoint_url", "region", "profile", "client")
 _MISSING: Any = object()
 
 
+def home(needed_for: str, fix: str) -> Path:
+    """``$HOME`` as a path; empty or unset is a ConfigError (it would put ``~/...`` at ``/...``), naming what needed it."""
+    value = os.environ.get("HOME")
+    if not value:
+        how = "empty" if value is not None else "not set"
+        raise ConfigError(f"HOME is {how}, and {needed_for} is inside it; set HOME to your home folder, or {fix}")
+    return Path(value)
+
+
 def user_config_path() -> Path:
     """The platform's default config file path."""
+    fix = "pass --config PATH / set $MEMEX_CONFIG"
     if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / "memex" / "config.toml"
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+        return home("the default config file", fix) / "Library" / "Application Support" / "memex" / "config.toml"
+    base = os.environ.get("XDG_CONFIG_HOME") or str(home("the default config file ~/.config/memex/config.toml", fix) / ".config")
     return Path(base) / "memex" / "config.toml"
 
 
-def user_state_dir() -> Path:
+def user_state_dir(path: Path | None = None) -> Path:
     """The platform's default state folder (used when the config names none)."""
+    fix = f"set state_dir in {path or 'the config'}"
     if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / "memex" / "state"
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        return home("the default state folder", fix) / "Library" / "Application Support" / "memex" / "state"
+    base = os.environ.get("XDG_STATE_HOME") or str(home("the default state folder ~/.local/state/memex", fix) / ".local" / "state")
     return Path(base) / "memex"
 
 
@@ -82,6 +95,14 @@ class SourceConfig:
     interval: int = 60
     heartbeat_url: str | None = None
     state_dir: Path | None = None  # the config's state folder, for a poller that keeps private files (a login's token cache)
+    problem: ConfigError | None = field(default=None, compare=False)  # a common key is wrong: only this source stops
+
+    def check(self) -> None:
+        """Raise this section's config error (a common key is wrong), if any; a poller type checks its own keys."""
+        if self.problem is not None:
+            error = ConfigError(str(self.problem))
+            error.path, error.key = self.problem.path, self.problem.key
+            raise error
 
     def keys(self) -> Keys:
         """A checked reader over this section's type-specific keys."""
@@ -131,6 +152,8 @@ def load(explicit: str | os.PathLike[str] | None = None) -> Config:
         raise ConfigError(f"no config file; create one (see README) or pass --config PATH / set ${CONFIG_ENV}", path=path) from None
     except OSError as exc:
         raise ConfigError(f"cannot read config ({exc.strerror})", path=path) from None
+    if raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark: TOML forbids it, Windows editors write it
+        raw = raw[3:]
     try:
         doc = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -143,15 +166,13 @@ def load(explicit: str | os.PathLike[str] | None = None) -> Config:
 def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
     """Validate a parsed TOML document."""
     top = Keys(doc, path=path, prefix="", base_dir=_base_dir(path))
-    state_dir = top.path("state_dir", default=None) or user_state_dir()
-    log_max_bytes = top.number("log_max_bytes", default=10 * 1024 * 1024, minimum=4096)
+    state_dir = top.path("state_dir", default=None) or user_state_dir(path)
+    log_max_bytes = top.number("log_max_bytes", default=10 * 1024 * 1024, minimum=4096, maximum=1 << 40)
     log_backups = top.number("log_backups", default=5, minimum=1, maximum=1000)
     metrics_textfile = top.path("metrics_textfile", default=None)
     state_url = top.text("state_url", default=None)
     if state_url is not None:
-        rest = state_url[len("s3://") :] if state_url.startswith("s3://") else ""
-        if not rest or rest.startswith("/"):
-            raise ConfigError("must be s3://bucket/prefix (cursors and leases shared by several hosts)", path=path, key="state_url")
+        s3_url(state_url, path=path, key="state_url", what="cursors and leases shared by several hosts")
     lease_seconds = top.number("lease_seconds", default=90, minimum=2, maximum=3600)
     search_index = top.flag("search_index", default=True)
     store_table = top.table("store", default={})
@@ -160,18 +181,18 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
 
     skeys = Keys(store_table, path=path, prefix="store", base_dir=_base_dir(path))
     url = skeys.text("url", default="") or (state_dir / "store").as_uri()
-    if url.startswith("file://"):
-        pass
+    if url[:5].lower() == "file:":
+        url = file_url(url, path=path, key="store.url")
     elif url.startswith("s3://"):
-        if len(url) <= len("s3://") or url[len("s3://")] == "/":
-            raise ConfigError("s3 URL needs a bucket: s3://bucket/prefix", path=path, key="store.url")
+        s3_url(url, path=path, key="store.url", what="the store's bucket and prefix")
     elif "://" not in url:
-        url = (_base_dir(path) / Path(url).expanduser()).resolve().as_uri()
+        url = (_base_dir(path) / _expand(url, skeys, "url")).resolve().as_uri()
     else:
         raise ConfigError(f"unsupported store URL {url!r}; use file:///path or s3://bucket/prefix", path=path, key="store.url")
+    endpoint = skeys.text("endpoint_url", default=None)
     store = StoreConfig(
         url=url,
-        endpoint_url=skeys.text("endpoint_url", default=None),
+        endpoint_url=None if endpoint is None else endpoint_url(endpoint, path=path, key="store.endpoint_url"),
         region=skeys.text("region", default=None),
         profile=skeys.text("profile", default=None),
         client=skeys.text("client", default="lean"),
@@ -182,28 +203,47 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
 
     sources: dict[str, SourceConfig] = {}
     for name, table in sources_table.items():
-        if not isinstance(table, dict):
-            raise ConfigError("must be a table ([sources.NAME])", path=path, key=f"sources.{name}")
-        _check_source_name(name, path)
-        keys = Keys(table, path=path, prefix=f"sources.{name}", base_dir=_base_dir(path))
-        stype = keys.text("type")
-        start = keys.text("start", default="beginning")
-        if start not in ("beginning", "now"):
-            raise ConfigError(f'must be "beginning" or "now", not {start!r}', path=path, key=f"sources.{name}.start")
-        sources[name] = SourceConfig(
-            name=name,
-            type=stype,
-            path=path,
-            options={k: v for k, v in table.items() if k not in SOURCE_COMMON_KEYS},
-            enabled=keys.flag("enabled", default=True),
-            start=start,
-            interval=keys.number("interval", default=TYPE_INTERVALS.get(stype, 60), minimum=1),
-            heartbeat_url=_heartbeat_url(keys, path, name),
-            state_dir=state_dir,
-        )
+        _check_source_name(name, path)  # names name files: a bad one is not isolated, it stops the load
+        try:
+            sources[name] = _source(name, table, path, state_dir)
+        except ConfigError as exc:  # one broken section stops only its own source (make_poller raises ``problem``)
+            sources[name] = _broken_source(name, table, path, state_dir, exc)
     return Config(path=path, state_dir=state_dir, store=store, sources=sources, log_max_bytes=log_max_bytes, log_backups=log_backups,
                   metrics_textfile=metrics_textfile, state_url=state_url, lease_seconds=lease_seconds,
                   search_index=search_index)  # fmt: skip
+
+
+def _source(name: str, table: Any, path: Path | None, state_dir: Path) -> SourceConfig:
+    """One ``[sources.NAME]`` section with its common keys checked (a ConfigError naming the first bad key)."""
+    if not isinstance(table, dict):
+        raise ConfigError("must be a table ([sources.NAME])", path=path, key=f"sources.{name}")
+    keys = Keys(table, path=path, prefix=f"sources.{name}", base_dir=_base_dir(path))
+    stype = keys.text("type")
+    start = keys.text("start", default="beginning")
+    if start not in ("beginning", "now"):
+        raise ConfigError(f'must be "beginning" or "now", not {start!r}', path=path, key=f"sources.{name}.start")
+    return SourceConfig(
+        name=name,
+        type=stype,
+        path=path,
+        options={k: v for k, v in table.items() if k not in SOURCE_COMMON_KEYS},
+        enabled=keys.flag("enabled", default=True),
+        start=start,
+        interval=keys.number("interval", default=TYPE_INTERVALS.get(stype, 60), minimum=1, maximum=MAX_INTERVAL),
+        heartbeat_url=_heartbeat_url(keys, path, name),
+        state_dir=state_dir,
+    )
+
+
+def _broken_source(name: str, table: Any, path: Path | None, state_dir: Path, problem: ConfigError) -> SourceConfig:
+    """A section whose common keys are wrong: its valid ones kept (a scheduler still knows its interval), ``problem`` set."""
+    got = table if isinstance(table, dict) else {}
+    stype, enabled, interval = got.get("type"), got.get("enabled"), got.get("interval")
+    stype = stype if isinstance(stype, str) else "?"
+    if not (isinstance(interval, int) and not isinstance(interval, bool) and 1 <= interval <= MAX_INTERVAL):
+        interval = TYPE_INTERVALS.get(stype, 60)
+    return SourceConfig(name=name, type=stype, path=path, options={}, enabled=enabled if isinstance(enabled, bool) else True,
+                        interval=int(interval), state_dir=state_dir, problem=problem)  # fmt: skip
 
 
 def _heartbeat_url(keys: Keys, path: Path | None, name: str) -> str | None:
@@ -228,6 +268,16 @@ def _check_source_name(name: str, path: Path | None) -> None:
             path=path,
             key=f"sources.{name}",
         )
+
+
+def _expand(value: str, keys: Keys, key: str) -> Path:
+    """``value`` as a path with a leading ``~`` expanded; with HOME empty or unset that is an error naming the key."""
+    if value == "~" or value.startswith("~/"):
+        try:
+            return home(f"{keys._full(key)} ({value})", "give an absolute path") / value[2:]
+        except ConfigError as exc:
+            raise keys.error(key, str(exc)) from None
+    return Path(value).expanduser()
 
 
 def _base_dir(path: Path | None) -> Path:
@@ -301,7 +351,7 @@ class Keys:
             return value
         if not value:
             raise self.error(key, "must not be empty")
-        return self.base_dir / Path(value).expanduser()
+        return self.base_dir / _expand(value, self, key)
 
     def finish(self, allowed: tuple[str, ...] = ()) -> None:
         """Reject keys nobody read (typos), naming the first and listing the known ones."""

@@ -122,6 +122,7 @@ def open_poller(source: SourceConfig) -> Iterator[Poller]:
 
 def make_poller(source: SourceConfig) -> Poller:
     """Validate ``source`` with its type and build its poller (no I/O yet)."""
+    source.check()  # a broken common key (no type, interval = "sixty", ...) stops this source only
     factory = factory_for(source.type)
     if factory is None:
         raise ConfigError(

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memex.config import Config
-from memex.errors import MemexError, describe_exc
+from memex.errors import ConfigError, MemexError, describe_exc
 from memex.observe.logs import config_logger
 from memex.registry import make_poller
 from memex.runner import DEFAULT_MAX_SECONDS, PollResult, internal_error, poll
@@ -219,8 +219,23 @@ def watch(
     max_seconds: float = DEFAULT_MAX_SECONDS,
     console: IO[str] | None = None,
 ) -> None:
-    """Watch and poll ``names`` until ``stop`` is set; every source is validated before anything starts."""
-    plans = [plan(cfg, name, settle) for name in names]
+    """Watch and poll ``names`` until ``stop`` is set; every source is validated before anything starts.
+
+    A source whose section is broken is reported (``watch.config_error``, on the console and in its log) and left out;
+    the others are watched. Only when every named source is broken is that a ConfigError (exit 2). A watcher thread
+    that dies on a bug stops the whole process with :class:`WatcherDied` (exit 1), never a silent gap (see there).
+    """
+    plans: list[Plan] = []
+    broken: list[ConfigError] = []
+    for name in names:
+        cfg.source(name)  # an unknown name is a usage error: it stops everything
+        try:
+            plans.append(plan(cfg, name, settle))
+        except ConfigError as exc:
+            config_logger(cfg, name, console=console).error("watch.config_error", error=str(exc))
+            broken.append(exc)
+    if not plans:
+        raise broken[0]
     from watchdog.observers import Observer
 
     sources = [SourceWatch(cfg, p, max_seconds, stop, console) for p in plans]
@@ -231,6 +246,7 @@ def watch(
     observer = Observer()
     observer.start()  # first, so that scheduling a folder that cannot be watched fails here, for that folder
     watched: dict[str, list[str]] = {s.plan.name: [] for s in sources}
+    died: list[str] = []  # the line of each watcher thread that died (memex.watch._run_or_stop)
     try:
         for (folder, recursive), pairs in by_folder.items():
             try:
@@ -252,7 +268,8 @@ def watch(
                 interval_s=p.interval,
                 **({} if p.watchable else {"reason": "its type has no files to watch; polled every interval"}),
             )
-        threads = [threading.Thread(target=s.run, name=f"watch-{s.plan.name}", daemon=True) for s in sources]
+        threads = [threading.Thread(target=_run_or_stop, args=(s, died, console), name=f"watch-{s.plan.name}", daemon=True)
+                   for s in sources]  # fmt: skip
         for thread in threads:
             thread.start()
         while not stop.wait(1.0):
@@ -265,3 +282,29 @@ def watch(
     finally:
         observer.stop()
         observer.join(5)
+    if died:
+        raise WatcherDied(died[0])
+
+
+class WatcherDied(MemexError):
+    """A source's watcher thread died on a bug: ``memex watch`` stops (exit 1) rather than go on without that source.
+
+    Restarting the thread in-process could spin on the same bug, and a process that keeps running with one source
+    unwatched is the silent gap this prevents; exiting non-zero lets the service manager (systemd ``Restart=``,
+    launchd ``KeepAlive``) restart the whole watcher, and its error shows in the log and the manager's status.
+    """
+
+
+def _run_or_stop(source: SourceWatch, died: list[str], console: IO[str] | None) -> None:
+    """Run one source's watch loop; if it dies on an exception, log it and stop every watcher (saved progress is kept)."""
+    try:
+        source.run()
+    except BaseException as exc:
+        reason = internal_error(exc) if isinstance(exc, Exception) else type(exc).__name__
+        line = (f"{source.plan.name}: its watcher stopped ({reason}); memex watch exits so that its service manager "
+                "restarts it (the cursor keeps what was stored)")  # fmt: skip
+        died.append(line)
+        try:
+            config_logger(source.cfg, source.plan.name, console=console).error("watch.died", error=line)
+        finally:
+            source.stop.set()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import getpass
+import sys
 from pathlib import Path
 
 import click
 
-from memex.cli.common import load_config, reports_errors
+from memex.cli.common import fail, load_config, reports_errors
 from memex.errors import ConfigError
 
 
@@ -20,19 +21,44 @@ def _config_path(cfg: object) -> Path:
 
 @click.command()
 @click.option("--mailto", default=None, metavar="ADDRESS", help="Where cron mails warnings and errors (default: the current user).")
+@click.option("--install", is_flag=True, help="Put the lines into your crontab between memex's marker lines (the rest is kept).")
+@click.option("--uninstall", is_flag=True, help="Remove memex's marker block from your crontab (the rest is kept).")
 @click.pass_context
 @reports_errors
-def cron(ctx: click.Context, mailto: str | None) -> None:
+def cron(ctx: click.Context, mailto: str | None, install: bool, uninstall: bool) -> None:
     """Print crontab lines for every enabled source, each at its own interval.
 
     The lines name this memex's executable and the config's absolute path, and
-    set PATH and MAILTO. Install with `memex cron | crontab -` (this replaces
-    the user's crontab) or paste them into `crontab -e`.
+    set PATH and MAILTO. Install them with `memex cron --install`: it reads your
+    crontab (crontab -l), replaces only the block between memex's marker lines
+    (or appends it) and installs the result (crontab -); running it again is a
+    no-op. `memex cron --uninstall` removes the block. The installed block sets
+    no MAILTO (cron mails you, the crontab's owner), so --mailto goes only with
+    printing. Warns about a source using a *_env key: cron will not have it.
     """
-    from memex.cli.recipes import crontab, current_program
+    from memex.cli import cron_install
+    from memex.cli.poll import warn
+    from memex.cli.recipes import cron_warnings, crontab, current_program
 
+    if install and uninstall:
+        fail("pass --install or --uninstall, not both", 2)
+    if mailto is not None and (install or uninstall):
+        fail("--mailto goes with printing only: a MAILTO line in the block would redirect the mail of your own crontab lines "
+             "below it; set MAILTO yourself with crontab -e", 2)  # fmt: skip
+    if uninstall:
+        changed = cron_install.install(None)
+        if sys.stderr.isatty():
+            click.echo("removed memex's block from your crontab" if changed else "your crontab holds no memex block", err=True)
+        return
     cfg = load_config(ctx)
-    click.echo(crontab(cfg, _config_path(cfg), current_program(), mailto=mailto or getpass.getuser()), nl=False)
+    for line in cron_warnings(cfg):
+        warn(line)
+    if not install:
+        click.echo(crontab(cfg, _config_path(cfg), current_program(), mailto=mailto or getpass.getuser()), nl=False)
+        return
+    changed = cron_install.install(crontab(cfg, _config_path(cfg), current_program(), mailto=None))
+    if sys.stderr.isatty():
+        click.echo("installed memex's block in your crontab" if changed else "your crontab already holds these lines", err=True)
 
 
 @click.command()

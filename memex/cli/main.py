@@ -212,7 +212,7 @@ def cursor_set(ctx: click.Context, source: str, value: str, yes: bool) -> None:
 
     Example: memex cursor set imessage '{"rowid": 89000}'. The value is
     checked (shape, types, no negative positions; exit 2 otherwise); moving
-    the cursor back asks for confirmation like reset does. The change is
+    the cursor back, or null (a reset), asks for confirmation like reset does. The change is
     logged as an explicit cursor.set, so the dashboard does not flag it.
     """
     cfg = load_config(ctx)
@@ -220,6 +220,12 @@ def cursor_set(ctx: click.Context, source: str, value: str, yes: bool) -> None:
         parsed = json.loads(value)
     except json.JSONDecodeError:
         fail(f"cursor of {source!r} not set: VALUE must be JSON, e.g. '{{\"rowid\": 89000}}'", 2)
+    if parsed is None:  # null forgets the cursor: the same as reset, so it asks the same way
+        cfg.source(source)
+        if not yes:
+            _confirm(f"Setting the cursor of {source!r} to null resets it: the next poll re-reads its whole history")
+        _explicit_change(cfg, source, None, "reset")
+        return
     _explicit_change(cfg, source, parsed, "set", yes=yes)
 
 
@@ -247,7 +253,8 @@ def demo(directory: Path, messages: int) -> None:
 
     The first run creates DIR with a config, a realistic sample chat.db and
     an empty file store. Each later run adds a few new messages, so you can
-    watch a poll pick them up.
+    watch a poll pick them up. It writes only inside DIR: a config there whose
+    state or store points outside DIR is refused (exit 2).
     """
     from memex.cli.demo import run_demo
 

@@ -29,6 +29,11 @@ def fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
+def warn(message: str) -> None:
+    """Print one warning line on stderr (the command goes on)."""
+    print(f"memex: warning: {message}", file=sys.stderr, flush=True)
+
+
 def guarded(func: Callable[[], Any], passthrough: tuple[type[BaseException], ...] = ()) -> Any:
     """Run ``func``: a MemexError is one stderr line and its exit code; a bug one line, no traceback unless --debug.
 

@@ -116,9 +116,11 @@ def enabled_sources(cfg: Config) -> list[SourceConfig]:
     return [s for _, s in sorted(cfg.sources.items()) if s.enabled]
 
 
-def crontab(cfg: Config, config_path: Path, program: Program, *, mailto: str) -> str:
+def crontab(cfg: Config, config_path: Path, program: Program, *, mailto: str | None) -> str:
     """A complete crontab for every enabled source: environment, one line per source, and why no flock.
 
+    ``mailto=None`` is the block ``memex cron --install`` keeps in the user's crontab: no ``PATH=`` or ``MAILTO=``
+    line (they would apply to the user's own lines below it); each poll line sets its PATH itself.
     An enabled source whose ``interval`` cron cannot keep exactly is refused (ConfigError, exit 2), not rounded.
     """
     lines = [
@@ -127,16 +129,32 @@ def crontab(cfg: Config, config_path: Path, program: Program, *, mailto: str) ->
         "# `poll skipped` and exits 0. --max-seconds ends a run before the next one starts.",
         "# A successful poll prints nothing off a terminal, so cron mails only warnings and errors.",
         f"# Logs: {cfg.state_dir}/logs/<source>.jsonl",
-        f"PATH={program.bin_dir}:{SYSTEM_PATH}",
-        f"MAILTO={mailto}",
-        "",
     ]
+    path = f"PATH={program.bin_dir}:{SYSTEM_PATH}"
+    prefix = "" if mailto is not None else _quote(path) + " "
+    if mailto is not None:  # printed: say how to install it without replacing the user's own lines
+        lines += ["# Install: `memex cron --install` keeps these lines between marker lines in your crontab and leaves",
+                  "# the rest of it alone (`memex cron | crontab -` would replace it all); `--uninstall` removes them.",
+                  path, f"MAILTO={mailto}", ""]  # fmt: skip
     sources = enabled_sources(cfg)
     for source in sources:
-        lines.append(f"{source_cron_schedule(cfg, source)} {' '.join(_quote(a) for a in poll_argv(program, config_path, source))}")
+        lines.append(f"{source_cron_schedule(cfg, source)} {prefix}{' '.join(_quote(a) for a in poll_argv(program, config_path, source))}")
     if not sources:
         lines.append("# (no enabled sources in the config)")
     return "\n".join(lines) + "\n"
+
+
+def cron_warnings(cfg: Config) -> list[str]:
+    """What a user installing these lines should know: broken sections (polled, failing until fixed), ``*_env`` keys."""
+    out = []
+    for source in enabled_sources(cfg):
+        if source.problem is not None:
+            out.append(f"{source.problem}; its cron line polls it anyway and fails (mailing this error) until the section is fixed")
+        for key, value in sorted(source.options.items()):
+            if key.endswith("_env") and isinstance(value, str):
+                out.append(f"sources.{source.name}.{key}: cron starts polls with almost no environment, so ${value} will not be set "
+                           f"there; use {key[:-4]}_cmd if the source offers it, or set {value} in the crontab yourself")  # fmt: skip
+    return out
 
 
 def launchd_label(source: str) -> str:

@@ -164,6 +164,7 @@ def rebuild(ctx: click.Context, sources: tuple[str, ...], workers: int | None, a
     cfg = load_config(ctx, state=True)
     workers = workers or default_workers(cfg)
     store = open_store(cfg.store, max_pool_connections=max(10, workers))
+    _known_sources(cfg, store, sources)
     began = time.monotonic()
     with progress(sys.stderr.isatty(), "indexing: {n} records") as tick:
         n = run_rebuild(cfg, store, list(dict.fromkeys(sources)) or None, workers=workers, tick=tick)
@@ -172,6 +173,18 @@ def rebuild(ctx: click.Context, sources: tuple[str, ...], workers: int | None, a
         click.echo(json.dumps(summary, indent=2))
     elif sys.stdout.isatty():
         click.echo(f"indexed {n:,} records in {summary['seconds']} s")
+
+
+def _known_sources(cfg: Any, store: Any, sources: tuple[str, ...]) -> None:
+    """Refuse (exit 2) a named source neither configured nor in the store: a rebuild of it would leave an empty row."""
+    from memex.errors import ConfigError
+    from memex.records import encode_id
+
+    for name in sources:
+        if name not in cfg.sources and next(iter(store.list_keys(f"messages/{encode_id(name)}/")), None) is None:
+            known = ", ".join(sorted(cfg.sources)) or "none"
+            raise ConfigError(f"no source named {name!r} in the config or the store (configured: {known}); name one of them",
+                              path=cfg.path, key=f"sources.{name}")  # fmt: skip
 
 
 @index.command("status")

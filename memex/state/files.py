@@ -13,10 +13,12 @@ FILE_MODE = 0o600
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create ``path`` (and any missing parents, each 0700 whatever the umask) and make it 0700; return it."""
+    """Create ``path`` (and any missing parents, each 0700 whatever the umask) if missing; return it.
+
+    A folder that already exists keeps its mode: memex sets modes only on folders it creates (a ``state_dir`` of the
+    user's, or ``/``, is never chmod'ed). Privacy holds all the same: what memex puts inside is 0700 folders and 0600 files.
+    """
     make_dirs(path)
-    if (path.stat().st_mode & 0o777) != DIR_MODE:
-        os.chmod(path, DIR_MODE)
     return path
 
 

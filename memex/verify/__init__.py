@@ -78,6 +78,10 @@ def _once(cfg: Config, store: ObjectStore, sources: list[str] | None, *, repair:
             if name not in cfg.sources:
                 report.source(name).inventory = "not in the config"
                 continue
+            problem = cfg.sources[name].problem
+            if problem is not None and not sources:  # a broken section: its objects are checked, its source is not read
+                report.source(name).inventory = f"config error: {problem}"
+                continue
             cursor = (sections.get(name) or {}).get("cursor")
             compare(cfg, store, report, name, cursor=cursor, repair=repair, damaged=(damaged or {}).get(name, {}), pool=pool,
                     window=workers * 4)  # fmt: skip

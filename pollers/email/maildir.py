@@ -129,8 +129,17 @@ class MaildirPoller:
     def _folder_dir(self, folder: str) -> Path:
         return self.root if folder == ROOT_FOLDER else self.root / f".{folder}"
 
-    def folder_names(self) -> list[str]:
-        """The configured folders that exist, globs expanded, sorted."""
+    def folder_names(self, available: list[str] | None = None) -> list[str]:
+        """The configured folders that exist (of ``available``, default: listed now), globs expanded, sorted."""
+        available = self._available() if available is None else available
+        return sorted({n for n in available for p in self.folders if n == p or fnmatch.fnmatchcase(n, p)})
+
+    def missing_folders(self, available: list[str]) -> list[str]:
+        """The configured folder names and globs that match none of ``available`` (a warning per poll)."""
+        return [p for p in self.folders if not any(n == p or fnmatch.fnmatchcase(n, p) for n in available)]
+
+    def _available(self) -> list[str]:
+        """Every folder of the Maildir: the root (INBOX) and each Maildir++ subfolder holding cur/ (one listing)."""
         self._check_root()
         available = [ROOT_FOLDER]
         try:
@@ -141,7 +150,7 @@ class MaildirPoller:
                         available.append(entry.name[1:])
         except OSError as exc:
             raise SourceError(f"{self.root}: cannot list ({exc.strerror})") from None
-        return sorted({n for n in available for p in self.folders if n == p or fnmatch.fnmatchcase(n, p)})
+        return available
 
     def _list(self, folder: str) -> list[Entry]:
         """Every message file of a folder (new/ listed before cur/), one entry per key."""
@@ -245,11 +254,18 @@ class MaildirPoller:
         keys in the cursor's ``ahead`` until the clock has passed the cursor.
         """
         listing = self._listing
+        missing: list[str] = []
         if listing is None or listing.resume is None or cursor != listing.resume:
             scan_start_ns = time.time_ns()
-            listing = self._listing = _Listing(self.folder_names(), scan_start_ns - int(self.settle_seconds * 1e9))
+            available = self._available()
+            listing = self._listing = _Listing(self.folder_names(available), scan_start_ns - int(self.settle_seconds * 1e9))
+            missing = self.missing_folders(available)  # said once per listing (each poll), the other folders are read
         batch = self._fetch(listing, cursor, limit)
         listing.resume = batch.cursor
+        if missing:
+            batch.warnings[:0] = [f"folders: {name!r} matches no folder of {self.root}; check the name (a subfolder {name} is the "
+                                  f"Maildir++ folder .{name} holding cur/ and new/) or remove it from `folders` in source "
+                                  f"{self.name!r}" for name in missing]  # fmt: skip
         return batch
 
     def _files(self, listing: _Listing, folder: str) -> list[Entry]:

@@ -223,6 +223,18 @@ def scan(inbox: Path, settle_seconds: float) -> tuple[list[Candidate], int]:
     return ready, settling
 
 
+_BARE_THREAD_FILE = re.compile(r"message_\d+\.(?:json|html?)", re.IGNORECASE)
+
+
+def stray_files(inbox: Path) -> list[str]:
+    """Names of thread files (``message_1.json``) lying directly in the inbox: not an export, so never read (a warning)."""
+    try:
+        with os.scandir(inbox) as it:
+            return sorted(e.name for e in it if _BARE_THREAD_FILE.fullmatch(e.name) and e.is_file())
+    except OSError:  # scan() reports an inbox it cannot list
+        return []
+
+
 def _folder(path: Path) -> Candidate:
     h = hashlib.sha256()
     st = path.stat()

@@ -30,7 +30,7 @@ from typing import Any
 from memex.config import SourceConfig
 from memex.errors import SourceError
 from memex.source import Batch, Cursor, Item
-from pollers.messenger.exports import Candidate, LayoutError, Opened, Reader, Unit, layout, scan
+from pollers.messenger.exports import Candidate, LayoutError, Opened, Reader, Unit, layout, scan, stray_files
 from pollers.messenger.inventory import Inventory
 from pollers.messenger.parse import Renderer
 
@@ -66,6 +66,7 @@ class MessengerPoller(Inventory):
         self._rejects: dict[str, str] = {}  # signature -> the error line
         self._pos: Any = None  # the "at" the live stream stands at
         self._stream: Iterator[tuple[str, tuple[int, Item]]] | None = None
+        self._strays_said = False  # the thread files lying loose in the inbox were warned about (once per poll)
 
     def watch_paths(self) -> list[Path]:
         """What ``memex watch`` watches: the inbox folder."""
@@ -165,6 +166,11 @@ class MessengerPoller(Inventory):
         at = cur.get("at")
         warnings: list[str] = []
         candidates = self._candidates()
+        if not self._strays_said:  # once per poll (a poller lives for one poll)
+            self._strays_said = True
+            warnings = [f"{name}: a thread file lying directly in the inbox is not read; put the whole export in {self.inbox} "
+                        "(its .zip, or the unpacked folder holding messages/inbox/<conversation>/message_1.json)"
+                        for name in stray_files(self.inbox)]  # fmt: skip
         if at is None:
             for cand in candidates:
                 if cand.signature in known:
@@ -173,12 +179,12 @@ class MessengerPoller(Inventory):
                 if opened is None:
                     continue
                 if opened.hash in done_hashes:  # moved, renamed or dropped again: recognised by content, nothing re-read
-                    return Batch(items=[], cursor=_finish(cur, opened, count=False))
+                    return Batch(items=[], cursor=_finish(cur, opened, count=False), warnings=warnings)
                 at = {"export": opened.hash, "unit": "", "n": 0}
                 break
             else:
                 self._raise_rejects()
-                return Batch(items=[], cursor=cursor if cursor else cur)
+                return Batch(items=[], cursor=cursor if cursor else cur, warnings=warnings)
         opened = self._find([c for c in candidates if c.signature not in known], at["export"])
         if opened is None:
             self._pos = self._stream = None

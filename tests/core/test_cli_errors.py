@@ -67,12 +67,15 @@ def test_moving_a_cursor_back_by_hand_asks_first_and_is_logged(tmp_path: Path) -
 
 
 def test_a_heartbeat_url_without_a_scheme_is_a_config_error_that_never_shows_the_url(tmp_path: Path) -> None:
-    """`heartbeat_url = "hc-ping.com/<secret>"`: exit 2 at load, naming the key; the secret is in no output."""
+    """`heartbeat_url = "hc-ping.com/<secret>"`: exit 2 naming the key (poll: its line; status: the source's CONFIG row);
+    the secret is in no output."""
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(tmp_path / "c.db"), "heartbeat_url": "hc-ping.com/SECRET-77"}})
-    for args in (("poll", "imessage"), ("status",)):
-        out = run_cli(*args, config=cfg)
-        assert out.returncode == 2 and "sources.imessage.heartbeat_url" in out.stderr and _one_line(out.stderr)
-        assert "SECRET-77" not in out.stdout + out.stderr
+    out = run_cli("poll", "imessage", config=cfg)
+    assert out.returncode == 2 and "sources.imessage.heartbeat_url" in out.stderr and _one_line(out.stderr)
+    assert "SECRET-77" not in out.stdout + out.stderr
+    out = run_cli("status", config=cfg)
+    assert out.returncode == 2 and out.stderr == "" and "CONFIG" in out.stdout and "sources.imessage.heartbeat_url" in out.stdout
+    assert "SECRET-77" not in out.stdout + out.stderr
 
 
 @pytest.mark.parametrize(

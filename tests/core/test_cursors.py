@@ -111,13 +111,16 @@ def test_state_files_are_private_and_lock_file_is_never_replaced(tmp_path: Path)
     assert leftovers == []
 
 
-def test_loose_state_dir_is_tightened(tmp_path: Path) -> None:
-    """A state dir created 0755 by hand becomes 0700 on first write."""
+def test_an_existing_state_dir_keeps_its_mode(tmp_path: Path) -> None:
+    """A state dir the user made 0755 stays 0755 (memex chmods only what it creates); what memex puts in it is private."""
     state = tmp_path / "state"
     state.mkdir(mode=0o755)
     os.chmod(state, 0o755)
-    CursorStore(state).update("a", lambda s: {"n": 1})
-    assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
+    store = CursorStore(state)
+    store.update("a", lambda s: {"n": 1})
+    assert stat.S_IMODE(os.stat(state).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(store.path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(store.lock_path.parent).st_mode) == 0o700
 
 
 def _noop(section: dict[str, Any]) -> dict[str, Any]:

@@ -1072,6 +1072,26 @@ MUTANTS = [
         id="search-words-removed-after-the-row-changed",
     ),
     # ---- rows of branch i32-host: append below ----
+    # (branch i32-config, issue 32 §1: never touch what memex does not own)
+    pytest.param(
+        "memex/state/files.py",
+        [("    make_dirs(path)\n    return path\n", "    make_dirs(path)\n    os.chmod(path, DIR_MODE)\n    return path\n")],
+        ["tests/core/test_cursors.py::test_an_existing_state_dir_keeps_its_mode",
+         "tests/core/test_bad_inputs_config.py::test_a_bad_config_input_gets_one_line_and_harms_nothing[existing-0755-state-dir-keeps-its-mode]"],
+        id="existing-state-dir-chmoded-0700",
+    ),
+    pytest.param(
+        "memex/urls.py",
+        [('    if parts.netloc not in ("", "localhost"):\n', "    if False:\n")],
+        ["tests/core/test_config_safety.py::test_a_store_url_that_would_write_elsewhere_is_refused_at_load"],
+        id="file-url-host-part-accepted",
+    ),
+    pytest.param(
+        "memex/cli/demo.py",
+        [("        _inside(cfg, directory.resolve())", "        pass")],
+        ["tests/core/test_config_safety.py::test_demo_creates_its_folder_private_and_refuses_a_config_pointing_out"],
+        id="demo-follows-a-config-pointing-outside-its-folder",
+    ),
     # ---- end of i32-host ----
     # ---- rows of branch i32-term: append below ----
     pytest.param(
@@ -1108,6 +1128,20 @@ MUTANTS = [
     ),
     # ---- end of i32-term ----
     # ---- rows of branch i32-isolate: append below ----
+    # (branch i32-config, issue 32 §3: one broken source stops only itself)
+    pytest.param(
+        "memex/config.py",
+        [("            sources[name] = _broken_source(name, table, path, state_dir, exc)\n", "            raise\n")],
+        ["tests/core/test_bad_inputs_config.py::test_a_bad_config_input_gets_one_line_and_harms_nothing[broken-interval-sixty-poll-other]",
+         "tests/core/test_config_safety.py::test_a_broken_section_loads_and_stops_only_its_source"],
+        id="one-broken-source-section-fails-every-source",
+    ),
+    pytest.param(
+        "memex/watch.py",
+        [("        raise WatcherDied(died[0])\n", "        pass\n")],
+        ["tests/core/test_config_safety.py::test_a_watcher_thread_that_dies_stops_watch_with_exit_1_never_a_silent_gap"],
+        id="watch-thread-dies-silently",
+    ),
     # ---- end of i32-isolate ----
     # ---- rows of branch i32-env: append below ----
     # ---- end of i32-env ----

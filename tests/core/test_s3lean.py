@@ -391,10 +391,10 @@ def test_a_verifying_server_accepts_our_signatures(verifying_s3: tuple[str, str,
 
 def test_client_key_is_validated() -> None:
     """[store] client accepts "lean" and "boto3" and refuses anything else naming the key (exit 2)."""
-    assert parse({"store": {"url": "s3://b/p"}}, None).store.client == "lean"
-    assert parse({"store": {"url": "s3://b/p", "client": "boto3"}}, None).store.client == "boto3"
+    assert parse({"store": {"url": "s3://bkt/p"}}, None).store.client == "lean"
+    assert parse({"store": {"url": "s3://bkt/p", "client": "boto3"}}, None).store.client == "boto3"
     with pytest.raises(ConfigError, match=r"store\.client") as err:
-        parse({"store": {"url": "s3://b/p", "client": "fast"}}, None)
+        parse({"store": {"url": "s3://bkt/p", "client": "fast"}}, None)
     assert err.value.exit_code == 2
 
 
