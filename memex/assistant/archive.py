@@ -285,42 +285,47 @@ class Archive:
         limit = _bounded("limit", limit, 1, LIMIT_MAX)
         if not isinstance(query, str):
             raise ToolError("query: give the query as text (* for every message)")
-        column = {"sender": "m.sender_id, m.sender_name, m.is_me", "conversation": "m.source, m.conv_id, m.conv_name",
-                  "month": "strftime('%Y-%m', m.ts, 'unixepoch')"}[by]  # fmt: skip
-        sql, params = matching(parse(query), f"{column}, count(*) AS n")
-        order = "1 DESC" if by == "month" else "n DESC, 1"
-        with self.reading() as db:
-            rows = db.execute(f"{sql} GROUP BY {column} ORDER BY {order}", params).fetchall()
-        groups = []
-        for row in rows[:limit]:
-            if by == "sender":
-                groups.append({"sender": _person(row[0], row[1], row[2]), "count": row["n"]})
-            elif by == "conversation":
-                groups.append({"source": row[0], "conversation": {"id": row[1] or None, "name": row[2] or None}, "count": row["n"]})
-            else:
-                groups.append({"month": row[0], "count": row["n"]})
-        return {"query": query, "by": by, "total": sum(r["n"] for r in rows), "groups_total": len(rows), "groups": groups}
+        from memex.assistant.groups import COLUMN, tally
 
-    def index_status(self, count_store: bool = False) -> dict[str, Any]:
-        """Per source: messages indexed (edited, deleted), when last added and rebuilt, records stored but not yet
-        indexed (``pending``); with ``count_store``, records in the store and how many the index lacks (a listing)."""
+        sql, params = matching(parse(query), COLUMN[by])
         with self.reading() as db:
-            per = {r[0]: {"source": r[0], "indexed": r[1], "edited": r[2] or 0, "deleted": r[3] or 0}
-                   for r in db.execute("SELECT source, COUNT(*), SUM(edited), SUM(deleted) FROM messages GROUP BY source")}  # fmt: skip
+            groups = tally(db.execute(sql, params), by)
+        return {"query": query, "by": by, "total": sum(g["count"] for g in groups), "groups_total": len(groups), "groups": groups[:limit]}
+
+    def index_status(self, detailed: bool = False) -> dict[str, Any]:
+        """Per source: messages indexed, the oldest and newest message's time, when records were last added and the
+        index rebuilt, records stored but not yet indexed (``pending``); ``detailed`` adds how many are edited and
+        deleted (a scan of the rows), the records in the store and how many the index lacks (a listing)."""
+        with self.reading() as db:
+            per: dict[str, dict[str, Any]] = {}
+            for source, n in db.execute("SELECT source, COUNT(*) FROM messages GROUP BY source").fetchall():  # one index
+                ends = [db.execute(f"SELECT ts FROM messages WHERE source = ? AND ts IS NOT NULL ORDER BY ts {o} LIMIT 1",
+                                   (source,)).fetchone() for o in ("ASC", "DESC")]  # fmt: skip
+                per[source] = {"source": source, "indexed": n, "oldest": _utc(ends[0]), "newest": _utc(ends[1])}
             for source, added, rebuilt in db.execute("SELECT source, added_at, rebuilt_at FROM sources"):
-                per.setdefault(source, {"source": source, "indexed": 0, "edited": 0, "deleted": 0}).update(
-                    added_at=added, rebuilt_at=rebuilt
-                )
+                per.setdefault(source, {"source": source, "indexed": 0}).update(added_at=added, rebuilt_at=rebuilt)
+            if detailed:
+                for source, edited, deleted in db.execute("SELECT source, SUM(edited), SUM(deleted) FROM messages GROUP BY source"):
+                    per[source].update(edited=edited or 0, deleted=deleted or 0)
         rows = []
         for source in sorted(set(per) | set(self.cfg.sources)):
-            row = per.get(source, {"source": source, "indexed": 0, "edited": 0, "deleted": 0})
+            row = per.get(source, {"source": source, "indexed": 0})
             row["pending"] = sum(_journaled(journal_path(self.cfg.state_dir, source, w)) for w in ("poll", "backfill"))
-            if count_store:
+            if detailed:
                 prefix = f"messages/{encode_id(source)}/"
                 row["in_store"] = sum(1 for k in self.store.list_keys(prefix) if k.endswith(".json") and k.count("/") == 2)
                 row["behind"] = max(0, row["in_store"] - row["indexed"])
             rows.append(row)
         return {"sources": rows, "total": sum(r["indexed"] for r in rows)}
+
+
+def _utc(found: Any) -> str | None:
+    """The RFC 3339 UTC time of a row's ``ts`` (None for none)."""
+    if found is None or found[0] is None:
+        return None
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(found[0], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _journaled(path: os.PathLike[str]) -> int:

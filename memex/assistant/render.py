@@ -124,13 +124,10 @@ def counts(answer: dict[str, Any]) -> str:
 def index_status(answer: dict[str, Any]) -> str:
     """Per source, one line."""
     lines = [f"{answer['total']} message(s) indexed."]
+    fields = ("oldest", "newest", "edited", "deleted", "pending", "in_store", "behind", "added_at", "rebuilt_at")
     for r in answer["sources"]:
-        extra = "".join(
-            f", {k.replace('_', ' ')} {visible(r[k])}" for k in ("in_store", "behind", "added_at", "rebuilt_at") if r.get(k) is not None
-        )
-        lines.append(
-            f"{visible(r['source'])}: indexed {r['indexed']} (edited {r['edited']}, deleted {r['deleted']}), pending {r['pending']}{extra}"
-        )
+        shown = "".join(f", {k.replace('_', ' ')} {visible(r[k])}" for k in fields if r.get(k) is not None)
+        lines.append(f"{visible(r['source'])}: indexed {r['indexed']}{shown}")
     return "\n".join(lines)
 
 

@@ -107,9 +107,10 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
         },
     ),
     "index_status": (
-        "What the archive holds: per source, messages indexed (edited, deleted), when last added and rebuilt, "
-        "records not yet indexed; count_store also counts the store (slower).",
-        {"count_store": {"type": "boolean", "default": False}},
+        "What the archive holds: per source, messages indexed, the oldest and newest message's time, when records "
+        "were last added and the index rebuilt, records not yet indexed; detailed=true also counts edited and "
+        "deleted messages and the store's records (slower: a scan and a listing).",
+        {"detailed": {"type": "boolean", "default": False}},
     ),
 }
 REQUIRED = {"search": ["query"], "show_message": ["message"], "show_conversation": ["conversation"], "counts": ["by"]}
@@ -135,7 +136,7 @@ def _answer(archive: Archive, name: str, args: dict[str, Any]) -> tuple[dict[str
         ), render.conversation
     if name == "counts":
         return archive.counts(args["by"], args.get("query", "*"), args.get("limit", 20)), render.counts
-    return archive.index_status(args.get("count_store", False) is True), render.index_status
+    return archive.index_status(args.get("detailed", False) is True), render.index_status
 
 
 def call(archive: Archive, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:

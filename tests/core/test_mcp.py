@@ -230,7 +230,7 @@ HOSTILE_ARGS: list[tuple[str, dict[str, Any]]] = [
     ("counts", {"by": "sender_id); DROP TABLE messages; --"}),
     ("counts", {"by": "month", "query": "before:2025-13-45", "limit": 10**9}),
     ("counts", {"by": "conversation", "query": "*", "limit": 0}),
-    ("index_status", {"count_store": "yes; rm -rf /"}),
+    ("index_status", {"detailed": "yes; rm -rf /"}),
     ("poll", {"source": "md"}),
     ("delete", {"key": "messages/md/lease1%40example.com.json"}),
 ]
@@ -273,7 +273,7 @@ def test_the_server_imports_nothing_that_writes(archive: Path) -> None:
     """Importing the server and answering every tool loads none of what polls, backfills, moves cursors, verifies
     or writes the index: no tool can reach it."""
     calls = [("search", {"query": "lease"}), ("show_message", {"message": "lunch@example.net"}), ("counts", {"by": "month"}),
-             ("show_conversation", {"conversation": "t0@example.com"}), ("index_status", {"count_store": True})]  # fmt: skip
+             ("show_conversation", {"conversation": "t0@example.com"}), ("index_status", {"detailed": True})]  # fmt: skip
     code = ("import json, sys; from memex.config import load; from memex.assistant.archive import Archive; "
             "from memex.assistant.server import call; a = Archive(load(sys.argv[1])); "
             "errors = [n for n, args in json.loads(sys.argv[2]) if call(a, n, args).is_error]; "
@@ -323,3 +323,20 @@ def test_a_second_host_reads_the_same_after_index_rebuild(archive: Path, tmp_pat
                        ("show_conversation", {"conversation": "t0@example.com", "limit": 5})):  # fmt: skip
         a, b = call(Archive(first), name, args), call(Archive(second), name, args)
         assert not a.is_error and a.structured_content == b.structured_content
+
+
+def test_counts_group_every_match_by_sender_conversation_and_month(archive: Path) -> None:
+    """counts: per sender (named by the name used), per conversation (source and ID, with its name) and per month
+    (UTC, newest first), over every message or a query's matches; the total is every match, the groups cut at limit."""
+    a = Archive(memex_config.load(archive))
+    senders = a.counts("sender", "*", 3)
+    assert senders["total"] == len(MAILS) + 1 + THREAD and senders["groups_total"] == 7 + 4 and len(senders["groups"]) == 3
+    assert senders["groups"][0] == {"sender": {"id": "p0@example.com", "name": "Person0", "is_me": False}, "count": 72}
+    convs = a.counts("conversation", "*")
+    assert convs["groups"][0] == {"source": "md", "conversation": {"id": "t0@example.com", "name": None}, "count": THREAD}
+    assert a.counts("month", "source:md -planning")["groups"] == [
+        {"month": "2025-07", "count": 1}, {"month": "2025-06", "count": 1}, {"month": "2025-05", "count": 1},
+        {"month": "2025-03", "count": 1}, {"month": "2024-12", "count": 1}]  # fmt: skip
+    assert a.counts("sender", "from:anna")["groups"] == [
+        {"sender": {"id": "anna@example.com", "name": "Anna Berg", "is_me": False}, "count": 2}
+    ]
