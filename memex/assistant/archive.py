@@ -70,8 +70,9 @@ def _uncursor(cursor: str, expect: str) -> dict[str, Any]:
     """The fields of a cursor this server gave for the same question (``expect``: a digest of it)."""
     try:
         fields = json.loads(base64.urlsafe_b64decode(str(cursor) + "=" * (-len(str(cursor)) % 4)))
-        if isinstance(fields, dict) and fields.get("q") == expect:
-            return fields
+        numbers = [v for k, v in fields.items() if k != "q"] if isinstance(fields, dict) else [None]
+        if isinstance(fields, dict) and fields.get("q") == expect and all(type(v) is int and abs(v) < 2**63 for v in numbers):
+            return dict(fields)  # ids and offsets, all whole numbers
     except (ValueError, TypeError):
         pass
     raise ToolError("cursor: not one this server gave for this question; repeat the same arguments with the cursor "
@@ -139,9 +140,9 @@ class Archive:
         q = parse(query)
         question = _digest("search", query, bool(rank))
         at = _uncursor(cursor, question) if cursor else {}
+        offset = min(max(0, at.get("offset", 0)), RANK_PAGES)  # a ranked page (keys for newest first: before_id)
         with self.reading() as db:
             if rank:
-                offset = int(at.get("offset", 0))
                 rows = q.run(lambda sql, p: db.execute(sql, p), offset + limit + 1, rank=True)[offset:]
             else:
                 if "before_id" in at:
@@ -163,11 +164,7 @@ class Archive:
                 })  # fmt: skip
             following = None
             if more and rank:
-                following = (
-                    _cursor({"q": question, "offset": int(at.get("offset", 0)) + limit})
-                    if at.get("offset", 0) + limit < RANK_PAGES
-                    else None
-                )
+                following = _cursor({"q": question, "offset": offset + limit}) if offset + limit < RANK_PAGES else None
             elif more:
                 last = db.execute("SELECT id FROM messages WHERE key = ?", (rows[-1]["key"],)).fetchone()
                 following = _cursor({"q": question, "before_id": last[0]})

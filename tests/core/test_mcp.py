@@ -25,7 +25,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from memex import config as memex_config
-from memex.assistant.archive import Archive
+from memex.assistant.archive import Archive, _cursor, _digest
 from memex.assistant.server import call
 from tests.conftest import ROOT, patience, run_cli, write_config
 from tests.core.test_search import MAILS, mail
@@ -216,6 +216,8 @@ HOSTILE_ARGS: list[tuple[str, dict[str, Any]]] = [
     ("search", {"query": '" OR 1=1 --', "limit": -5}),
     ("search", {"query": "x", "cursor": "eyJxIjoiIiwiYmVmb3JlX2lkIjoiMTsgREVMRVRFIEZST00gbWVzc2FnZXMifQ"}),
     ("search", {"query": "*", "limit": "20; DELETE FROM messages"}),
+    ("search", {"query": "lease", "cursor": _cursor({"q": _digest("search", "lease", False), "before_id": "1; DELETE FROM messages"})}),
+    ("search", {"query": "lease", "rank": True, "cursor": _cursor({"q": _digest("search", "lease", True), "offset": -(10**15)})}),
     ("search", {"query": "a" * 100000}),
     ("search", {"query": "lease", "rank": True, "limit": 100, "extra": "x"}),
     ("show_message", {"message": "../../state/cursors.json"}),
