@@ -342,3 +342,29 @@ def test_counts_group_every_match_by_sender_conversation_and_month(archive: Path
     assert a.counts("sender", "from:anna")["groups"] == [
         {"sender": {"id": "anna@example.com", "name": "Anna Berg", "is_me": False}, "count": 2}
     ]
+
+
+def test_a_second_host_on_s3_with_state_url_answers_after_index_rebuild(tmp_path: Path, s3_endpoint: str, s3_bucket: str) -> None:
+    """Host A polls a Maildir into an S3 store with cursors on S3 (``state_url``); host B, with the same config
+    keys and its own empty state folder, runs ``memex index rebuild`` and then serves ``memex mcp`` over stdio:
+    the same search results, and a message read from the bucket with its attachment listed."""
+    from tests.core.test_search import maildir
+
+    store = {"url": f"s3://{s3_bucket}/store", "endpoint_url": s3_endpoint}
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    md = {"md": {"type": "maildir", "path": str(maildir(tmp_path / "Maildir")), "settle_seconds": 0}}
+    config_a = write_config(first, md, store=store, state_url=f"s3://{s3_bucket}/state")
+    config_b = write_config(second, md, store=store, state_url=f"s3://{s3_bucket}/state")
+    assert run_cli("poll", "md", config=config_a).returncode == 0
+    assert run_cli("index", "rebuild", config=config_b).returncode == 0
+    expected = call(Archive(memex_config.load(config_a)), "search", {"query": "*"}).structured_content
+
+    async def body(client: ClientSession) -> None:
+        found, _, err = await tool(client, "search", query="*")
+        assert not err and found == expected and found is not None and len(found["results"]) == len(MAILS)
+        shown, _, err = await tool(client, "show_message", message="lunch@example.net")
+        assert not err and shown is not None and shown["attachments"][0]["name"] == "beach.jpg"
+
+    assert "Traceback" not in session(config_b, second, body)
