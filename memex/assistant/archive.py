@@ -282,11 +282,12 @@ class Archive:
         limit = _bounded("limit", limit, 1, LIMIT_MAX)
         if not isinstance(query, str):
             raise ToolError("query: give the query as text (* for every message)")
-        from memex.assistant.groups import COLUMN, tally
+        from memex.assistant.groups import SELECT, tally
 
-        sql, params = matching(parse(query), COLUMN[by])
+        columns, keys = SELECT[by]
+        sql, params = matching(parse(query), columns)
         with self.reading() as db:
-            groups = tally(db.execute(sql, params), by)
+            groups = tally(db.execute(f"{sql} GROUP BY {keys}", params).fetchall(), by)
         return {"query": query, "by": by, "total": sum(g["count"] for g in groups), "groups_total": len(groups), "groups": groups[:limit]}
 
     def index_status(self, detailed: bool = False) -> dict[str, Any]:
