@@ -7,6 +7,10 @@
 2. Query latency: 20 representative queries over the rebuilt index (single common/rare word, phrase, prefix,
    ``from:`` + word, a date range + word, ``in:``, ``has:attachment``, ``is:me``, ``--rank``, ...), each run
    ``--repeat`` times in this process after one warm-up; p50 and p95 over every run, and each query's median.
+   Then the summaries (issue 34): ``--count``, ``--group-by sender|conversation|month`` and ``--output=threads``
+   over every message and over a word, in this process, medians of ``--repeat`` runs; each against a baseline in
+   the same run: the same answer counted in Python from the rows a plain SELECT returns (what a script without
+   GROUP BY would do).
 3. Incremental cost: a ``memex poll`` that stores 100 new iMessage messages, with ``search_index = true`` and with
    ``false``, alternated, medians of the wall times (each round on a fresh state folder whose index already holds
    the first 1,000 messages).
@@ -110,6 +114,7 @@ def rebuild(work: Path, n: int, rounds: int) -> float:
           f"(cpu {vb.cpu / va.cpu:.2f}x); "
           f"index file {(d / 'state' / 'search' / 'index.sqlite').stat().st_size / 2**20:.0f} MiB", flush=True)  # fmt: skip
     latency(d / "state", n)
+    summaries(d / "state", n)
     return va.rss_mib
 
 
@@ -138,6 +143,46 @@ def latency(state: Path, n: int, repeat: int = 5) -> None:
     print(f"queries over {n:,} messages: p50 {p50:.1f} ms, p95 {p95:.1f} ms ({len(every)} runs of {len(QUERIES)} queries)")
     for text, found, med in rows:
         print(f"  {med:7.1f} ms  {found:3d} results  {text}")
+
+
+SUMMARIES = [("count *", "*", None), ("count w5", "w5", None), ("group-by sender *", "*", "sender"),
+             ("group-by conversation *", "*", "conversation"), ("group-by month *", "*", "month"),
+             ("group-by month lease", "lease", "month"), ("threads *", "*", "threads"), ("threads lease", "lease", "threads")]  # fmt: skip
+_BASELINE_COLUMN = {None: "1", "sender": "m.sender_id", "conversation": "m.thread", "month": "substr(m.sent_at, 1, 7)",
+                    "threads": "m.thread"}  # fmt: skip
+
+
+def summaries(state: Path, n: int, repeat: int = 5) -> None:
+    """Part 2b: --count, --group-by and --output=threads over the index in ``state``, each against the Python count."""
+    from collections import Counter
+
+    from memex.search import threads as conv
+    from memex.search.index import SearchIndex
+    from memex.search.query import parse
+
+    index = SearchIndex.open(state, create=False)
+
+    def timed(fn: object) -> float:
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            fn()  # type: ignore[operator]
+            times.append(time.perf_counter() - t)
+        return statistics.median(times) * 1000
+
+    print(f"summaries over {n:,} messages (medians of {repeat}; baseline: the rows of a plain SELECT counted in Python):")
+    for name, text, by in SUMMARIES:
+        q = parse(text)
+        if by is None:
+            ours = timed(lambda q=q: conv.count(index, q))
+        elif by == "threads":
+            ours = timed(lambda q=q: conv.threads(index, q, 20))
+        else:
+            ours = timed(lambda q=q, by=by: conv.group_counts(index, q, by, 20))
+        sql, params = q.matching(_BASELINE_COLUMN[by])
+        base = timed(lambda sql=sql, params=params: Counter(r[0] for r in index.db.execute(sql, params)).most_common(20))
+        print(f"  {ours:8.1f} ms  (baseline {base:8.1f} ms: {base / ours:5.2f}x)  {name}", flush=True)
+    index.close()
 
 
 def incremental(work: Path, rounds: int) -> None:

@@ -96,6 +96,7 @@ class Deadline:
         self._closed = False
         self._watcher: threading.Thread | None = None
         self._saving: Deadline | None = None
+        self._generation = 0  # bumped by extend(): a watcher of an earlier end leaves the guards alone
 
     @classmethod
     def after(cls, seconds: float | None, stop: threading.Event | None = None) -> Deadline:
@@ -217,6 +218,20 @@ class Deadline:
             raise failure[0]
         return box[0]
 
+    def extend(self, seconds: float) -> None:
+        """End the poll ``seconds`` from now instead (once its time ran out with work in hand); saving moves along.
+
+        For the runner's one exception to the time limit: a first batch read past the end, stored in the
+        :data:`GRACE` after it (:mod:`memex.runner`). Guards entered from now on are watched against the new end.
+        """
+        with self._lock:
+            self.at = time.monotonic() + seconds
+            self._generation += 1
+            self._fired = False
+            self._watcher = None  # the next guard starts a watcher of the new end
+        if self._saving is not None:
+            self._saving.extend(seconds + SAVE_SECONDS)
+
     def close(self) -> None:
         """Stop the watcher thread (the poll is over); guards entered later still honour a stop."""
         with self._lock:
@@ -227,25 +242,29 @@ class Deadline:
     # -- the watcher -------------------------------------------------------------------------------
     def _start_watcher(self) -> None:
         if self._watcher is None:
-            self._watcher = threading.Thread(target=self._watch, name="memex-deadline", daemon=True)
+            self._watcher = threading.Thread(target=self._watch, args=(self._generation,), name="memex-deadline", daemon=True)
             self._watcher.start()
 
-    def _watch(self) -> None:
+    def _watch(self, generation: int) -> None:
         while True:
             if self.stop.wait(min(WATCH_SLICE, self.remaining())) or self.reason is not None:
                 break
             with self._lock:
-                if self._closed:
-                    self._watcher = None
+                if self._closed or generation != self._generation:
+                    if generation == self._generation:
+                        self._watcher = None
                     return
         cut = time.monotonic() + self.grace  # a request still in flight then is cut short
         while (left := cut - time.monotonic()) > 0:
             time.sleep(min(WATCH_SLICE, left))
             with self._lock:
-                if self._closed:
-                    self._watcher = None
+                if self._closed or generation != self._generation:
+                    if generation == self._generation:
+                        self._watcher = None
                     return
         with self._lock:
+            if generation != self._generation:  # extended meanwhile: a watcher of the new end takes over
+                return
             self._fired = True
             cancels = list(self._cancels.values())
             self._cancels.clear()

@@ -47,7 +47,8 @@ class Attachment(TypedDict, total=False):
     the attachment but its bytes were not there to store (e.g. iCloud
     "optimize storage" kept only the metadata). ``message`` describes an
     attached message (a forwarded mail, a bounce): its ``subject``, ``from``,
-    ``date`` (RFC 3339) and ``message_id``.
+    ``date`` (RFC 3339) and ``message_id``, and ``filenames``, the file names of
+    the attachments inside it.
     """
 
     id: str
@@ -56,7 +57,7 @@ class Attachment(TypedDict, total=False):
     size: int | None
     sha256: str
     missing: bool
-    message: dict[str, str | None]
+    message: dict[str, Any]
 
 
 REVISION_KINDS = ("edit", "delete", "reactions", "update")

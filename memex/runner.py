@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memex.config import Config
-from memex.deadline import Deadline, Interrupted
+from memex.deadline import GRACE, Deadline, Interrupted
 from memex.errors import AlreadyRunning, AuthRequired, BadCursor, CursorConflict, LeaseLost, MemexError, StateError
 from memex.live_cursor import start_now, trusted_positions
 from memex.observe import heartbeat, metrics
@@ -47,6 +47,13 @@ DEFAULT_BATCH = 500
 # a slow one still saves its progress every few seconds. A crash costs at most that much re-reading (duplicates).
 COMMIT_ITEMS = 5000
 COMMIT_SECONDS = 1.0
+# A first batch whose read ran past the time limit is not dropped: it gets this many seconds more to be stored,
+# so a source slower than --max-seconds still moves on each poll (and says so) instead of showing idle for ever.
+SLOW_GRACE = GRACE
+
+
+class TooSlow(MemexError):
+    """The poll's first batch took longer to read than the time limit, and none of it could be stored after it."""
 
 
 @dataclass
@@ -73,6 +80,7 @@ class PollResult:
     holder_host: str | None = None  # with S3 state: the host holding the lease
     lease_epoch: int | None = None  # with S3 state: the fencing epoch this poll held
     auth_required: bool | None = None  # the source's login is gone: `memex auth SOURCE` (health state AUTH)
+    slow_read_s: float | None = None  # the first batch arrived past the time limit, after this many seconds (SLOW_GRACE)
     extra: dict[str, Any] = field(default_factory=dict)  # the poller's own fields (a spool's count and oldest age)
 
     def log_fields(self) -> dict[str, Any]:
@@ -93,7 +101,7 @@ class PollResult:
         if self.repaired:
             fields["repaired"] = self.repaired
         fields.update({k: v for k, v in self.extra.items() if k not in fields})
-        for key in ("error", "reset", "stopped", "holder_pid", "holder_host", "lease_epoch", "auth_required"):
+        for key in ("error", "reset", "stopped", "holder_pid", "holder_host", "lease_epoch", "auth_required", "slow_read_s"):
             value = getattr(self, key)
             if value is not None:
                 fields[key] = value
@@ -162,8 +170,9 @@ def poll(
         deadline.close()
         return result
     result.lease_epoch = lock.epoch
-    beat = heartbeat.start(cfg, name, log)  # None unless the source has a heartbeat_url
-    try:
+    beat = None
+    try:  # from here the lock is released however the poll ends (its finally)
+        beat = heartbeat.start(cfg, name, log)  # None unless the source has a heartbeat_url
         with open_poller(cfg.source(name)) as poller:
             try:
                 _run(cfg, name, poller, result, log, deadline=deadline, stop=stop, batch_size=batch_size, epoch=lock.epoch,
@@ -174,7 +183,7 @@ def poll(
                     result.extra = {**result.extra, **report()}
     except Interrupted as exc:  # a request cut short by SIGTERM or --max-seconds; what was stored is saved
         result.stopped = exc.reason
-        if exc.reason == "deadline" and not (result.new or result.dup or result.quarantined):
+        if exc.reason == "deadline" and not _progress(result):
             result.status, result.error, result.exit_code = "error", str(exc), 1  # no progress in the whole budget: a hang
         else:
             result.status = "ok" if (result.new or result.dup or result.quarantined) else "idle"
@@ -283,7 +292,13 @@ def _run(
             if deadline.reason is not None:
                 result.stopped = deadline.reason
                 break
+            began = time.monotonic()
             batch: Batch = poller.fetch(current, batch_size)
+            if batch.items and result.slow_read_s is None and deadline.reason == "deadline" and not _progress(result):
+                # Read past the time limit before anything was stored: what was read is stored in SLOW_GRACE more,
+                # never dropped (dropped, the next poll would read the same batch and drop it again, for ever).
+                result.slow_read_s = round(time.monotonic() - began, 1)
+                deadline.extend(SLOW_GRACE)
             _check_direction(poller, name, current, batch, log, result)
             fetched_after = current
             finished = True
@@ -306,6 +321,8 @@ def _run(
             finally:  # the whole batch stored: its cursor; stopped or failed inside it: the cursor right after the last stored
                 current = batch.cursor if finished and handled == len(batch.items) else batch.after(handled, current)
             done = not finished or (not batch.items and current == fetched_after)
+            if result.slow_read_s is not None and not done:  # its grace is for that batch only: no slow read after it
+                result.stopped, done = "deadline", True
             since_commit += len(batch.items)
             short = len(batch.items) < batch_size  # the poller stopped at a boundary of its own (a page, a mailbox):
             # its next fetch may wait on a network, so what is stored becomes durable first
@@ -327,10 +344,25 @@ def _run(
         result.repaired = uploader.repaired
         if follower is not None:
             follower.finish()  # the last update of the index (a thread) done before the poll's line
-    if result.new or result.dup or result.quarantined:
-        result.status = "ok"
-    else:
-        result.status = "idle"
+    if result.slow_read_s is not None:
+        _slow(name, result, log)
+    result.status = "ok" if _progress(result) else "idle"
+
+
+def _progress(result: PollResult) -> bool:
+    """Whether the poll has stored (or counted) anything yet."""
+    return bool(result.new or result.dup or result.quarantined)
+
+
+def _slow(name: str, result: PollResult, log: Any) -> None:
+    """Say that the first batch took longer to read than the time limit: a warning if some of it was stored, else TooSlow."""
+    took = f"its first batch took {result.slow_read_s:g}s to read, longer than the poll's time limit (--max-seconds)"
+    if not _progress(result):
+        raise TooSlow(f"source {name!r}: {took}, and none of it could be stored in the {SLOW_GRACE:g}s after it; raise "
+                      "--max-seconds (and the cron or timer interval with it)")  # fmt: skip
+    count = result.new + result.dup + result.quarantined
+    log.warning("poll.slow", reason=f"source {name!r}: {took}; {count} messages stored in the {SLOW_GRACE:g}s after it, the "
+                "rest by the next polls; raise --max-seconds to take more a poll", slow_read_s=result.slow_read_s)  # fmt: skip
 
 
 def _follower(cfg: Config, name: str, log: Any) -> Any:

@@ -46,25 +46,37 @@ def _result(row: Any) -> dict[str, Any]:
 @click.argument("query", nargs=-1, required=True)
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Show at most N messages.")
 @click.option("--rank", is_flag=True, help="Best match first (BM25) instead of newest first.")
+@click.option("--output", type=click.Choice(["messages", "threads"]), default="messages", show_default=True,
+              help="One line per message, or per conversation (its time range, messages matched/in all, participants, subject).")  # fmt: skip
+@click.option("--count", "count_only", is_flag=True, help="Print how many messages (or with --output=threads, conversations) match.")
+@click.option("--group-by", type=click.Choice(["sender", "conversation", "month"]), default=None,
+              help="Count the matches per sender, conversation or month (most first; months newest first), -n groups.")  # fmt: skip
 @json_option
 @click.pass_context
 @reports_errors
-def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, as_json: bool) -> None:
+def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, output: str, count_only: bool,
+           group_by: str | None, as_json: bool) -> None:  # fmt: skip
     """Find messages: words, "phrases", prefix*, from: to: subject: body: attachment: in: (a conversation's name
     or id), source: id: has:attachment after:/before:YYYY-MM-DD is:me is:edited is:deleted; -term excludes.
 
     Newest first (or --rank); one line per message: time (UTC), source, conversation, sender, snippet. --json
     gives each message's key and native ID (read the full object from the store, or `memex show KEY`). Unsent or
     deleted messages are left out unless the query says is:deleted. A query memex cannot read is one line, exit 2.
+    --output=threads: one line per conversation instead; --count: how many match; --group-by: how many per sender,
+    conversation or month.
     """
     from memex.search.index import SearchIndex
     from memex.search.query import QueryError, parse
 
-    late = [t for t in query if t in ("-n", "--limit", "--json", "--rank", "-h", "--help") or t.startswith("--limit=")]
+    late = [t for t in query if t in ("-n", "--limit", "--json", "--rank", "-h", "--help", "--count", "--output", "--group-by")
+            or t.startswith(("--limit=", "--output=", "--group-by="))]  # fmt: skip
     if late:
         raise QueryError(f"{late[0]} after the query: options go first (memex search -n 5 --json WORDS...)")
     q = parse(" ".join(query))
     cfg = load_config(ctx)
+    if count_only or group_by or output == "threads":
+        _summaries(cfg, q, limit, output=output, count_only=count_only, group_by=group_by, as_json=as_json)
+        return
     with SearchIndex.open(cfg.state_dir, create=False) as index:
         results = [_result(row) for row in q.run(index.select, limit, rank=rank)]
     if as_json:
@@ -80,6 +92,41 @@ def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, a
     for r in results:
         click.echo("  ".join(visible(x) for x in (_when(r["sent_at"]), r["source"], _cut(_conversation(r), PLAIN_WIDTH),
                                                   _cut(_sender(r), PLAIN_WIDTH), r["_plain"])))  # fmt: skip
+
+
+def _summaries(cfg: Any, q: Any, limit: int, *, output: str, count_only: bool, group_by: str | None, as_json: bool) -> None:
+    """``--count``, ``--group-by`` and ``--output=threads`` (:mod:`memex.search.threads`)."""
+    from memex.search import threads as conv
+    from memex.search.index import SearchIndex
+
+    if count_only and group_by:
+        from memex.errors import ConfigError
+
+        raise ConfigError("--count and --group-by: give one of them (--group-by prints a count per group)")
+    with SearchIndex.open(cfg.state_dir, create=False) as index:
+        if count_only:
+            n = conv.count(index, q, threads=output == "threads")
+            click.echo(json.dumps({"count": n}) if as_json else str(n))
+            return
+        if group_by:
+            groups = conv.group_counts(index, q, group_by, limit)
+            if as_json:
+                click.echo(json_text(groups, indent=2))
+                return
+            for g in groups:
+                label = g["group"] or "(none)"
+                shown = f"{g['name']} <{label}>" if group_by == "sender" and g["name"] else (g["name"] or label)
+                click.echo(f"{g['count']:>8}  {visible(_cut(shown, 80))}")
+            return
+        found = conv.threads(index, q, limit)
+    if as_json:
+        click.echo(json_text(found, indent=2))
+        return
+    for t in found:
+        span = _when(t["first"]) if t["first"] == t["last"] else f"{_when(t['first'])} .. {_when(t['last'])}"
+        people = _cut(", ".join(t["participants"]) or "?", 40)
+        title = _cut(t["subject"] or t["conversation"] or "-", 60)
+        click.echo(f"{span}  [{t['matched']}/{t['total']}]  {visible(t['source'])}  {visible(people)}; {visible(title)}")
 
 
 def _conversation(r: dict[str, Any]) -> str:
@@ -118,17 +165,31 @@ def _rich(results: list[dict[str, Any]]) -> None:
 
 @click.command()
 @click.argument("ref")
+@click.option("--thread", "whole", is_flag=True, help="The whole conversation REF is in, oldest first (a mail thread by "
+              "References and In-Reply-To, a chat by its conversation); needs the search index.")  # fmt: skip
 @json_option
 @click.pass_context
 @reports_errors
-def show(ctx: click.Context, ref: str, as_json: bool) -> None:
-    """Print one message (REF: its key, or its native ID) with its revisions and attachment list, read from the store."""
+def show(ctx: click.Context, ref: str, whole: bool, as_json: bool) -> None:
+    """Print one message (REF: its key, or its native ID) with its revisions and attachment list, read from the store;
+    with --thread, every message of its conversation."""
     from memex.search.show import find, revisions
     from memex.store import open_store
 
     cfg = load_config(ctx)
     store = open_store(cfg.store)
     key, record = find(cfg, store, ref)
+    if whole:
+        from memex.search.show import conversation, human
+
+        messages = conversation(cfg, store, key, record)
+        if as_json:
+            click.echo(json_text({"thread": [{"key": k, "record": d, "revisions": [{"key": rk, "record": rd} for rk, rd in r]}
+                                             for k, d, r in messages]}, indent=2, sort_keys=True))  # fmt: skip
+            return
+        rule = "\n\n" + "=" * 72 + "\n"
+        click.echo(f"{len(messages)} message{'' if len(messages) == 1 else 's'}" + rule + rule.join(human(k, d, r) for k, d, r in messages))
+        return
     revs = revisions(store, key)
     if as_json:
         click.echo(json_text({"key": key, "record": record, "revisions": [{"key": k, "record": d} for k, d in revs]},

@@ -23,7 +23,10 @@ everything. Each state below has one rule over the source's recent events
     in the reason but do not change the state: a network blip is not an
     outage, and the error is in the log and on cron's stderr already. A
     source with no successful poll in the rules' horizon is FAILING from its
-    first failure: nothing shows it ever worked, and the error says why.
+    first failure: nothing shows it ever worked, and the error says why. A poll
+    whose first batch took longer to read than its time limit and stored
+    nothing (its line has ``slow_read_s``) is FAILING at once: the next polls
+    would fail the same way until ``--max-seconds`` is raised.
 ``STALE``
     No successful poll (``ok`` or ``idle``) within ``stale_factor`` (2) times
     the source's ``interval`` from the config (default 60 s): the dead-man's
@@ -301,6 +304,8 @@ def assess(
         reasons[FAILING] = f"the last {failures} polls failed: {last_error}"
     elif failures and last_ok is None:  # never worked: not a blip in a working source, and the error says why
         reasons[FAILING] = f"no poll has succeeded yet; the last {failures} failed: {last_error}"
+    elif live and live[-1].get("status") == "error" and live[-1].get("slow_read_s") is not None:
+        reasons[FAILING] = str(last_error)  # slower than its time limit: every poll would fail the same way
     limit = rules.stale_factor * interval
     if last_ok is None:
         reasons[STALE] = "never polled successfully"

@@ -36,6 +36,7 @@ class SourceStatus(TypedDict):
     lease: str | None  # with S3 state: "held by host pid N" while a poll runs, else "free"
     spooled: int | None  # sources that spool (memex.state.spool): entries waiting at the last poll
     spool_oldest_age_s: float | None
+    unserved: int | None  # messages the source lists but would not send, no longer asked for (``unserved`` of the last poll)
 
 
 REMOTE = "REMOTE"
@@ -93,6 +94,7 @@ def collect(cfg: Config) -> list[SourceStatus]:
                 polled_by=f"{lease.host} pid {lease.pid}" if lease else None,
                 spooled=last.get("spool_count"),
                 spool_oldest_age_s=last.get("spool_oldest_age_s"),
+                unserved=last.get("unserved"),
                 lease=(f"held by {lease.host} pid {lease.pid} (epoch {lease.epoch})" if lease.live else "free") if lease else None,
             )
         )
@@ -139,6 +141,8 @@ def render_table(rows: list[SourceStatus], width: int | None = None) -> str:
             result = r["state_reason"]
         if r["spooled"]:
             result += f"; {r['spooled']} spooled (oldest {int(r['spool_oldest_age_s'] or 0)}s)"
+        if r["unserved"]:
+            result += f"; {r['unserved']} not sent by the server (memex verify lists them)"
         if not r["enabled"]:
             result = "disabled; " + result
         cells = [r["source"], r["type"], r["cursor"], short_ts(r["last_poll_at"]), short_ts(r["last_ok_at"]), r["state"], result]

@@ -5,7 +5,9 @@ Where things are:
 - :mod:`memex.search.rows` turns a stored record (an original or a revision) into the index's row;
 - :mod:`memex.search.index` is the SQLite file: its schema, adding records, the per-source marks, lookups;
 - :mod:`memex.search.query` parses the query language (notmuch's habits) into SQL and an FTS5 expression;
-- :mod:`memex.search.build` fills it: ``memex index rebuild`` from the store alone, the runner's journal and catch-up.
+- :mod:`memex.search.build` fills it: ``memex index rebuild`` from the store alone, the runner's journal and catch-up;
+- :mod:`memex.search.threads` reads whole conversations and counts (``show --thread``, ``--output=threads``,
+  ``--count``, ``--group-by``).
 
 Kept in step: the runner (and the backfill) appends the keys it stored to a journal,
 ``<state_dir>/search/pending/<source>.<writer>.keys`` (0600), made durable *before* the store's own commit; after

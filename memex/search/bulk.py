@@ -11,7 +11,8 @@ it works, so the next batch is read and staged while this one is inserted.
 
 Together they read exactly what :func:`memex.search.rows.message_row` reads: a field of the wrong type reads as
 empty, recipients are the mail's ``extra.to`` and ``extra.cc`` (else the conversation's participants but the
-sender), attachment names are the non-empty ``filename`` strings of the attachment objects. A record SQLite's JSON
+sender), then the non-empty ``extra.to_names`` and ``extra.cc_names``; attachment names are the non-empty ``filename``
+strings of the attachment objects, then those of ``message.filenames``; links as :func:`memex.search.rows.links`. A record SQLite's JSON
 parser refuses (JSON only Python reads), and one that is not UTF-8, is handed to the Python path, which decides.
 ``tests/core/test_search_bulk.py`` pins the rows equal to the Python path's.
 """
@@ -49,12 +50,20 @@ def _joined(rows: str) -> str:
 _SENDER = _s("$.sender.id")
 _MAIL = f"{_strings('$.extra.to')} UNION ALL SELECT value, i + 1e9 FROM ({_strings('$.extra.cc')})"
 _PEOPLE = _strings("$.conversation.participants", f" AND value != {_SENDER}")
-_RECIPIENTS = (f"CASE WHEN (json_type(body, '$.extra.to') = 'array' OR json_type(body, '$.extra.cc') = 'array') AND "
-               f"EXISTS({_MAIL}) THEN {_joined(_MAIL)} ELSE {_joined(_PEOPLE)} END")  # fmt: skip
+_ADDRESSES = (f"CASE WHEN (json_type(body, '$.extra.to') = 'array' OR json_type(body, '$.extra.cc') = 'array') AND "
+              f"EXISTS({_MAIL}) THEN {_joined(_MAIL)} ELSE {_joined(_PEOPLE)} END")  # fmt: skip
+_NONEMPTY = " AND value != ''"
+_NAMED = f"{_strings('$.extra.to_names', _NONEMPTY)} UNION ALL SELECT value, i + 1e9 FROM ({_strings('$.extra.cc_names', _NONEMPTY)})"
+_RECIPIENTS = (f"(SELECT CASE WHEN a = '' THEN n WHEN n = '' THEN a ELSE a || char(10) || n END FROM "
+               f"(SELECT {_ADDRESSES} AS a, {_joined(_NAMED)} AS n))")  # fmt: skip
 _OBJECTS = "json_each(json_extract(body, '$.attachments')) WHERE type = 'object'"
 _ATTACHMENTS = "json_type(body, '$.attachments') = 'array'"
+_INNER = ("SELECT j.value AS f, 1e12 + a.key * 1e6 + j.key AS o FROM json_each(json_extract(body, '$.attachments')) a, "
+          "json_each(CASE json_type(a.value, '$.message.filenames') WHEN 'array' THEN json_extract(a.value, '$.message.filenames') "
+          "END) j WHERE a.type = 'object' AND j.type = 'text' AND j.value != ''")  # fmt: skip
 _NAMES = (f"CASE WHEN {_ATTACHMENTS} THEN coalesce((SELECT group_concat(f, char(10)) FROM (SELECT json_extract(value, '$.filename') "
-          f"AS f FROM {_OBJECTS} AND json_type(value, '$.filename') = 'text' AND f != '' ORDER BY key)), '') ELSE '' END")  # fmt: skip
+          f"AS f, key AS o FROM {_OBJECTS} AND json_type(value, '$.filename') = 'text' AND f != '' UNION ALL {_INNER} "
+          f"ORDER BY o)), '') ELSE '' END")  # fmt: skip
 _COUNT = f"CASE WHEN {_ATTACHMENTS} THEN (SELECT count(*) FROM {_OBJECTS}) ELSE 0 END"
 _DELETED = "json_type(body, '$.deleted') IS 'true'"
 _TEXT = _s("$.text")
@@ -76,13 +85,23 @@ ORDER BY n
 
 INSERT_MESSAGES = f"""
 INSERT INTO messages(id, key, source, native_id, sent_at, ts, conv_id, conv_name, sender_id, sender_name, is_me, recipients,
-  subject, attachments, n_attachments, original, original_deleted, text, edited, deleted)
+  subject, attachments, n_attachments, original, original_deleted, text, edited, deleted, search_text, thread)
 SELECT id, key, {_s('$.source')}, {_s('$.native_id')}, CASE json_type(body, '$.sent_at') WHEN 'text'
   THEN json_extract(body, '$.sent_at') END, ts, {_s('$.conversation.id')}, {_s('$.conversation.name')}, {_SENDER},
   {_s('$.sender.name')}, json_type(body, '$.sender.is_me') IS 'true', recipients, {_s('$.extra.subject')}, attachments, n_attachments,
-  NULL, {_DELETED}, {_TEXT}, 0, {_DELETED}
+  NULL, {_DELETED}, {_TEXT}, 0, {_DELETED}, {_s('$.extra.search_text')}, id
 FROM stg.stage ORDER BY id
 """  # fmt: skip
+_SOURCE = _s("$.source")
+_LINKED = " UNION ALL ".join(
+    [f"SELECT id, {_SOURCE} AS src, {_s(path)} AS v FROM stg.stage" for path in ("$.native_id", "$.conversation.id")]
+    + [
+        f"SELECT st.id AS id, {_SOURCE} AS src, j.value AS v FROM stg.stage st, json_each(CASE json_type(body, '{path}') "
+        f"WHEN 'array' THEN json_extract(body, '{path}') END) j WHERE j.type = 'text'"
+        for path in ("$.extra.references", "$.extra.in_reply_to")
+    ]
+)
+INSERT_LINKS = f"INSERT OR IGNORE INTO links(ref, id) SELECT src || char(31) || v, id FROM ({_LINKED}) WHERE v != ''"
 INSERT_STAGED_FTS = INSERT_FTS + " JOIN stg.stage s ON s.id = f.id ORDER BY s.id"  # the batch's words, in row id order
 
 
@@ -200,6 +219,7 @@ def add_staged(db: sqlite3.Connection, path: Path, *, taken: Callable[[list[int]
         if clash:
             _spread(db, taken, highest)
         db.execute(INSERT_MESSAGES)
+        db.execute(INSERT_LINKS)
         db.execute(INSERT_STAGED_FTS)
         n = db.execute("SELECT count(*) FROM stg.stage").fetchone()[0]
         folders = [r[0] for r in db.execute("SELECT DISTINCT substr(key, 1, 9 + instr(substr(key, 10), '/')) FROM stg.stage")]
@@ -242,6 +262,8 @@ def copy_others(db: sqlite3.Connection, keep: Path, sources: list[str]) -> None:
         db.execute(f"INSERT INTO revisions SELECT * FROM old.revisions WHERE {not_like}",
                         [_like_prefix(f"revisions/{encode_id(s)}/") for s in sources])  # fmt: skip
         db.execute(f"INSERT INTO sources SELECT * FROM old.sources WHERE source NOT IN ({marks})", sources)
+        db.execute(f"INSERT INTO links SELECT l.* FROM old.links l JOIN old.messages m ON m.id = l.id WHERE m.source NOT IN ({marks})",
+                   sources)  # fmt: skip
         db.execute(INSERT_FTS + " ORDER BY f.id")
         db.execute("COMMIT")
     finally:

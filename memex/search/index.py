@@ -45,7 +45,8 @@ REBUILD_SEGMENTS = 2000  # a rebuild leaves FTS5's segments unmerged (up to this
 SIDE_FILES = ("-journal", "-wal", "-shm")  # SQLite's files beside a database, named after it
 
 _UPDATE = f"UPDATE messages SET {', '.join(c + ' = ?' for c in COLUMNS)} WHERE id = ?"
-_INSERT_ID = f"INSERT INTO messages(id, {', '.join(COLUMNS)}) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})"
+_INSERT_ID = f"INSERT INTO messages(id, {', '.join(COLUMNS)}, thread) VALUES ({', '.join('?' * (len(COLUMNS) + 2))})"
+_INSERT_LINK = "INSERT OR IGNORE INTO links(ref, id) VALUES (?, ?)"
 _INSERT_FTS = INSERT_FTS + " WHERE f.id = ?"  # a row's words, read from the row just written
 _INSERT_WORDS = f"INSERT INTO fts(rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"  # new rows' words, given (_fts)
 
@@ -174,6 +175,9 @@ class SearchIndex:
             n += self._add_staged(batch)
             if tick is not None:
                 tick(n)
+        from memex.search.threads import join_all
+
+        join_all(self.db)
         self.db.execute("PRAGMA cache_size = -8192")  # the indexes' sorts keep 8 MiB in memory, whatever the size
         self.db.execute("BEGIN")
         for stmt in SECONDARY.values():
@@ -257,11 +261,34 @@ class SearchIndex:
             rows = [row for row in rows if row.key not in found]
         ids = free_ids([time_id(row.ts, row.key) for row in rows], self._taken, self._highest)
         pairs = sorted(zip(ids, rows, strict=True), key=lambda pair: pair[0])
-        self.db.executemany(_INSERT_ID, [(i, *_values(row)) for i, row in pairs])
+        self.db.executemany(_INSERT_ID, [(i, *_values(row), i) for i, row in pairs])  # each its own thread, then joined
+        if fresh:  # a rebuild joins every thread once, at its end (:func:`memex.search.threads.join_all`)
+            self.db.executemany(_INSERT_LINK, [(ref, i) for i, row in pairs for ref in row.links])
         self.db.executemany(_INSERT_WORDS, [(i, *_fts(row)) for i, row in pairs])  # given: read back, a fifth slower
         if self._any_revisions:  # a message whose revisions came first (a backfill's order): apply them now
             for (key,) in self._in("SELECT DISTINCT message_key FROM revisions WHERE message_key IN ({})", [r.key for r in rows]):
                 self._refresh(key)
+        if not fresh:  # each row's links, then it joins the threads they reach: a row later in the batch is not seen yet
+            for i, row in pairs:
+                self.db.executemany(_INSERT_LINK, [(ref, i) for ref in row.links])
+                self._join_thread(i, row.links)
+
+    def _join_thread(self, rowid: int, links: tuple[str, ...]) -> None:
+        """Join row ``rowid`` to the threads its ``links`` reach: every row of them takes the lowest thread (the lowest
+        row id of them all, so the labels do not depend on the order records came in). Rows that share a link are one
+        thread already (each join relabels whole threads; a row's links are written just before it joins), so one row
+        per link says which: a chat's 10,000 rows are not read for its next message."""
+        if not links:
+            return
+        found = {self.db.execute("SELECT thread FROM messages WHERE id = ?", (rowid,)).fetchone()[0]}
+        for ref in links:
+            other = self.db.execute("SELECT m.thread FROM links l JOIN messages m ON m.id = l.id WHERE l.ref = ? AND l.id != ? LIMIT 1",
+                                    (ref, rowid)).fetchone()  # fmt: skip
+            if other is not None:
+                found.add(other[0])
+        lowest = min(found)
+        for other in found - {lowest}:
+            self.db.execute("UPDATE messages SET thread = ? WHERE thread = ?", (lowest, other))
 
     def _taken(self, ids: list[int]) -> set[int]:
         """Which of ``ids`` are indexed messages' row ids."""
@@ -286,6 +313,9 @@ class SearchIndex:
         self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
         self.db.execute(_UPDATE, (*_values(row), rowid))
         self.db.execute(_INSERT_FTS, (rowid,))
+        self.db.execute("DELETE FROM links WHERE id = ?", (rowid,))
+        self.db.executemany(_INSERT_LINK, [(ref, rowid) for ref in row.links])
+        self._join_thread(rowid, row.links)  # a link lost is not split off (a rebuild does): links only grow in practice
         if self._any_revisions and self.db.execute("SELECT 1 FROM revisions WHERE message_key = ? LIMIT 1", (row.key,)).fetchone():
             self._refresh(row.key)
 
@@ -362,6 +392,7 @@ def _values(row: Row) -> tuple[Any, ...]:
         row.text,
         0,
         int(row.deleted),
+        row.search_text,
     )  # fmt: skip  (original: NULL, the text is the original until an edit)
 
 
@@ -369,7 +400,8 @@ def _fts(row: Row) -> tuple[str, ...]:
     """A new row's words, as the view ``fts_source`` reads them from the row (FTS5's integrity check, run by the tests,
     fails if the two ever differ)."""
     sender, conversation = f"{row.sender_name}\n{row.sender_id}", f"{row.conv_name}\n{row.conv_id}"
-    return (row.text, row.subject, sender, row.recipients, conversation, row.attachments)
+    body = f"{row.text}\n{row.search_text}" if row.search_text else row.text
+    return (body, row.subject, sender, row.recipients, conversation, row.attachments)
 
 
 @functools.lru_cache(maxsize=64)

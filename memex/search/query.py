@@ -58,9 +58,15 @@ class Query:
                 return rows
         return list(select(*self.sql(limit, rank=rank)))
 
-    def sql(self, limit: int, *, rank: bool = False, window: int | None = None) -> tuple[str, list[Any]]:
+    def matching(self, select: str) -> tuple[str, list[Any]]:
+        """``SELECT <select>`` over the rows ``m`` this query matches, unordered and unlimited (counts, group-by,
+        threads: :mod:`memex.search.threads` adds its GROUP BY and ORDER BY)."""
+        return self.sql(0, select=select)
+
+    def sql(self, limit: int, *, rank: bool = False, window: int | None = None, select: str | None = None) -> tuple[str, list[Any]]:
         """The SELECT answering this query, newest first (or best match first with ``rank`` and words to rank by);
-        with ``window``, ranked among that many best matches only (:meth:`run`)."""
+        with ``window``, ranked among that many best matches only (:meth:`run`); with ``select``, those columns of
+        every match, unordered (:meth:`matching`)."""
         cols = "m.key, m.source, m.native_id, m.sent_at, m.conv_id, m.conv_name, m.sender_id, m.sender_name, m.is_me, " \
                "m.subject, m.text, m.edited, m.deleted, m.n_attachments"  # fmt: skip
         rowid = "fts.rowid" if self.match else "m.id"  # ids are in time order (memex.search.rows.time_id)
@@ -68,12 +74,13 @@ class Query:
         params: list[Any] = []
         if self.match:
             start, end = HIGHLIGHT
-            sql = f"SELECT {cols}, snippet(fts, 0, '{start}', '{end}', '…', 12) AS snippet FROM fts JOIN messages m ON m.id = fts.rowid"
+            shown = select or f"{cols}, snippet(fts, 0, '{start}', '{end}', '…', 12) AS snippet"
+            sql = f"SELECT {shown} FROM fts JOIN messages m ON m.id = fts.rowid"
             where.insert(0, "fts MATCH ?")
             expr = " AND ".join(self.match)
             params.append("".join([f"({expr})", *(f" NOT {term}" for term in self.exclude)]) if self.exclude else expr)
         else:
-            sql = f"SELECT {cols}, NULL AS snippet FROM messages m"
+            sql = f"SELECT {select or cols + ', NULL AS snippet'} FROM messages m"
         params += self.params
         if not self.match:
             for term in self.exclude:
@@ -83,6 +90,8 @@ class Query:
             where.append("m.deleted = 0")
         if where:
             sql += " WHERE " + " AND ".join(where)
+        if select is not None:
+            return sql, params
         order = f"bm25(fts), {rowid} DESC" if rank and self.match else f"{rowid} DESC"
         if window is not None and rank and self.match:
             top = "SELECT rowid FROM (SELECT rowid, bm25(fts) AS r FROM fts WHERE fts MATCH ? ORDER BY r, rowid DESC LIMIT ?)"

@@ -3,8 +3,17 @@
 A row holds the message's searchable fields (latest text, sender, recipients, conversation, subject, attachment
 file names) and the fields queries filter on (source, time, is_me, attachments, deleted). A revision record is not a
 row of its own: it changes its message's row (an edit's text replaces the text searched; an unsend or delete marks
-the row deleted, which searches leave out unless asked). Only generic record fields are read; the one
-source-specific name is ``extra.subject`` (mail) and the mail's ``extra.to``/``extra.cc`` for recipients.
+the row deleted, which searches leave out unless asked). Only generic record fields are read; the source-specific
+names are the mail's: ``extra.subject``, ``extra.to``/``extra.cc`` and their display names ``extra.to_names``/
+``extra.cc_names`` for recipients, ``extra.search_text`` (words of parts that are not the text, searched as the text),
+and ``extra.references``/``extra.in_reply_to`` for threads.
+
+**Threads.** A row's links (:func:`links`) are the IDs that tie it to others in its source: its native ID, its
+conversation's ID, and a mail's References and In-Reply-To. Not ``reply_to``: a mail's is one of those already, and a
+chat is its conversation (a reply or a reaction naming a message of another chat must not join the two chats). Rows that share a link, directly or through
+others, are one conversation (a mail thread joined across missing parents, as notmuch and JWZ's algorithm join it; a
+chat by its conversation); its ``thread`` is the lowest row id among them (the earliest message), whatever order the
+records came in.
 """
 
 from __future__ import annotations
@@ -42,6 +51,8 @@ class Row(NamedTuple):
     n_attachments: int
     text: str
     deleted: bool
+    search_text: str
+    links: tuple[str, ...]
 
 
 class RevisionRow(NamedTuple):
@@ -85,6 +96,15 @@ def load_record(body: bytes) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
+LINK_SEP = "\x1f"  # between a link's source and its ID
+
+
+def links(source: str, native_id: str, conv_id: str, extra: dict[str, Any]) -> tuple[str, ...]:
+    """A row's links (see the module docstring), each ``source`` + :data:`LINK_SEP` + an ID, each once, in order."""
+    ids = [native_id, conv_id, *_names(extra.get("references")), *_names(extra.get("in_reply_to"))]
+    return tuple(dict.fromkeys(f"{source}{LINK_SEP}{i}" for i in ids if i))
+
+
 def message_row(key: str, doc: dict[str, Any]) -> Row:
     """The row of an original record stored at ``key`` (fields of the wrong type read as empty)."""
     conv = doc.get("conversation")
@@ -97,14 +117,28 @@ def message_row(key: str, doc: dict[str, Any]) -> Row:
     recipients = _names(extra.get("to")) + _names(extra.get("cc")) if "to" in extra or "cc" in extra else []
     if not recipients:
         recipients = [p for p in _names(conv.get("participants")) if p != sender_id]
+    names = [n for n in _names(extra.get("to_names")) + _names(extra.get("cc_names")) if n]  # display names, after
+    recipients_text = "\n".join(x for x in ("\n".join(recipients), "\n".join(names)) if x)
     attachments = doc.get("attachments")
     attachments = [a for a in attachments if type(a) is dict] if type(attachments) is list else []
     sent_at = doc.get("sent_at")
     sent_at = sent_at if type(sent_at) is str else None
-    return Row(key, _s(doc.get("source")), _s(doc.get("native_id")), sent_at, timestamp(sent_at), _s(conv.get("id")),
-               _s(conv.get("name")), sender_id, _s(sender.get("name")), sender.get("is_me") is True, "\n".join(recipients),
-               _s(extra.get("subject")), "\n".join(n for a in attachments if (n := _s(a.get("filename")))), len(attachments),
-               _s(doc.get("text")), doc.get("deleted") is True)  # fmt: skip
+    source, native_id, conv_id = _s(doc.get("source")), _s(doc.get("native_id")), _s(conv.get("id"))
+    return Row(key, source, native_id, sent_at, timestamp(sent_at), conv_id,
+               _s(conv.get("name")), sender_id, _s(sender.get("name")), sender.get("is_me") is True, recipients_text,
+               _s(extra.get("subject")), "\n".join(_attachment_names(attachments)), len(attachments),
+               _s(doc.get("text")), doc.get("deleted") is True, _s(extra.get("search_text")),
+               links(source, native_id, conv_id, extra))  # fmt: skip
+
+
+def _attachment_names(attachments: list[dict[str, Any]]) -> list[str]:
+    """The attachments' file names, then those inside each attached message (``message.filenames``), in order."""
+    names = [n for a in attachments if (n := _s(a.get("filename")))]
+    for a in attachments:
+        inner = a.get("message")
+        if type(inner) is dict:
+            names += [n for n in _names(inner.get("filenames")) if n]
+    return names
 
 
 def revision_row(key: str, doc: dict[str, Any], message_key: str) -> RevisionRow:

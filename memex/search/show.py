@@ -54,6 +54,26 @@ def find(cfg: Config, store: ObjectStore, ref: str) -> tuple[str, dict[str, Any]
     return keys[0], doc
 
 
+def conversation(
+    cfg: Config, store: ObjectStore, key: str, doc: dict[str, Any]
+) -> list[tuple[str, dict[str, Any], list[tuple[str, dict[str, Any]]]]]:
+    """Every message of the conversation of the message at ``key`` (its record ``doc``), oldest first, each with its
+    revisions, read from the store (the index says which: :func:`memex.search.threads.thread_keys`). A message the
+    index lists but the store lacks is left out; one the index lacks (not indexed yet) is shown alone."""
+    from memex.search.threads import thread_keys
+
+    if not index_path(cfg.state_dir).exists():
+        raise StateError("no search index yet, and --thread needs it; build it with `memex index rebuild`", path=index_path(cfg.state_dir))
+    with SearchIndex.open(cfg.state_dir, create=False) as index:
+        keys = thread_keys(index, key) or [key]
+    out = []
+    for k in keys:
+        found = doc if k == key else _load(store, k)
+        if found is not None:
+            out.append((k, found, revisions(store, k)))
+    return out
+
+
 def revisions(store: ObjectStore, key: str) -> list[tuple[str, dict[str, Any]]]:
     """The revisions stored for the message at ``key``, oldest first."""
     parts = key[: -len(".json")].split("/")

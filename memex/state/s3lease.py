@@ -44,11 +44,44 @@ class LeaseInfo:
     released: bool
     age: float
     ttl: float
+    boot: str | None = None  # the holder's boot_id() (None: written by an older memex or where there is none)
 
     @property
     def live(self) -> bool:
         """Held and not expired (by the server's clock)."""
         return not self.released and self.age < self.ttl + GRANULARITY_S
+
+    def dead_here(self) -> bool:
+        """Whether the holder is a process of this very host and boot (same host name, boot and PID namespace) that is gone.
+
+        Such a lease is taken over at once instead of after its TTL: its holder can never release or renew it. Where
+        the boot cannot be told (no ``/proc``: macOS), this is never claimed and the lease expires after its TTL.
+        """
+        if self.boot is None or self.boot != boot_id() or self.host != host_name() or not isinstance(self.pid, int):
+            return False
+        if self.pid == os.getpid() or self.pid <= 0:
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:  # another user's process (EPERM): alive
+            return False
+        return False
+
+
+def boot_id() -> str | None:
+    """This boot of this machine and PID namespace (Linux ``boot_id`` and the namespace's inode), or None where unknown.
+
+    Two hosts that share a host name, or two containers that share a kernel, never share it, so a PID is only ever
+    checked on the machine, boot and namespace it belongs to.
+    """
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        return f"{boot}/{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return None
 
 
 def read_lease(state: S3Bucket, key: str) -> tuple[LeaseInfo, Versioned] | None:
@@ -65,6 +98,7 @@ def read_lease(state: S3Bucket, key: str) -> tuple[LeaseInfo, Versioned] | None:
             released=bool(doc.get("released")),
             age=got.age,
             ttl=float(doc["ttl"]),
+            boot=doc.get("boot") if isinstance(doc.get("boot"), str) else None,
         )
     except (ValueError, TypeError, KeyError, AttributeError):
         raise StateError("corrupt lease object; delete it once no memex runs for this source", path=f"{state.url}/{key}") from None
@@ -96,49 +130,61 @@ class S3Lease:
         self._memo_pid: int | None = None
 
     def _doc(self, **extra: Any) -> bytes:
-        return json.dumps({**owner(), "epoch": self.epoch, "ttl": self.ttl, "acquired_at": utc_now(), **extra}).encode()
+        return json.dumps({**owner(), "boot": boot_id(), "epoch": self.epoch, "ttl": self.ttl, "acquired_at": utc_now(), **extra}).encode()
 
     def acquire(self) -> None:
-        """Take the lease now or raise :class:`AlreadyRunning` naming the holder."""
+        """Take the lease now or raise :class:`AlreadyRunning` naming the holder.
+
+        However it fails after the lease object was written (a corrupt cursor object, a network fault, a signal), the
+        lease is released before the error propagates: a failed poll never leaves its lease held for the next one.
+        """
+        self._stop = threading.Event()  # a fresh one: an earlier failed attempt on this object set the last
+        try:
+            previous = self._take()
+        except BaseException:
+            self.release()  # a no-op unless this attempt wrote the lease (self._etag)
+            raise
+        if previous is not None:
+            self._log_takeover(previous)
+        self._renewer = threading.Thread(target=self._renew_loop, name=f"lease {self.key}", daemon=True)
+        self._renewer.start()
+
+    def _take(self) -> LeaseInfo | None:
+        """Write the lease as ours and claim the fenced section; the previous holder (for the log) or None."""
         cursors = S3CursorStore(self.state)
         previous: LeaseInfo | None = None
-        etag = self._take_remembered()
+        etag = self._etag = self._take_remembered()
         if etag is not None:  # we released it last and nobody wrote it since
             previous = LeaseInfo(host=host_name(), pid=self._memo_pid, epoch=(self.epoch or 1) - 1, released=True, age=0.0, ttl=self.ttl)
             floor = self._floor(cursors)
             if floor >= (self.epoch or 0):  # a cursor fenced above the lease (a lease deleted by hand): go above it
                 self.epoch = floor + 1
-                etag = put_if(self.state, self.key, self._doc(), etag=etag)
-                if etag is None:
-                    again = read_lease(self.state, self.key)
-                    raise AlreadyRunning(self.path, again[0].pid if again else None, host=again[0].host if again else None)
+                self._etag = put_if(self.state, self.key, self._doc(), etag=etag)
+                if self._etag is None:
+                    self._refused()
         else:
             found = read_lease(self.state, self.key)
-            if found is not None and found[0].live:
+            if found is not None and found[0].live and not found[0].dead_here():
                 raise AlreadyRunning(self.path, found[0].pid, host=found[0].host)
             # Above both the lease's epoch and the one the cursor saw: a deleted lease must not restart lower.
             self.epoch = max(found[0].epoch if found else 0, self._floor(cursors)) + 1
-            etag = put_if(self.state, self.key, self._doc(), etag=found[1].etag if found else None)
-            if etag is None:  # another host took it between our read and write
-                again = read_lease(self.state, self.key)
-                raise AlreadyRunning(self.path, again[0].pid if again else None, host=again[0].host if again else None)
+            self._etag = put_if(self.state, self.key, self._doc(), etag=found[1].etag if found else None)
+            if self._etag is None:  # another host took it between our read and write
+                self._refused()
             previous = found[0] if found else None
-        self._etag = etag
         if self.fenced_source is not None:
             cursors.epoch = self.epoch
             try:
                 cursors.claim(self.fenced_source)
             except LeaseLost:  # an even newer holder fenced it meanwhile
-                self.release()
                 raise AlreadyRunning(self.path, None) from None
-            except BaseException:
-                self.release()
-                raise
             self.claimed = cursors.written(self.fenced_source)
-        if previous is not None:
-            self._log_takeover(previous)
-        self._renewer = threading.Thread(target=self._renew_loop, name=f"lease {self.key}", daemon=True)
-        self._renewer.start()
+        return previous
+
+    def _refused(self) -> None:
+        """Another holder wrote the lease between our read and our write: raise AlreadyRunning naming it."""
+        again = read_lease(self.state, self.key)
+        raise AlreadyRunning(self.path, again[0].pid if again else None, host=again[0].host if again else None)
 
     def _floor(self, cursors: S3CursorStore) -> int:
         """The epoch stored in the fenced source's cursor section (0 without one); the read is kept for the claim."""
@@ -185,6 +231,9 @@ class S3Lease:
         fields = {"lease": self.path, "epoch": self.epoch, "previous_host": previous.host, "previous_pid": previous.pid}
         if previous.released:
             self.log.info("lease.taken_over", previous_released=True, **fields)
+        elif previous.live:  # taken over before its expiry: its holder is a process of this host that is gone
+            self.log.warning("lease.taken_over", previous_released=False, reason="its holder, a process of this host, is no "
+                             "longer running (it ended without releasing it)", **fields)  # fmt: skip
         else:
             self.log.warning("lease.taken_over", previous_released=False, reason="the holder did not release it and it expired", **fields)
 

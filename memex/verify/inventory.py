@@ -191,7 +191,13 @@ class Fixer:
         seen = self.damaged[key]
         current = self.store.get(key)
         if current is not None and sound(current):
-            return  # fixed meanwhile (a poll or another verify)
+            self.fixed.add(key)  # fixed meanwhile (a poll or another verify): nothing left to say about it
+            return
+        if current == body:  # the source holds exactly these bytes: writing them again cannot help
+            self.fixed.add(key)
+            self.part.not_repaired.append(f"{key}: the source holds exactly these bytes ({len(body)}), so there is nothing "
+                                          "to re-read it from; left as it is")  # fmt: skip
+            return
         if seen.problem and seen.problem[0] == KEY_MISMATCH and seen.expected and current:
             self.store.put_new(seen.expected, current)  # the misplaced record keeps a copy at its own name first
         self.store.replace_damaged(key, body)

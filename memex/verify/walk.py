@@ -123,7 +123,7 @@ class Inspector:
         if body is None:
             return None
         if where.kind == "blob":
-            return Seen(key, where, (EMPTY, "0 bytes") if not body else None)
+            return Seen(key, where, (EMPTY, "0 bytes") if not body and not self._empty_at_source(key) else None)
         if where.kind == "quarantine":
             return self._quarantine(key, where, body)
         problem = record_problem(key, body)
@@ -136,6 +136,21 @@ class Inspector:
             else:
                 seen.problem = (ORPHAN_REVISION, f"no {where.parent}")
         return seen
+
+    def _empty_at_source(self, key: str) -> bool:
+        """Whether the record beside an empty blob says the bytes it was made from were empty (``extra.size`` 0).
+
+        Then the blob is exactly what the source held, not damage (a 0-byte Maildir file stored before such files
+        were quarantined as no mail): a repair could only write the same nothing again.
+        """
+        if not key.startswith(("messages/", "revisions/")):
+            return False
+        try:
+            doc = json.loads(self.reader.read(key.rpartition(".")[0] + ".json") or b"")
+        except ValueError:
+            return False
+        extra = doc.get("extra") if isinstance(doc, dict) else None
+        return isinstance(extra, dict) and extra.get("size") == 0
 
     def _has_parent(self, parent: str) -> bool:
         last = getattr(self._local, "parent", None)

@@ -10,8 +10,8 @@ an environment variable), ``mailboxes`` (names or globs, default
 self-signed server; TLS certificates are always verified).
 The password is read when the poll connects and is never stored or logged.
 
-Cursor: ``{"mailboxes": {NAME: {"uidvalidity": V, "last_uid": U}}}``;
-positions are ``{NAME: U}``. Each fetch EXAMINEs (read-only SELECT) the
+Cursor: ``{"mailboxes": {NAME: {"uidvalidity": V, "last_uid": U}}}``, with ``"holes"`` for UIDs the server
+would not send (:mod:`pollers.email.holes`); positions are ``{NAME: U}``. Each fetch EXAMINEs (read-only SELECT) the
 mailboxes in sorted order and takes new UIDs from the first one that has
 any, with ``UID SEARCH UID U+1:*`` (whose answer includes the highest UID
 even when it is not above U, so UIDs <= U are dropped) and ``UID FETCH`` of
@@ -43,6 +43,8 @@ from memex.config import SourceConfig
 from memex.errors import SourceError
 from memex.source import Batch, Cursor, Item
 from pollers.email import utf7
+from pollers.email.holes import HOLE_TRIES, MAX_HOLES, box, given_up, holes_of, live, make_room
+from pollers.email.holes import problem as holes_problem
 from pollers.email.imap_inventory import Inventory
 from pollers.email.render import sent_or, to_item
 from pollers.email.session import MailboxError, Settings
@@ -103,20 +105,28 @@ class ImapPoller(Inventory):
         self._caught_up: set[str] = set()
         self._failed: dict[str, str] = {}  # mailbox -> why it could not be read in this poll
         self._warnings: list[str] = []  # for the next batch returned
+        self._retried: set[str] = set()  # mailboxes whose holes this poll asked for again (once a poll)
+        self._unserved: dict[str, int] = {}  # mailbox -> holes given up, for the poll line
         me = user.lower() if "@" in (user := settings.user) else None
         self.me = frozenset([me] if me else [])
 
     # -- the Poller interface ----------------------------------------------
     def validate_cursor(self, cursor: Any) -> str | None:
-        """What is wrong with a cursor given by hand, or None: ``{"mailboxes": {NAME: {"uidvalidity": V, "last_uid": U}}}``."""
+        """What is wrong with a cursor given by hand, or None.
+
+        ``{"mailboxes": {NAME: {"uidvalidity": V, "last_uid": U}}}``, each mailbox optionally with ``"holes"``
+        (:mod:`pollers.email.holes`).
+        """
         boxes = cursor.get("mailboxes") if isinstance(cursor, dict) and set(cursor) == {"mailboxes"} else None
         if not isinstance(boxes, dict) or not boxes:
             return 'an IMAP cursor is {"mailboxes": {"INBOX": {"uidvalidity": V, "last_uid": U}}}'
         for name, st in boxes.items():
-            if not isinstance(st, dict) or set(st) != {"uidvalidity", "last_uid"}:
-                return f'mailbox {name!r} must be {{"uidvalidity": V, "last_uid": U}}'
-            if any(type(v) is not int or v < 0 for v in st.values()):
+            if not isinstance(st, dict) or set(st) - {"holes"} != {"uidvalidity", "last_uid"}:
+                return f'mailbox {name!r} must be {{"uidvalidity": V, "last_uid": U}} (and optionally "holes")'
+            if any(type(st[k]) is not int or st[k] < 0 for k in ("uidvalidity", "last_uid")):
                 return f"mailbox {name!r}: uidvalidity and last_uid must be whole numbers, not negative"
+            if "holes" in st and (why := holes_problem(name, st)) is not None:
+                return why
         return None
 
     def positions(self, cursor: Cursor) -> dict[str, int]:
@@ -151,8 +161,13 @@ class ImapPoller(Inventory):
                 state["mailboxes"][mailbox] = {"uidvalidity": validity, "last_uid": 0}
                 return Batch(items=[], cursor=state, reset=f"{mailbox}: UIDVALIDITY changed from {old} to {validity}; rescanning")
             last = int(known["last_uid"]) if known else 0
+            holes = holes_of(known)
             if known is None:
                 state["mailboxes"][mailbox] = {"uidvalidity": validity, "last_uid": 0}
+            self._unserved[mailbox] = len(given_up(holes))
+            if mailbox not in self._retried and live(holes):
+                self._retried.add(mailbox)  # once a poll: a hole refused again counts one try
+                return self._retry_holes(mailbox, validity, last, holes, state)
             if uidnext is not None and uidnext <= last + 1:
                 found: list[int] = []
             else:
@@ -171,6 +186,7 @@ class ImapPoller(Inventory):
                 head = []
             chunks = ([head] if head else []) + _chunks(uids[len(head) :], self.fetch_chunk)
             items: list[Item] = []
+            warnings: list[str] = []
             took = early[2] if ready is not None and early is not None else 0.0
             for index, chunk in enumerate(chunks):
                 if ready is not None:  # fetched ahead: the answer is here
@@ -181,33 +197,46 @@ class ImapPoller(Inventory):
                     if items and self._deadline.remaining() < 2 * took + 1:
                         # Another chunk would likely run past the poll's end, and nothing fetched after it is
                         # stored: hand over what arrived (the rest next poll), so a slow server still moves on.
-                        return Batch(items=items, cursor=state)
+                        return Batch(items=items, cursor=state, warnings=warnings)
                     began = time.monotonic()
                     fetched = self._fetch_raw(chunk)
                     took = time.monotonic() - began
-                gap = self._first_gap(chunk, {uid for uid, _, _ in fetched})
-                if gap is not None:
-                    # The server answered OK without this UID, yet a fresh search still lists it: stop right
-                    # before it (the cursor never passes a message not stored); the next poll asks again.
-                    fetched = [f for f in fetched if f[0] < gap]
+                refused = self._still_listed(chunk, {uid for uid, _, _ in fetched})
+                # The server left these out (OK without them, or NO), yet a fresh search still lists them: each becomes
+                # a hole of the cursor (asked for again on the next polls) and the mailbox moves on past it.
+                fit, evicted = make_room(holes, len(refused))
+                warnings += [self._evicted(mailbox, uid) for uid in evicted]
+                stop_at = refused[fit] if fit < len(refused) else None
+                if stop_at is not None:  # every kept hole is still being retried: stop before the one that does not fit
+                    fetched = [f for f in fetched if f[0] < stop_at]
+                    refused = refused[:fit]
                 else:
                     # Overlap: the next chunk (of this batch, else of the next one) is read while this one is
                     # rendered and stored; only if it would likely end before the poll's time does.
                     after = chunks[index + 1] if index + 1 < len(chunks) else following
                     if after and self._deadline.remaining() >= 2 * took + 1:
                         self._fetch_ahead(after, (mailbox, validity))
-                for uid, raw, internal in fetched:
-                    boxes = dict(state["mailboxes"])
-                    boxes[mailbox] = {"uidvalidity": validity, "last_uid": uid}
-                    state = {"mailboxes": boxes}
-                    items.append(self._item(mailbox, validity, uid, raw, internal, state))
-                if gap is not None:
-                    warning = f"{mailbox}: UID {gap} exists but the server sent no data for it; stopped before it, retried next poll"
-                    return Batch(items=items, cursor=state, warnings=[warning])
-            # UIDs left out of FETCH answers were confirmed expunged by a fresh search; move past them.
+                for uid in refused:
+                    holes[uid] = 1
+                    warnings.append(self._refused(mailbox, uid, 1))
+                    self._retried.add(mailbox)  # a new hole is first asked for again by the next poll
+                self.refusal = None
+                here = {uid: (raw, internal) for uid, raw, internal in fetched}
+                for uid in sorted(here.keys() | set(refused)):
+                    state = {"mailboxes": {**state["mailboxes"], mailbox: box(validity, uid, {h: t for h, t in holes.items() if h <= uid})}}
+                    if uid in here:
+                        items.append(self._item(mailbox, validity, uid, *here[uid], state))
+                if stop_at is not None:
+                    warnings.append(
+                        f"{mailbox}: UID {stop_at} exists but the server sent no data for it, and {MAX_HOLES} UIDs it would not "
+                        "send are being asked for again already; stopped before it until those are fetched or given up"
+                    )
+                    return Batch(items=items, cursor=state, warnings=warnings)
+            # UIDs left out of FETCH answers and not kept as holes were confirmed expunged by a fresh search; move past them.
             boxes = dict(state["mailboxes"])
-            boxes[mailbox] = {"uidvalidity": validity, "last_uid": uids[-1]}
-            return Batch(items=items, cursor={"mailboxes": boxes})
+            boxes[mailbox] = box(validity, uids[-1], holes)
+            self._unserved[mailbox] = len(given_up(holes))
+            return Batch(items=items, cursor={"mailboxes": boxes}, warnings=warnings)
         self._caught_up.clear()
         if self._failed:
             failed, self._failed = self._failed, {}
@@ -219,6 +248,47 @@ class ImapPoller(Inventory):
                 "polled; the source.warning lines of its log give each reason"
             )
         return Batch(items=[], cursor=state)
+
+    def _retry_holes(self, mailbox: str, validity: int, last: int, holes: dict[int, int], state: dict[str, Any]) -> Batch:
+        """Ask for the mailbox's holes again: the ones served are stored, gone ones dropped, refused ones count a try."""
+        asked = live(holes)
+        fetched = self._fetch_raw(asked)
+        refused = set(self._still_listed(asked, {uid for uid, _, _ in fetched}))
+        items: list[Item] = []
+        warnings: list[str] = []
+        for uid, raw, internal in fetched:
+            del holes[uid]
+            state = {"mailboxes": {**state["mailboxes"], mailbox: box(validity, last, holes)}}
+            items.append(self._item(mailbox, validity, uid, raw, internal, state))
+        for uid in asked:
+            if uid in refused:
+                holes[uid] += 1
+                warnings.append(self._refused(mailbox, uid, holes[uid]))
+            elif uid in holes:
+                del holes[uid]
+                warnings.append(f"{mailbox}: UID {uid}, which the server would not send, is gone from the mailbox (expunged); not stored")
+        self.refusal = None
+        self._unserved[mailbox] = len(given_up(holes))
+        return Batch(items=items, cursor={"mailboxes": {**state["mailboxes"], mailbox: box(validity, last, holes)}}, warnings=warnings)
+
+    def _refused(self, mailbox: str, uid: int, tries: int) -> str:
+        """The warning for a UID the server would not send on its ``tries``-th poll."""
+        said = f" (it said: {self.refusal})" if self.refusal else ""
+        if tries >= HOLE_TRIES:
+            return (f"{mailbox}: UID {uid} exists but the server has not sent it in {tries} polls{said}; given up: polls no longer "
+                    "ask for it, `memex status` counts it and `memex verify` lists it (see docs/sources/email.md#holes)")  # fmt: skip
+        return (f"{mailbox}: UID {uid} exists but the server sent no data for it{said}; moved on past it and kept it in the "
+                f"cursor as a hole, asked for again on the next polls (try {tries} of {HOLE_TRIES})")  # fmt: skip
+
+    def _evicted(self, mailbox: str, uid: int) -> str:
+        """The warning for a given-up hole dropped from the cursor to make room for a new one."""
+        return (f"{mailbox}: UID {uid}, given up earlier, is no longer kept in the cursor ({MAX_HOLES} UIDs the server would "
+                "not send are kept at most); `memex verify` still finds it missing if the server lists it")  # fmt: skip
+
+    def report(self) -> dict[str, Any]:
+        """Fields of the poll line: ``unserved``, the mails the server has not sent in :data:`HOLE_TRIES` polls (memex status)."""
+        count = sum(self._unserved.values())
+        return {"unserved": count} if count else {}
 
     def _item(self, mailbox: str, validity: int, uid: int, raw: bytes, internal: datetime | None, cursor: Cursor) -> Item:
         """One fetched mail as its item: the record (with mailbox, UID, UIDVALIDITY, arrival time) and its ``.eml``.
@@ -286,7 +356,11 @@ class ImapPoller(Inventory):
                 chunk = uids[start : start + self.fetch_chunk]
 
                 def get(m: str = mailbox, c: list[int] = chunk) -> list[tuple[int, bytes, datetime | None]]:
-                    return self._in(m, lambda: self._fetch_raw(c))
+                    got = self._in(m, lambda: self._fetch_raw(c))
+                    if self.refusal is not None:  # a backfill has no cursor to keep a hole in: fail, as before holes
+                        said, self.refusal = self.refusal, None
+                        raise SourceError(f"source {self.name!r}: UID FETCH refused by {self._where()} ({said})")
+                    return got
 
                 for uid, raw, internal in self._retrying("UID FETCH", get):
                     point = {"mailbox": mailbox, "uidvalidity": validity, "uid": uid}

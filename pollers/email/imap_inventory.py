@@ -26,6 +26,7 @@ from memex.source import Cursor, Item, Listed, Unchecked
 from pollers.email import utf7
 from pollers.email.headers import message_ids
 from pollers.email.headers import raw as raw_header
+from pollers.email.holes import HOLE_TRIES, holes_of
 from pollers.email.render import native_id_of, parse
 from pollers.email.session import ImapSession, MailboxError
 from pollers.email.wire import parse_fetch, uid_set
@@ -67,6 +68,7 @@ class Inventory(ImapSession):
         boxes: dict[str, Any] = (cursor or {}).get("mailboxes") or {}
         for mailbox in sorted(boxes):
             last, validity = int(boxes[mailbox].get("last_uid", 0)), int(boxes[mailbox].get("uidvalidity", 0))
+            yield from _holes(mailbox, holes_of(boxes[mailbox]))
             if last <= 0:
                 continue
             self._selected = None  # EXAMINE again: the UIDVALIDITY is checked before anything is listed
@@ -126,5 +128,17 @@ class Inventory(ImapSession):
         """``(uid, header block)`` of ``uids`` in the selected mailbox, in one UID FETCH (never sets \\Seen)."""
         conn = self._connect()
         self.commands += 1
-        data = self._cmd(conn, "UID FETCH", self._io("UID FETCH", lambda: conn.uid("FETCH", uid_set(uids), "(UID BODY.PEEK[HEADER])")))
+        data = self._fetched(conn, self._io("UID FETCH", lambda: conn.uid("FETCH", uid_set(uids), "(UID BODY.PEEK[HEADER])")))
         return [(uid, header) for uid, header, _ in parse_fetch(data, uids)]
+
+
+def _holes(mailbox: str, holes: dict[int, int]) -> Iterator[Unchecked]:
+    """One line per UID the server would not send (a hole of the cursor, :mod:`pollers.email.holes`)."""
+    for uid in sorted(holes):
+        tries = holes[uid]
+        if tries >= HOLE_TRIES:
+            state = (f"given up after {tries} polls: polls no longer ask for it (lower its tries below {HOLE_TRIES} with "
+                     "`memex cursor set` to have them ask again)")  # fmt: skip
+        else:
+            state = f"asked for again by the next polls (try {tries} of {HOLE_TRIES})"
+        yield Unchecked(f"mailbox {utf7.decode(mailbox)!r} UID {uid}: the server lists this mail but would not send it; {state}")

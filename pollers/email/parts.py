@@ -26,10 +26,13 @@ from html.parser import HTMLParser
 
 from memex.records import Attachment
 from pollers.email.headers import addresses, clean, decode_bytes, decode_words, header_text, message_ids, parse_date, raw
+from pollers.email.searchable import PART_LIMIT, calendar_text, enriched_text, html_words, search_text
 
 SEPARATOR = "\n\n-------------- next part --------------\n"
 ATTACHED = "\n\n-------------- attached message --------------\n"
 READABLE_MESSAGES = ("message/rfc822", "message/global", "message/news")  # a mail or article: its text is shown
+REPORTS = ("message/delivery-status", "message/disposition-notification", "message/global-delivery-status")
+SEARCHED_ANYWAY = ("text/calendar", "text/enriched", "text/richtext", "text/rfc822-headers")  # even as attachments
 _EXTERNAL_PARAMS = ("access-type", "name", "site", "directory", "server", "url", "subject")
 _BLOCK_TAGS = frozenset(
     ["p", "div", "br", "li", "ul", "ol", "tr", "table", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "hr", "section", "article", "header", "footer", "title"]
@@ -86,6 +89,8 @@ class Parts:
     text_files: list[str] = field(default_factory=list)  # file names of inline text parts that are in the text
     alternatives: int = 0  # leaf parts not used because a sibling alternative was chosen
     leaves: int = 0  # every leaf part seen (an attached message counts as one)
+    searched: list[str] = field(default_factory=list)  # readable text of parts not in the text (:mod:`.searchable`)
+    filenames: list[str] = field(default_factory=list)  # file names of the attachments inside (an attached message's)
 
 
 def _shadow(part: email.message.Message) -> email.message.Message:
@@ -188,9 +193,12 @@ class _Walker:
             return [("text/plain", _external_note(part))]
         if part.get_content_maintype() == "message" and part.is_multipart():
             self.found.leaves += 1
-            self.found.attachments.append(_attached_message(part, index, self.problems))
+            attachment = _attached_message(part, index, self.problems)
+            self.found.attachments.append(attachment)
             self.index += _walk_size(part) - 1
-            return self._attached_text(part, index)
+            if ctype in REPORTS:
+                self.found.searched.append(_report_text(part))
+            return self._attached_text(part, index, attachment)
         if part.is_multipart():
             children = [p for p in part.get_payload() if isinstance(p, email.message.Message)]
             results = [self.walk(child) for child in children]
@@ -199,6 +207,7 @@ class _Walker:
                 for i, child in enumerate(children):
                     if i != chosen:
                         self.found.alternatives += _count_leaves(child)
+                        self.found.searched += [_readable(c, t) for c, t in results[i]]
                 return results[chosen] if chosen is not None else []
             return [segment for result in results for segment in result]
         self.found.leaves += 1
@@ -209,18 +218,49 @@ class _Walker:
             if name is not None:
                 self.found.text_files.append(name)
             return [(ctype, decode_text(part, self.problems, label))]
-        self.found.attachments.append(_attachment(part, index, self.problems))
+        attachment = _attachment(part, index, self.problems)
+        self.found.attachments.append(attachment)
+        if ctype in SEARCHED_ANYWAY or (part.get_content_maintype() == "text" and inline):
+            self.found.searched.append(_readable(ctype, decode_text(part, [], label)))
         return []
 
-    def _attached_text(self, part: email.message.Message, index: int) -> list[tuple[str, str]]:
-        """The readable text of an attached mail or article, as one segment (its own attachments stay inside it)."""
+    def _attached_text(self, part: email.message.Message, index: int, attachment: Attachment) -> list[tuple[str, str]]:
+        """The readable text of an attached mail or article, as one segment (its own attachments stay inside it: their
+        file names go to ``filenames`` of the attachment's ``message``, its parts' other text to the search text)."""
         payload = part.get_payload()
         inner = payload[0] if isinstance(payload, list) and payload else None
         if part.get_content_type() not in READABLE_MESSAGES or not isinstance(inner, email.message.Message):
             return []
         found = walk_parts(inner, [], first=index + 1)  # its problems are its own: not the outer mail's
+        names = [n for a in found.attachments if (n := a.get("filename"))] + found.filenames
+        if names:
+            attachment.setdefault("message", {})["filenames"] = names
+            self.found.filenames += names
+        self.found.searched += found.searched
         text = _joined(found.segments)
         return [(part.get_content_type(), text)] if text is not None else []
+
+
+def _readable(ctype: str, text: str) -> str:
+    """A part's text as words to search: HTML's visible text, a calendar's human fields, enriched text's words."""
+    if ctype == "text/html":
+        return html_words(text)
+    if ctype == "text/calendar":
+        return calendar_text(text)
+    if ctype in ("text/enriched", "text/richtext"):
+        return enriched_text(text)
+    return text[:PART_LIMIT]
+
+
+def _report_text(part: email.message.Message) -> str:
+    """A delivery or disposition report's fields (each block's ``Name: value`` lines): a bounce's reason, its
+    recipient, its diagnostic code."""
+    blocks = [p for p in part.get_payload() if isinstance(p, email.message.Message)] if part.is_multipart() else []
+    lines = []
+    for block in blocks:
+        for name, value in block.raw_items():
+            lines.append(f"{name}: {' '.join(clean(value).split())}")
+    return "\n".join(lines)[:PART_LIMIT]
 
 
 def _external_note(part: email.message.Message) -> str:
@@ -269,9 +309,20 @@ def _joined(segments: list[tuple[str, str]]) -> str | None:
     return text
 
 
-def body_and_attachments(msg: email.message.Message, problems: list[str]) -> tuple[str | None, list[Attachment], str | None, list[str]]:
-    """The text (inline text parts joined by :data:`SEPARATOR`, HTML as text), the attachments, the first part's type,
-    and the file names of the inline text parts."""
+@dataclass
+class Body:
+    """What a mail's parts give its record (:func:`body_and_attachments`)."""
+
+    text: str | None  # inline text parts joined by SEPARATOR, HTML as its visible text
+    attachments: list[Attachment]
+    text_from: str | None  # the first text part's type
+    text_files: list[str]  # file names of the inline text parts
+    search_text: str | None  # words of the other parts the text lacks (:func:`pollers.email.searchable.search_text`)
+
+
+def body_and_attachments(msg: email.message.Message, problems: list[str]) -> Body:
+    """The mail's text, attachments, first text part's type, inline text parts' file names and search text."""
     found = walk_parts(msg, problems)
     text_from = found.segments[0][0] if found.segments else None
-    return _joined(found.segments), found.attachments, text_from, found.text_files
+    text = _joined(found.segments)
+    return Body(text, found.attachments, text_from, found.text_files, search_text(text, found.searched))

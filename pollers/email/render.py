@@ -26,6 +26,7 @@ from typing import Any
 
 from memex.records import Conversation, Message, Sender
 from memex.source import Cursor, Failure, Item
+from pollers.email.header_block import repair
 from pollers.email.headers import addresses, clean, header_text, message_ids, parse_date
 from pollers.email.headers import raw as raw_header
 from pollers.email.identity import Later, legacy_fingerprint, mail_fingerprint
@@ -46,11 +47,15 @@ BOM = b"\xef\xbb\xbf"
 
 
 def parse(raw: bytes, problems: list[str] | None = None) -> email.message.Message:
-    """Parse raw mail: past a leading UTF-8 byte order mark (a .eml saved by a Windows tool), boundaries unfolded."""
+    """Parse raw mail: past a leading UTF-8 byte order mark (a .eml saved by a Windows tool), boundaries unfolded,
+    the header block read past obsolete syntax and a stray line as gmime reads it (:mod:`pollers.email.header_block`)."""
     if raw.startswith(BOM):
         raw = raw[len(BOM) :]
         if problems is not None:
             problems.append("starts with a byte order mark, read past it")
+    raw, repaired = repair(raw)
+    if problems is not None:
+        problems.extend(repaired)
     return parse_bytes(raw)
 
 
@@ -88,7 +93,8 @@ def _render(raw: bytes, source: str, me: frozenset[str], extra: dict[str, Any] |
     sent_at = parse_date(date_header, problems)
     in_reply_to = message_ids(raw_header(msg, "In-Reply-To"))
     references = message_ids(raw_header(msg, "References"))
-    text, attachments, text_from, text_files = body_and_attachments(msg, problems)
+    body = body_and_attachments(msg, problems)
+    text, attachments, text_from, text_files = body.text, body.attachments, body.text_from, body.text_files
     for defect in getattr(msg, "defects", []):
         problems.append(f"mime: {type(defect).__name__}")
     for part in msg.walk():
@@ -105,6 +111,11 @@ def _render(raw: bytes, source: str, me: frozenset[str], extra: dict[str, Any] |
         "cc": [addr for _, addr in cc],
         "size": len(raw),
     }
+    if any(name for name, _ in to + cc):  # display names, beside the addresses in the same order ("" for none)
+        doc["to_names"] = [name for name, _ in to]
+        doc["cc_names"] = [name for name, _ in cc]
+    if body.search_text:
+        doc["search_text"] = body.search_text
     if in_reply_to:
         doc["in_reply_to"] = in_reply_to
     if references:
@@ -141,7 +152,15 @@ def _render(raw: bytes, source: str, me: frozenset[str], extra: dict[str, Any] |
 def to_item(
     raw: bytes, source: str, cursor: Cursor, *, ref: str, me: frozenset[str] = frozenset(), extra: dict[str, Any] | None = None
 ) -> Item:
-    """An :class:`Item` for one raw message: the record plus its ``.eml`` blob, or a Failure holding the raw bytes."""
+    """An :class:`Item` for one raw message: the record plus its ``.eml`` blob, or a Failure holding the raw bytes.
+
+    Empty bytes (a 0-byte file in a Maildir, blank lines only) are no mail: quarantined with that reason, so the
+    poll's ``record.quarantined`` warning names the file, instead of a record with an empty ``.eml`` beside it.
+    """
+    if not raw.strip():
+        return Item(
+            cursor=cursor, failure=Failure(native_id=raw_id(raw), reason=f"empty ({len(raw)} bytes): not a mail", raw=raw or None, ref=ref)
+        )
     try:
         message, legacy = _render(raw, source, me, extra)
     except Exception as exc:  # truly unparseable: quarantine the bytes, say why by type only

@@ -68,6 +68,7 @@ class ImapSession:
         self._retry_deadline: float | None = None
         self._deadline: Deadline = NEVER
         self._ahead: Ahead | None = None  # a UID FETCH in flight on the connection (see Ahead)
+        self.refusal: str | None = None  # what the server said when it last refused part of a UID FETCH (NO), for the warning
 
     # -- connection --------------------------------------------------------
     def _where(self) -> str:
@@ -310,10 +311,21 @@ class ImapSession:
         """``(uid, raw bytes, INTERNALDATE)`` of ``uids`` in the selected mailbox, in one UID FETCH."""
         conn = self._connect()
         self.commands += 1
-        data = self._cmd(
-            conn, "UID FETCH", self._io("UID FETCH", lambda: conn.uid("FETCH", uid_set(uids), "(UID INTERNALDATE BODY.PEEK[])"))
-        )
+        data = self._fetched(conn, self._io("UID FETCH", lambda: conn.uid("FETCH", uid_set(uids), "(UID INTERNALDATE BODY.PEEK[])")))
         return parse_fetch(data, uids)
+
+    def _fetched(self, conn: imaplib.IMAP4, typ_data: tuple[str, list[Any]]) -> list[Any]:
+        """The data of a ``UID FETCH`` answer; a ``NO`` keeps what the server did send (the rest is checked by the caller).
+
+        Gmail answers ``NO Some messages could not be FETCHed (Failure)`` after sending every mail it could: those
+        are kept, and each UID it left out is looked up again (:meth:`_still_listed`) like one left out of an ``OK``.
+        """
+        typ, data = typ_data
+        if typ == "NO":
+            self.refusal = reply_text(data)
+            sent: list[Any] = conn.untagged_responses.pop("FETCH", [])  # imaplib leaves them there after a NO
+            return sent
+        return self._cmd(conn, "UID FETCH", typ_data)
 
     def _fetch_ahead(self, uids: list[int], key: tuple[str, int]) -> None:
         """Send the ``UID FETCH`` of ``uids`` (of mailbox and UIDVALIDITY ``key``) now; :meth:`_collect_ahead` takes its answer."""
@@ -335,23 +347,22 @@ class ImapSession:
             if not ahead.done():  # a stop before or during the wait: cut the socket, or its reader holds the
                 self._abandon()  # connection's buffer lock until the socket times out and a close waits for it
             raise
-        data = self._cmd(ahead.conn, "UID FETCH", answer)
+        data = self._fetched(ahead.conn, answer)
         return ahead, parse_fetch(data, ahead.uids), ahead.ended - ahead.began
 
-    def _first_gap(self, asked: list[int], got: set[int]) -> int | None:
-        """The lowest UID of ``asked`` missing from ``got`` that a fresh ``UID SEARCH`` says still exists, or None.
+    def _still_listed(self, asked: list[int], got: set[int]) -> list[int]:
+        """The UIDs of ``asked`` missing from ``got`` that a fresh ``UID SEARCH`` says still exist, by UID.
 
         Servers (Gmail among them) can answer a UID FETCH with OK and no data for
-        a message that is there; only UIDs the server confirms gone may be passed.
+        a message that is there; only UIDs the server confirms gone may be passed as gone.
         """
         missing = [u for u in asked if u not in got]
         if not missing:
-            return None
+            return []
         conn = self._connect()
         self.commands += 1
         data = self._cmd(conn, "UID SEARCH", self._io("UID SEARCH", lambda: conn.uid("SEARCH", f"UID {uid_set(missing)}")))
-        still = sorted(set(ints(data)) & set(missing))
-        return still[0] if still else None
+        return sorted(set(ints(data)) & set(missing))
 
     def _in(self, mailbox: str, operation: Callable[[], T]) -> T:
         """Run ``operation`` with ``mailbox`` selected (again, after a reconnect)."""

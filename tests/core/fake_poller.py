@@ -6,6 +6,7 @@ It is a real poller registered like any third-party one; nothing of memex is pat
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ def _message(name: str, spec: dict[str, Any], i: int) -> Message:
 class FakePoller:
     """Messages 1..N from ``{"count": N, "backward": bool, "mode": ...}`` in a JSON file (see ``_item_cursor`` for modes).
 
+    ``read_seconds`` makes each fetch take that long (a plug-in reading a whole export before it returns a batch).
     Mode ``crash`` raises a KeyError in fetch; ``library_quotes_the_record`` has ``float()`` parse the spec's ``text``,
     whose ValueError quotes it (as sqlite3 and many parsers quote the value they choke on).
     """
@@ -65,6 +67,8 @@ class FakePoller:
     def fetch(self, cursor: Any, limit: int) -> Batch:
         """Messages after ``cursor``; in backward mode, claims a cursor below the current one."""
         spec = self._load()
+        if spec.get("read_seconds"):  # a slow read that knows nothing of the poll's time limit (one whole export parsed)
+            time.sleep(float(spec["read_seconds"]))
         if spec.get("mode") == "crash":
             raise KeyError("a bug in the poller")
         if spec.get("mode") == "library_quotes_the_record":  # a library parsing a record's text quotes it in its exception

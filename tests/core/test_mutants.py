@@ -397,7 +397,7 @@ MUTANTS = [
     ),
     pytest.param(
         "pollers/email/imap.py",
-        [("                gap = self._first_gap(chunk, {uid for uid, _, _ in fetched})\n", "                gap = None\n")],
+        [("                refused = self._still_listed(chunk, {uid for uid, _, _ in fetched})\n", "                refused = []\n")],
         ["tests/email/test_imap_mailboxes.py::test_a_uid_the_fetch_leaves_out_is_never_skipped"],
         id="imap-uid-left-out-of-fetch-skipped",
     ),
@@ -1146,6 +1146,74 @@ MUTANTS = [
     # ---- rows of branch i32-env: append below ----
     # ---- end of i32-env ----
     # ---- rows of branch i32-wedge: append below ----
+    pytest.param(
+        "pollers/email/imap.py",
+        [("                fit, evicted = make_room(holes, len(refused))\n", "                fit, evicted = 0, []\n")],
+        ["tests/email/test_imap_holes.py::test_a_mail_gmail_never_serves_is_given_up_after_five_polls_and_reported"],
+        id="imap-withheld-uid-wedges-the-mailbox",
+    ),
+    pytest.param(
+        "pollers/email/imap.py",
+        [("            if mailbox not in self._retried and live(holes):\n", "            if False:\n")],
+        ["tests/email/test_imap_holes.py::test_a_withheld_uid_is_kept_as_a_hole_the_mailbox_moves_on_and_the_mail_comes_when_served"],
+        id="imap-hole-never-asked-again",
+    ),
+    pytest.param(
+        "pollers/email/holes.py",
+        [("    return sorted(uid for uid, tries in holes.items() if tries < HOLE_TRIES)\n", "    return sorted(holes)\n")],
+        ["tests/email/test_imap_holes.py::test_a_mail_gmail_never_serves_is_given_up_after_five_polls_and_reported"],
+        id="imap-hole-retried-for-ever",
+    ),
+    pytest.param(
+        "memex/state/s3lease.py",
+        [("            self.release()  # a no-op unless this attempt wrote the lease (self._etag)\n", "            pass\n")],
+        ["tests/core/test_lease_release.py::test_a_poll_failing_on_a_corrupt_cursor_releases_its_lease_and_the_next_poll_reports_the_error"],
+        id="lease-kept-by-a-failed-poll",
+    ),
+    pytest.param(
+        "memex/state/s3lease.py",
+        [("            if found is not None and found[0].live and not found[0].dead_here():\n",
+          "            if found is not None and found[0].live:\n")],
+        ["tests/core/test_lease_release.py::test_a_lease_held_by_a_dead_process_of_this_host_is_taken_over_at_once_and_logged",
+         "tests/core/test_lease_release.py::test_a_poll_killed_mid_poll_leaves_a_lease_the_next_poll_on_this_host_takes_over_at_once"],
+        id="lease-of-a-dead-holder-here-waits-for-its-ttl",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("                deadline.extend(SLOW_GRACE)\n", "                pass\n")],
+        ["tests/core/test_slow_first_batch.py::test_a_first_batch_read_past_the_time_limit_is_stored_and_each_poll_moves_on"],
+        id="slow-first-batch-dropped",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("    if result.slow_read_s is not None:\n        _slow(name, result, log)\n", "    if False:\n        _slow(name, result, log)\n")],
+        ["tests/core/test_slow_first_batch.py::test_a_first_batch_none_of_which_can_be_stored_in_time_is_an_error_and_failing_not_idle"],
+        id="slow-first-batch-reported-as-idle",
+    ),
+    pytest.param(
+        "memex/verify/walk.py",
+        [("(EMPTY, \"0 bytes\") if not body and not self._empty_at_source(key) else None)", "(EMPTY, \"0 bytes\") if not body else None)")],
+        ["tests/email/test_maildir_verify.py::test_an_empty_eml_stored_by_an_older_memex_from_an_empty_file_is_whole_not_damage"],
+        id="verify-empty-at-the-source-taken-for-damage",
+    ),
+    pytest.param(
+        "pollers/email/render.py",
+        [("    if not raw.strip():\n", "    if False:\n")],
+        ["tests/email/test_maildir_verify.py::test_a_zero_byte_file_is_quarantined_as_no_mail_and_verify_stays_whole"],
+        id="empty-file-stored-as-a-mail",
+    ),
+    pytest.param(
+        "memex/verify/inventory.py",
+        [("        if current == body:  # the source holds exactly these bytes: writing them again cannot help\n", "        if False:\n")],
+        ["tests/email/test_maildir_verify.py::test_a_damaged_object_whose_source_holds_the_same_bytes_is_not_claimed_replaced"],
+        id="verify-repair-claims-a-replace-that-changes-nothing",
+    ),
+    pytest.param(
+        "pollers/email/holes.py",
+        [("    for uid in given_up(holes):\n", "    for uid in []:\n")],
+        ["tests/email/test_imap_holes.py::test_holes_are_bounded_a_full_list_stops_before_the_next_until_one_is_given_up"],
+        id="imap-given-up-holes-fill-the-list-for-good",
+    ),
     # ---- end of i32-wedge ----
     # ---- rows of branch i33-oauth: append below ----
     # ---- end of i33-oauth ----
@@ -1154,6 +1222,39 @@ MUTANTS = [
     # ---- rows of branch i34-query: append below ----
     # ---- end of i34-query ----
     # ---- rows of branch i34-index: append below ----
+    pytest.param(
+        "pollers/email/header_block.py",
+        [("        elif kind == \"bad\":\n            problems.append(\"header: a malformed line among the headers, left out\")\n"
+          "            continue\n", "        elif kind == \"bad\":\n            pass\n")],
+        ["tests/email/test_email_searchable.py::test_a_stray_line_among_the_headers_does_not_end_them"],
+        id="malformed-header-line-ends-the-headers",
+    ),
+    pytest.param(
+        "pollers/email/header_block.py",
+        [("    if bad and (after < max(2, len(bad)) or any(", "    if False and (after < max(2, len(bad)) or any(")],
+        ["tests/email/test_email_searchable.py::test_text_with_no_empty_line_before_it_stays_the_body"],
+        id="body-without-separator-read-as-headers",
+    ),
+    pytest.param(
+        "memex/search/index.py",
+        [("            self.db.execute(\"UPDATE messages SET thread = ? WHERE thread = ?\", (lowest, other))\n",
+          "            pass\n")],
+        ["tests/core/test_search_threads.py::test_a_thread_joins_the_same_whichever_mail_comes_first"],
+        id="thread-joined-only-in-arrival-order",
+    ),
+    pytest.param(
+        "memex/search/rows.py",
+        [("    ids = [native_id, conv_id, *_names(extra.get(\"references\")), *_names(extra.get(\"in_reply_to\"))]\n",
+          "    ids = [native_id, *_names(extra.get(\"in_reply_to\"))]\n")],
+        ["tests/core/test_search_threads.py::test_conversations_are_those_notmuch_makes"],
+        id="thread-not-joined-across-missing-parents",
+    ),
+    pytest.param(
+        "memex/search/bulk.py",
+        [("        db.execute(INSERT_LINKS)\n", "")],
+        ["tests/core/test_search_bulk.py::test_a_rebuild_makes_the_rows_the_python_path_makes"],
+        id="rebuild-without-thread-links",
+    ),
     # ---- end of i34-index ----
     # ---- rows of branch i35-people: append below ----
     # ---- end of i35-people ----

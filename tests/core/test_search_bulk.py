@@ -37,9 +37,15 @@ def _shapes(rng: random.Random) -> list[dict[str, Any]]:
             "sender": {"id": f"p{i}" if i % 2 else None, "name": f"Pé {i}", "is_me": i % 2 == 0},
         }  # fmt: skip
         if mail:
-            doc["extra"] = {"subject": f"Re: lease {i}", "to": [f"a{i}@x", 3, "b@x"], "cc": [] if i % 2 else ["c@x", ""]}
+            doc["extra"] = {"subject": f"Re: lease {i}", "to": [f"a{i}@x", 3, "b@x"], "cc": [] if i % 2 else ["c@x", ""],
+                            "to_names": [f"Ann {i}", "", 3], "cc_names": [] if i % 2 else ["", "Cé"],
+                            "references": [f"<r{i % 13}>", 5, ""], "in_reply_to": [f"n{i - 3}"]}  # fmt: skip
+            if i % 4 == 0:
+                doc["extra"]["search_text"] = f"html only w{i}"
+            doc["reply_to"] = f"n{i - 6}" if i % 2 else None
         if i % 5 == 0:
-            doc["attachments"] = [{"filename": f"IMG_{i}.jpg"}, {"filename": ""}, {"filename": 4}, "junk", {"id": "no name"}]
+            doc["attachments"] = [{"filename": f"IMG_{i}.jpg"}, {"filename": ""}, {"filename": 4}, "junk", {"id": "no name"},
+                                  {"id": "fwd", "message": {"filenames": [f"in{i}.pdf", 7, "", "b.doc"]}}, {"message": [1]}]  # fmt: skip
         if i % 11 == 0:
             doc["deleted"] = True
         out.append(doc)
@@ -48,13 +54,15 @@ def _shapes(rng: random.Random) -> list[dict[str, Any]]:
             doc = dict(out[len(out) % 300], native_id=f"odd-{field}-{len(out)}")
             doc[field] = value
             out.append(doc)
-    for nested in ("to", "cc"):
+    for nested in ("to", "cc", "to_names", "cc_names", "references", "in_reply_to", "search_text"):
         for value in ODD:
             out.append(dict(out[0], native_id=f"extra-{nested}-{len(out)}", extra={nested: value, "subject": value}))
     for value in ODD:
         out.append(dict(out[1], native_id=f"people-{len(out)}", conversation={"participants": value, "id": value, "name": value}))
         out.append(dict(out[1], native_id=f"sender-{len(out)}", sender={"id": value, "name": value, "is_me": value}))
         out.append(dict(out[5], native_id=f"attach-{len(out)}", attachments=[{"filename": value}, value]))
+        out.append(dict(out[5], native_id=f"inner-{len(out)}", attachments=[{"message": {"filenames": value}}, {"message": value}]))
+        out.append(dict(out[3], native_id=f"reply-{len(out)}", reply_to=value))
     for i in range(40):  # the same millisecond: their ids collide and must move up exactly as the Python path moves them
         out.append(dict(out[2], native_id=f"same-{i}", sent_at="2024-05-05T05:05:05.005Z"))
     rng.shuffle(out)
@@ -85,6 +93,7 @@ def _tables(path: Path) -> dict[str, list[tuple[Any, ...]]]:
             "messages": db.execute("SELECT * FROM messages ORDER BY id").fetchall(),
             "fts": db.execute("SELECT rowid, * FROM fts ORDER BY rowid").fetchall(),
             "revisions": db.execute("SELECT * FROM revisions ORDER BY key").fetchall(),
+            "links": db.execute("SELECT * FROM links ORDER BY ref, id").fetchall(),
         }
     finally:
         db.close()

@@ -46,7 +46,7 @@ def drop_uid_once(uid: int) -> tuple[list[bytes], object]:
 
 
 def test_a_uid_the_fetch_leaves_out_is_never_skipped(tmp_path: Path, dovecot: Dovecot, env_password: None) -> None:
-    """FETCH answers OK without UID 2 (it exists): the batch stops before it, the gap is logged, and UID 2 is asked again."""
+    """FETCH answers OK without UID 2 (it exists): it is kept as a hole of the cursor, logged, and fetched by the next poll."""
     user = dovecot.new_user()
     for i in range(1, 5):
         dovecot.append(user, "INBOX", mail(i))
@@ -56,9 +56,12 @@ def test_a_uid_the_fetch_leaves_out_is_never_skipped(tmp_path: Path, dovecot: Do
         cfg = setup(tmp_path, dovecot, user, port=proxy.port)
         first = poll(cfg, "mail")
         assert seen, "the proxy never narrowed a FETCH: the test did not exercise the gap"
-    assert (first.status, first.new, first.dup) == ("ok", 4, 0)  # the next fetch of the same poll got UID 2
+        second = poll(cfg, "mail")
+    assert (first.status, first.new, first.dup) == ("ok", 3, 0)  # past the gap, which the cursor keeps
+    assert (second.status, second.new, second.dup) == ("ok", 1, 0)  # the next poll asked again and got UID 2
     assert sorted(records(cfg)) == [f"m{i}@example.com" for i in range(1, 5)]
     assert CursorStore(cfg.state_dir).section("mail")["positions"] == {"INBOX": 4}
+    assert "holes" not in CursorStore(cfg.state_dir).section("mail")["cursor"]["mailboxes"]["INBOX"]
     warnings = [e for e in read_log(cfg.state_dir, "mail") if e["event"] == "source.warning"]
     assert len(warnings) == 1 and "INBOX: UID 2 exists but the server sent no data" in warnings[0]["reason"]
 

@@ -4,6 +4,9 @@ The poller talks IMAP to the proxy; the proxy forwards every byte to Dovecot
 and back, except that a command line matched by ``rewrite`` is replaced
 before Dovecot sees it. Narrowing a ``UID FETCH`` set this way makes Dovecot
 answer ``OK`` with no data for a UID that exists: what Gmail is reported to do.
+With ``respond`` set (before the client connects), each line Dovecot sends is
+passed through it too, so a tagged ``OK`` can become the ``NO Some messages
+could not be FETCHed (Failure)`` Gmail sends after the mails it could serve.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ class ImapProxy:
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.rewrite: Rewrite = lambda line: line
+        self.respond: Rewrite | None = None  # rewrites Dovecot's lines (read line by line) when set
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self._stop = threading.Event()
@@ -48,6 +52,11 @@ class ImapProxy:
                 self._threads.append(thread)
 
     def _down(self, upstream: socket.socket, client: socket.socket) -> None:
+        respond = self.respond
+        if respond is not None:
+            with contextlib.suppress(OSError), upstream.makefile("rb") as lines:
+                for line in lines:
+                    client.sendall(respond(line))
         with contextlib.suppress(OSError):
             while data := upstream.recv(65536):
                 client.sendall(data)
