@@ -222,7 +222,6 @@ class Archive:
         """A conversation's messages in order (oldest first), ``limit`` a page, each text cut to :data:`THREAD_TEXT`
         characters; ``ref`` is its ID (a search result's ``conversation.id``; ``source`` tells apart two sources'
         conversations of one ID) or a message's key (that message's conversation)."""
-        from memex.search.query import phrase
 
         limit = _bounded("limit", limit, 1, THREAD_MAX)
         if not isinstance(ref, str) or not ref:
@@ -231,33 +230,13 @@ class Archive:
             raise ToolError("source: give a source's name as text, or leave it out")
         at = _uncursor(cursor, _digest("conversation", ref, source)) if cursor else {}
         with self.reading() as db:
-            conv_id = ref
-            if ref.startswith(("messages/", "revisions/")):
-                key = self.resolve(db, ref)
-                found = db.execute("SELECT source, conv_id FROM messages WHERE key = ?", (key,)).fetchone()
-                if found is None or not found[1]:
-                    raise ToolError(f"conversation: {key} is {'not indexed' if found is None else 'in no conversation'}; "
-                                    "show_message reads it alone")  # fmt: skip
-                source, conv_id = found
-            where, params = ["m.conv_id = ?"], [conv_id]
-            if source:
-                where.append("m.source = ?")
-                params.append(source)
-            if re.search(r"\w", conv_id):  # the conversation's words narrow the rows (no index holds conv_id)
-                rows_from, rowid = "fts JOIN messages m ON m.id = fts.rowid", "fts.rowid"
-                where.insert(0, "fts MATCH ?")
-                params.insert(0, "conversation : " + phrase(conv_id))
-            else:
-                rows_from, rowid = "messages m", "m.id"
-            cond = " AND ".join(where)
-            total = db.execute(f"SELECT count(*), max(m.conv_name) FROM {rows_from} WHERE {cond}", params).fetchone()
-            if not total[0]:
-                raise ToolError(f"conversation: no indexed message is in the conversation {_cut(conv_id, 80)!r}; "
-                                "give a conversation.id from a search result")  # fmt: skip
+            thread = self._thread(db, ref, source)
+            first = db.execute("SELECT source, conv_id, conv_name, subject FROM messages WHERE id = ?", (thread,)).fetchone()
+            total = db.execute("SELECT count(*) FROM messages WHERE thread = ?", (thread,)).fetchone()[0]
             after = int(at.get("after_id", -(2**63)))
-            rows = db.execute(f"SELECT {rowid} AS id, m.key, m.source, m.sent_at, m.sender_id, m.sender_name, m.is_me, "
-                              f"m.subject, m.text, m.n_attachments, m.edited, m.deleted FROM {rows_from} "
-                              f"WHERE {cond} AND {rowid} > ? ORDER BY {rowid} LIMIT ?", [*params, after, limit + 1]).fetchall()  # fmt: skip
+            rows = db.execute("SELECT id, key, source, sent_at, sender_id, sender_name, is_me, subject, text, n_attachments, "
+                              "edited, deleted FROM messages WHERE thread = ? AND id > ? ORDER BY id LIMIT ?",
+                              (thread, after, limit + 1)).fetchall()  # fmt: skip
         messages = [{
             "key": r["key"], "time": r["sent_at"], "sender": _person(r["sender_id"], r["sender_name"], r["is_me"]),
             **({"subject": r["subject"]} if r["subject"] else {}), "text": r["text"][:THREAD_TEXT],
@@ -267,8 +246,39 @@ class Archive:
         } for r in rows[:limit]]  # fmt: skip
         following = _cursor({"q": _digest("conversation", ref, source), "after_id": rows[limit - 1]["id"],
                              "n": int(at.get("n", 0)) + limit}) if len(rows) > limit else None  # fmt: skip
-        return {"conversation": {"id": conv_id, "name": total[1] or None, "source": source}, "total": total[0],
+        conv = (
+            {"id": first["conv_id"] or None, "name": first["conv_name"] or first["subject"] or None, "source": first["source"]}
+            if first
+            else {"id": None, "name": None, "source": source}
+        )
+        return {"conversation": conv, "total": total,
                 "first_position": int(at.get("n", 0)) + 1, "messages": messages, "next_cursor": following}  # fmt: skip
+
+    def _thread(self, db: sqlite3.Connection, ref: str, source: str | None) -> int:
+        """The thread (the index's conversation: a chat, or a mail thread joined by its references) that ``ref``
+        names: a message's key, or a conversation ID (of ``source``, when given)."""
+        from memex.search.query import phrase
+
+        if ref.startswith(("messages/", "revisions/")):
+            key = self.resolve(db, ref)
+            found = db.execute("SELECT thread FROM messages WHERE key = ?", (key,)).fetchone()
+            if found is None:
+                raise ToolError(f"conversation: {key} is not indexed; `memex index rebuild` brings the index in step")
+            return int(found[0])
+        where, params = ["m.conv_id = ?"], [ref]
+        if source:
+            where.append("m.source = ?")
+            params.append(source)
+        rows_from = "messages m"
+        if re.search(r"\w", ref):  # the conversation's words find its rows (no index holds conv_id)
+            rows_from = "fts JOIN messages m ON m.id = fts.rowid"
+            where.insert(0, "fts MATCH ?")
+            params.insert(0, "conversation : " + phrase(ref))
+        found = db.execute(f"SELECT min(m.thread) FROM {rows_from} WHERE {' AND '.join(where)}", params).fetchone()
+        if found is None or found[0] is None:
+            raise ToolError(f"conversation: no indexed message is in the conversation {_cut(ref, 80)!r}; "
+                            "give a conversation.id or a key from a search result")  # fmt: skip
+        return int(found[0])
 
     # counts and status
 
@@ -282,13 +292,14 @@ class Archive:
         limit = _bounded("limit", limit, 1, LIMIT_MAX)
         if not isinstance(query, str):
             raise ToolError("query: give the query as text (* for every message)")
-        from memex.assistant.groups import SELECT, tally
+        from memex.assistant import groups as grouping
 
-        columns, keys = SELECT[by]
-        sql, params = matching(parse(query), columns)
+        sql, params = parse(query).matching(grouping.SELECT[by])
         with self.reading() as db:
-            groups = tally(db.execute(f"{sql} GROUP BY {keys}", params).fetchall(), by)
-        return {"query": query, "by": by, "total": sum(g["count"] for g in groups), "groups_total": len(groups), "groups": groups[:limit]}
+            rows = db.execute(f"{sql} GROUP BY g ORDER BY {grouping.order(by)}", params).fetchall()
+            total = sum(r["n"] for r in rows)
+            groups = grouping.named(db, by, rows[:limit])
+        return {"query": query, "by": by, "total": total, "groups_total": len(rows), "groups": groups}
 
     def index_status(self, detailed: bool = False) -> dict[str, Any]:
         """Per source: messages indexed, the oldest and newest message's time, when records were last added and the
@@ -333,13 +344,6 @@ def _journaled(path: os.PathLike[str]) -> int:
             return len({line for line in fh.read().splitlines() if line})
     except FileNotFoundError:
         return 0
-
-
-def matching(q: Any, column: str) -> tuple[str, list[Any]]:
-    """A SELECT of ``column`` over the rows ``q`` matches (no order, no limit), for a subquery."""
-    sql, params = q.sql(1)
-    start, end = sql.index(" FROM "), sql.rindex(" ORDER BY ")
-    return f"SELECT {column}{sql[start:end]}", params[:-1]
 
 
 def message_answer(key: str, doc: dict[str, Any], revisions: list[Any], offset: int, max_chars: int) -> dict[str, Any]:

@@ -1,41 +1,43 @@
-"""Counting matches per sender, conversation or month (the ``counts`` tool): SQL groups the matching rows by a short
-key, and Python folds the groups into the answer.
+"""Counting matches per sender, conversation or month (the ``counts`` tool) on the index's group-by indexes.
 
-A sender is its ID (and whether it is the user: the user's own messages often carry no ID), named by a name it
-used; a conversation its source and ID, named by its name; a month ``YYYY-MM`` (UTC), made from the rows' days
-(SQLite groups by the day number, a cheap key; the few thousand days fold into months here). Grouping by the key
-alone, not by its names too, and the most varied column first, halves SQLite's sort each. Over every message of a large archive this is a scan of the rows
-plus a sort of their keys: the index has no index per group column yet.
+SQLite groups the matching rows by one column that an index holds with ``deleted`` (``messages_sender``,
+``messages_thread``, ``messages_month``: :data:`memex.search.schema.SECONDARY`), so a count over every message reads
+one index, not the rows; the few groups shown are then named from the rows: a sender by a name it used (and whether
+it is the user), a conversation by its first message (source, ID, name or subject, key), a month is ``YYYY-MM`` as
+the message's time was written.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
-from datetime import date
+import sqlite3
 from typing import Any
 
-# What each group selects (its key and name columns, then the count) and groups by, over the matching rows ``m``.
-SELECT = {
-    "sender": ("m.sender_id, m.is_me, max(m.sender_name), count(*)", "m.sender_id, m.is_me"),
-    "conversation": ("m.conv_id, m.source, max(m.conv_name), count(*)", "m.conv_id, m.source"),  # the ID first: sorts faster
-    "month": ("CAST(m.ts / 86400 + 100000000 AS INTEGER) - 100000000 AS day, count(*)", "day"),  # the UTC day, floored
+from memex.search.schema import MONTH
+
+SELECT = {  # each group's column (an index holds it), and what else the index gives
+    "sender": "m.sender_id AS g, max(m.sender_name) AS name, count(*) AS n",
+    "conversation": "m.thread AS g, NULL AS name, count(*) AS n",
+    "month": f"{MONTH} AS g, NULL AS name, count(*) AS n",
 }
-_EPOCH = date(1970, 1, 1).toordinal()
 
 
-def tally(rows: Iterable[tuple[Any, ...]], by: str) -> list[dict[str, Any]]:
-    """Every group of ``by`` with its count, from the rows :data:`SELECT` gives: senders and conversations most
-    first, months newest first (messages with no time last)."""
-    if by == "month":
-        months: Counter[str | None] = Counter()
-        for day, n in rows:
-            months[None if day is None else date.fromordinal(_EPOCH + int(day)).strftime("%Y-%m")] += n
-        return [{"month": m, "count": n} for m, n in sorted(months.items(), key=lambda kv: (kv[0] is not None, kv[0] or ""), reverse=True)]
-    out = []
-    for first, second, name, n in sorted(rows, key=lambda r: (-r[3], str(r[0]), str(r[1]))):
-        if by == "conversation":
-            out.append({"source": second, "conversation": {"id": first or None, "name": name or None}, "count": n})
+def order(by: str) -> str:
+    """The groups' order: months newest first (none last), the others most first."""
+    return "g IS NULL, g DESC" if by == "month" else "n DESC, g"
+
+
+def named(db: sqlite3.Connection, by: str, rows: list[Any]) -> list[dict[str, Any]]:
+    """The groups ``rows`` (``g``, ``name``, ``n``) as the answer shows them, named from the index's rows."""
+    out: list[dict[str, Any]] = []
+    for g, name, n in rows:
+        if by == "month":
+            out.append({"month": g or None, "count": n})
+        elif by == "sender":
+            me = db.execute("SELECT is_me FROM messages WHERE sender_id = ? LIMIT 1", (g,)).fetchone()
+            out.append({"sender": {"id": g or None, "name": name or None, "is_me": bool(me and me[0])}, "count": n})
         else:
-            out.append({"sender": {"id": first or None, "name": name or None, "is_me": bool(second)}, "count": n})
+            first = db.execute("SELECT key, source, conv_id, conv_name, subject FROM messages WHERE id = ?", (g,)).fetchone()
+            key, source, conv_id, conv_name, subject = first if first else (None, None, None, None, None)
+            out.append({"source": source, "conversation": {"id": conv_id or None, "name": conv_name or subject or None},
+                        "first_key": key, "count": n})  # fmt: skip
     return out

@@ -115,7 +115,9 @@ def counts(answer: dict[str, Any]) -> str:
         if answer["by"] == "sender":
             rows.append((str(g["count"]), _who(g["sender"])))
         elif answer["by"] == "conversation":
-            rows.append((str(g["count"]), f"{_conversation(g['conversation']) or '-'} (source {g['source']})"))
+            rows.append(
+                (str(g["count"]), f"{_conversation(g['conversation']) or '-'} (source {g['source']}; first message {g['first_key']})")
+            )
         else:
             rows.append((str(g["count"]), g["month"] or "no time"))
     return "\n".join(lines + fence("counts", rows))

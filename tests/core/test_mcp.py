@@ -335,7 +335,8 @@ def test_counts_group_every_match_by_sender_conversation_and_month(archive: Path
     assert senders["total"] == len(MAILS) + 1 + THREAD and senders["groups_total"] == 7 + 4 and len(senders["groups"]) == 3
     assert senders["groups"][0] == {"sender": {"id": "p0@example.com", "name": "Person0", "is_me": False}, "count": 72}
     convs = a.counts("conversation", "*")
-    assert convs["groups"][0] == {"source": "md", "conversation": {"id": "t0@example.com", "name": None}, "count": THREAD}
+    assert convs["groups"][0] == {"source": "md", "conversation": {"id": "t0@example.com", "name": "Planning"},
+                                  "first_key": "messages/md/t0%40example.com.json", "count": THREAD}  # fmt: skip
     assert a.counts("month", "source:md -planning")["groups"] == [
         {"month": "2025-07", "count": 1}, {"month": "2025-06", "count": 1}, {"month": "2025-05", "count": 1},
         {"month": "2025-03", "count": 1}, {"month": "2024-12", "count": 1}]  # fmt: skip
