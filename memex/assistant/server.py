@@ -88,8 +88,9 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
         },
     ),
     "show_conversation": (
-        "A conversation (chat or mail thread) in order, oldest first, a page at a time (each text cut at 500 "
-        "characters; show_message reads one whole): give a search result's conversation.id, or a message's key.",
+        "A conversation (a chat, or a mail thread joined by its references) in order, oldest first, a page at a "
+        "time (each text cut at 500 characters; show_message reads one whole): give a search result's "
+        "conversation.id, or the key of any of its messages.",
         {
             "conversation": {"type": "string", "description": "conversation.id from a result, or a message key"},
             "source": {"type": "string", "description": "the source, when two sources have a conversation of that ID"},
@@ -98,8 +99,9 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
         },
     ),
     "counts": (
-        "How many messages match a query, per sender, per conversation or per month (most first; months newest "
-        "first): to see who, where and when before reading.",
+        "How many messages match a query, per sender, per conversation (named by its first message: first_key "
+        "opens it with show_conversation) or per month (most first; months newest first): who, where and when, "
+        "before reading.",
         {
             "by": {"type": "string", "enum": list(GROUPS)},
             "query": {"type": "string", "default": "*", "description": "the search language; * for every message"},
