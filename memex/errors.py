@@ -16,6 +16,7 @@ class MemexError(Exception):
 
     exit_code = 1
     retry_helps = True  # False when running the same command again would fail the same way (the fix is elsewhere)
+    needs_action = False  # True when polls cannot succeed until the user acts: `memex status` shows FAILING at once
 
 
 class ConfigError(MemexError, ValueError):
@@ -42,6 +43,12 @@ class StateError(MemexError):
     def __init__(self, message: str, *, path: Path | str) -> None:
         self.path = path
         super().__init__(f"{path}: {message}")
+
+
+class StoredCursorRefused(StateError):
+    """The cursor read from the cursor store is not one its source writes (edited by hand); the poll does not start."""
+
+    needs_action = True
 
 
 class LockTimeout(MemexError, TimeoutError):

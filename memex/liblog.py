@@ -4,7 +4,9 @@ memex logs through :mod:`memex.observe.logs`; the libraries it uses log through 
 which, unconfigured, prints a warning as a bare text line on stderr (its "last resort" handler): a line cron would
 mail in a form nothing else has. :func:`route_library_logs` gives the root logger one handler instead: warnings
 and errors as one JSON line each off a terminal (``event: "library.log"``, the logger's name, the level and the
-message *template*, never its arguments: they could quote a host, a key or a header), a short line on a terminal,
+message with its arguments shown safely: numbers as they are, an exception by its type and system message
+(:func:`memex.errors.describe_exc`), a URL's path without its query, any other text as ``...`` (a host, a key, a
+header), anything else by its type, and never a template with its ``%r`` unfilled), a short line on a terminal,
 and nothing below warning. Installed where such a library is first imported and by every click command; never
 by an idle poll (``logging`` imports ``traceback``, which a cron poll with nothing new does without).
 """
@@ -12,11 +14,48 @@ by an idle poll (``logging`` imports ``traceback``, which a cron poll with nothi
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
 _installed = False
+_PLAIN = re.compile(r"/[\w.:/@%-]{0,160}")  # a URL's path: no host, no query, nothing with spaces, quotes or controls
+
+
+class _Shown(str):
+    """An argument's safe text, the same under ``%s`` and ``%r``."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _safe(arg: Any) -> Any:
+    """What a library record's argument may show (see the module's docstring)."""
+    from memex.errors import describe_exc
+
+    if isinstance(arg, bool | int | float):
+        return arg
+    if isinstance(arg, BaseException):
+        return _Shown(describe_exc(arg))
+    if isinstance(arg, str):
+        text = arg.split("?", 1)[0].split("#", 1)[0]
+        return _Shown(text if text.startswith("/") and _PLAIN.fullmatch(text) else "...")
+    return _Shown(type(arg).__name__)
+
+
+def shown(record: Any) -> str:
+    """A ``logging`` record's message with its arguments shown safely; the template alone if they do not fit it."""
+    template = record.msg if isinstance(record.msg, str) else type(record.msg).__name__
+    args = record.args
+    if not args:
+        return str(template)
+    try:
+        if isinstance(args, dict):
+            return str(template % {k: _safe(v) for k, v in args.items()})
+        return str(template % tuple(_safe(a) for a in args))
+    except (TypeError, ValueError, KeyError):
+        return str(template)
 
 
 def route_library_logs() -> None:
@@ -32,7 +71,7 @@ def route_library_logs() -> None:
         def emit(self, record: logging.LogRecord) -> None:
             try:
                 stream = sys.stderr
-                message = record.msg if isinstance(record.msg, str) else type(record.msg).__name__
+                message = shown(record)
                 level = record.levelname.lower()
                 if stream.isatty():
                     from memex.observe.safe_text import visible

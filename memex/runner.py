@@ -35,7 +35,7 @@ from memex.observe import heartbeat, metrics
 from memex.observe.logs import config_logger
 from memex.registry import open_poller
 from memex.search import has_pending
-from memex.source import Batch, Cursor, Poller, describe, moved_backward
+from memex.source import Batch, Cursor, Poller, describe, moved_backward, refuse_bad_stored
 from memex.state.backend import claimed_section, cursor_store, run_lock
 from memex.state.files import require_state_dir
 from memex.uploader import Uploader
@@ -81,7 +81,9 @@ class PollResult:
     lease_epoch: int | None = None  # with S3 state: the fencing epoch this poll held
     auth_required: bool | None = None  # the source's login is gone: `memex auth SOURCE` (health state AUTH)
     slow_read_s: float | None = None  # the first batch arrived past the time limit, after this many seconds (SLOW_GRACE)
+    needs_action: bool | None = None  # no poll can succeed until the user acts (a full disk, a hand-edited cursor): FAILING at once
     extra: dict[str, Any] = field(default_factory=dict)  # the poller's own fields (a spool's count and oldest age)
+    unsaid: bool = False  # the error reached neither the log nor the console (the log itself failed): the CLI says it
 
     def log_fields(self) -> dict[str, Any]:
         """The summary line's fields (no message text, ever)."""
@@ -101,7 +103,17 @@ class PollResult:
         if self.repaired:
             fields["repaired"] = self.repaired
         fields.update({k: v for k, v in self.extra.items() if k not in fields})
-        for key in ("error", "reset", "stopped", "holder_pid", "holder_host", "lease_epoch", "auth_required", "slow_read_s"):
+        for key in (
+            "error",
+            "reset",
+            "stopped",
+            "holder_pid",
+            "holder_host",
+            "lease_epoch",
+            "auth_required",
+            "slow_read_s",
+            "needs_action",
+        ):
             value = getattr(self, key)
             if value is not None:
                 fields[key] = value
@@ -119,7 +131,13 @@ def debug_enabled() -> bool:
 
 
 def internal_error(exc: BaseException) -> str:
-    """Describe an unexpected exception by type and place only: its message might quote message data."""
+    """The one line for an unexpected exception: the environment's fault in words (a full disk, a read-only mount:
+    :mod:`memex.fs_errors`), else a bug described by type and place only (its message might quote message data)."""
+    from memex.fs_errors import explain
+
+    fault = explain(exc)
+    if fault is not None:
+        return str(fault)
     import traceback  # here, not at the top: only a bug needs it (start-up cost)
 
     frames = traceback.extract_tb(exc.__traceback__)
@@ -152,7 +170,9 @@ def poll(
     try:
         lock = run_lock(cfg, name, run_lock_path(cfg.state_dir, name), fenced_source=name, deadline=deadline.for_saving(), log=log)
     except OSError as exc:
-        raise StateError(f"cannot use its locks folder ({exc.strerror}); fix its permissions", path=cfg.state_dir / "locks") from None
+        from memex.fs_errors import explain
+
+        raise (explain(exc) or StateError(f"cannot use its locks folder ({exc.strerror})", path=cfg.state_dir / "locks")) from None
     result = PollResult(source=name, extra=dict(note or {}))
     try:
         lock.acquire()
@@ -194,8 +214,12 @@ def poll(
         result.status, result.error, result.exit_code = "error", str(exc), exc.exit_code
         if isinstance(exc, AuthRequired):
             result.auth_required = True
-    except Exception as exc:  # a bug: report it as one line, keep the process alive for --all
+        if exc.needs_action:
+            result.needs_action = True
+    except Exception as exc:  # the environment's fault (memex.fs_errors) or a bug: one line, the process lives on for --all
         result.status, result.error, result.exit_code = "error", internal_error(exc), 1
+        if _environment(exc):
+            result.needs_action = True
         if debug_enabled():
             import traceback
 
@@ -230,6 +254,8 @@ def _run(
     primed = (name, claimed) if claimed is not None else None  # what the lease's claim wrote: the first read needs no GET
     cursors = cursor_store(cfg, epoch=epoch, deadline=deadline.for_saving(), primed=primed)
     committed: Cursor = cursors.cursor(name)
+    if committed is not None:
+        refuse_bad_stored(poller, name, committed, cursors.where(name))
     use_deadline = getattr(poller, "use_deadline", None)  # memex.source.Interruptible
     set_deadline = getattr(poller, "set_deadline", None)  # memex.source.DeadlineAware (the time limit only)
     if use_deadline is not None:
@@ -365,6 +391,13 @@ def _slow(name: str, result: PollResult, log: Any) -> None:
                 "rest by the next polls; raise --max-seconds to take more a poll", slow_read_s=result.slow_read_s)  # fmt: skip
 
 
+def _environment(exc: BaseException) -> bool:
+    """Whether ``exc`` is the machine refusing a file (a full disk, a read-only mount, ...), not a bug."""
+    from memex.fs_errors import explain
+
+    return explain(exc) is not None
+
+
 def _follower(cfg: Config, name: str, log: Any) -> Any:
     """The search index's follower of this source's polls (imported only when there is something to index)."""
     from memex.search.build import Follower
@@ -405,6 +438,10 @@ def poll_many(
     def one(n: str) -> None:
         try:
             results[n] = poll(cfg, n, max_seconds=max_seconds, stop=stop, console=console)
+        except MemexError as exc:  # its state folder or log unusable (memex.fs_errors): this source only, said by the CLI
+            results[n] = PollResult(
+                source=n, status="error", error=str(exc), exit_code=exc.exit_code, unsaid=not getattr(exc, "said", False)
+            )
         except Exception as exc:  # poll() reports its own faults; this is a last line of defence
             results[n] = PollResult(source=n, status="error", error=internal_error(exc), exit_code=1)
 

@@ -260,6 +260,32 @@ def check_cursor(poller: Any, cursor: Any) -> dict[str, int]:
     The poller's own ``validate_cursor(cursor) -> str | None`` (if it has one) checks the shape and types;
     then its positions must be computable, non-empty, and integers that are not negative.
     """
+    positions = stored_cursor_positions(poller, cursor)
+    if not positions:
+        raise ValueError("not a cursor of this source (it has no positions)")
+    return positions
+
+
+def refuse_bad_stored(poller: Any, name: str, cursor: Any, where: str) -> None:
+    """Refuse a stored cursor its poller would not have written (``cursors.json`` edited by hand): one line naming the
+    source, what is wrong and the commands that set it right (:class:`~memex.errors.StoredCursorRefused`), before
+    anything reads it (a poll, ``memex verify``) and fails on it in a way no one can read."""
+    from memex.errors import StoredCursorRefused
+
+    try:
+        stored_cursor_positions(poller, cursor)
+    except ValueError as exc:
+        raise StoredCursorRefused(f"the stored cursor of source {name!r} is not one this source writes ({exc}); set a good one with "
+                                  f"`memex cursor set {name} VALUE`, or read everything again with `memex cursor reset {name}` "
+                                  "(duplicates are skipped)", path=where) from None  # fmt: skip
+
+
+def stored_cursor_positions(poller: Any, cursor: Any) -> dict[str, int]:
+    """The positions of a cursor read from the cursor store, or ValueError saying what is wrong with it.
+
+    A hand-edited ``cursors.json`` can hold anything; each poll checks its cursor here (the poller's own
+    ``validate_cursor``, then computable, whole, not negative positions) before the poller reads it.
+    """
     validate = getattr(poller, "validate_cursor", None)
     problem = validate(cursor) if callable(validate) else None
     if problem:
@@ -268,9 +294,9 @@ def check_cursor(poller: Any, cursor: Any) -> dict[str, int]:
         positions = poller.positions(cursor)
     except Exception as exc:
         raise ValueError(f"not a cursor of this source ({exc.__class__.__name__})") from None
-    if not isinstance(positions, dict) or not positions:
-        raise ValueError("not a cursor of this source (it has no positions)")
-    bad = [k for k, v in positions.items() if type(v) is not int or v < 0]
+    if not isinstance(positions, dict):
+        raise ValueError("not a cursor of this source (its positions are not a map)")
+    bad = [str(k) for k, v in positions.items() if type(v) is not int or v < 0]
     if bad:
         raise ValueError(f"position {', '.join(bad)} must be a whole number, not negative")
     return positions

@@ -53,6 +53,7 @@ class BackfillRun:
         self.progress = Progress(source, self.counts, result, log, console)
         self.reader_error: str | None = None
         self.reader_config_error = False  # the reader failed on the configuration (a wrong path, a bad key)
+        self.reader_exit_code = 1  # 2 when that failure is a ConfigError (a key to set): the exit code docs/backfill.md gives
 
     def execute(self) -> None:
         """Read ahead, upload concurrently, checkpoint the frontier, report progress."""
@@ -135,7 +136,7 @@ class BackfillRun:
         result.repaired = uploader.repaired
         result.status = status
         if status == "failed":
-            result.exit_code = 1
+            result.exit_code = self.reader_exit_code if self.reader_error and not c.failed else 1
             reasons = []
             if c.failed:
                 reasons.append(f"{c.failed} message(s) could not be stored (first: {c.first_error}); the checkpoint stops before the first")
@@ -169,6 +170,7 @@ class BackfillRun:
         except MemexError as exc:
             self.reader_error = str(exc)
             self.reader_config_error = not exc.retry_helps
+            self.reader_exit_code = exc.exit_code
             self.abort.set()
         except Exception as exc:
             self.reader_error = internal_error(exc)
@@ -229,8 +231,14 @@ class BackfillRun:
             except StoreError as exc:
                 error = str(exc)
             except MemexError as exc:
+                if exc.needs_action:  # a full disk, a read-only store: every other item would fail the same way
+                    self.abort.set()
                 return None, str(exc)
             except Exception as exc:
+                from memex.fs_errors import explain
+
+                if explain(exc) is not None:
+                    self.abort.set()
                 return None, internal_error(exc)
         return None, error
 

@@ -22,6 +22,7 @@ db = "chat.db"                 # on a Mac: "~/Library/Messages/chat.db"
 def run_demo(directory: Path, messages: int) -> int:
     """Create or extend the demo folder, poll it, print the status table; return the exit code."""
     from memex import config
+    from memex.fs_errors import at_path, explain
     from memex.observe.status import collect, render_table
     from memex.registry import sample_for
     from memex.runner import poll
@@ -34,11 +35,19 @@ def run_demo(directory: Path, messages: int) -> int:
         from memex.state.files import make_dirs
 
         make_dirs(directory.absolute())  # the demo folder and any missing parents: memex's own, 0700
-        cfg_path.write_text(DEMO_CONFIG)
+        try:
+            cfg_path.write_text(DEMO_CONFIG)
+        except OSError as exc:
+            at_path(exc, cfg_path)  # a full disk on write names no file (memex.fs_errors)
+            raise
         cfg = config.load(cfg_path)
     sample = sample_for("imessage")
     assert sample is not None  # a built-in
-    print(f"demo: {sample(directory / 'chat.db', messages)}", file=sys.stderr)
+    try:
+        made = sample(directory / "chat.db", messages)
+    except Exception as exc:  # SQLite on a full or read-only disk names no file
+        raise (explain(exc, None if isinstance(exc, OSError) else directory / "chat.db") or exc) from None
+    print(f"demo: {made}", file=sys.stderr)
     result = poll(cfg, "imessage", console=sys.stderr)
     print(render_table(collect(cfg)))
     print(f"\nobjects are in {cfg.store.url}; config: {cfg_path}", file=sys.stderr)

@@ -110,15 +110,20 @@ def _screen_width() -> int | None:
 
 @main.command()
 @click.argument("source")
+@click.option("--no-browser", is_flag=True, help="Google: open the address on any machine and paste back where the browser was sent.")
 @click.pass_context
 @reports_errors
-def auth(ctx: click.Context, source: str) -> None:
-    """Sign SOURCE in interactively once (Teams: Microsoft's device-code flow); cron polls then refresh silently.
+def auth(ctx: click.Context, source: str, no_browser: bool) -> None:
+    """Sign SOURCE in interactively once (Teams, IMAP with auth = "oauth2"); cron polls then refresh silently.
 
-    Prints a URL and a code: open the URL in any browser, enter the code and
-    approve. The login is kept in the state folder (0600). Run it again when
-    a poll says the login expired or was revoked. Exit codes: 0 signed in,
-    1 sign-in failed, 2 SOURCE's type needs no sign-in or the config is wrong.
+    Microsoft (Teams, IMAP provider "microsoft"): prints a URL and a code; open
+    the URL in any browser, enter the code and approve. Google (IMAP provider
+    "google"): prints an address to open in a browser on this machine, which
+    comes back to memex on 127.0.0.1; with --no-browser, open it anywhere and
+    paste back the address the browser ends on. The login is kept in the
+    state folder (0600). Run it again when a poll says the login expired or
+    was revoked. Exit codes: 0 signed in, 1 sign-in failed, 2 SOURCE's type
+    needs no sign-in or the config is wrong.
     """
     from memex.errors import ConfigError
     from memex.observe.safe_text import visible
@@ -130,7 +135,14 @@ def auth(ctx: click.Context, source: str) -> None:
         authenticate = getattr(poller, "authenticate", None)
         if authenticate is None:
             raise ConfigError(f"sources of type {conf.type!r} need no sign-in", path=cfg.path, key=f"sources.{source}")
-        who = authenticate(lambda line: click.echo(visible(line), err=True))
+        extra: dict[str, Any] = {}
+        if no_browser:
+            extra["ask"] = lambda prompt: click.prompt(prompt, err=True)
+        elif sys.stderr.isatty():
+            import webbrowser
+
+            extra["open_browser"] = webbrowser.open
+        who = authenticate(lambda line: click.echo(visible(line), err=True), **extra)
     click.echo(f"{source}: signed in as {visible(who)}; polls will refresh the login silently")
 
 
@@ -175,7 +187,7 @@ def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: boo
     from memex.observe.logs import config_logger
     from memex.observe.safe_text import visible
     from memex.registry import make_poller
-    from memex.source import check_cursor, describe, moved_backward
+    from memex.source import check_cursor, describe, moved_backward, stored_cursor_positions
     from memex.state.backend import cursor_store
     from memex.state.files import require_state_dir
 
@@ -183,7 +195,10 @@ def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: boo
     require_state_dir(cfg.state_dir)
     store = cursor_store(cfg)
     before = store.section(source).get("cursor")
-    pos_before = poller.positions(before) if before is not None else {}
+    try:
+        pos_before = stored_cursor_positions(poller, before) if before is not None else {}
+    except ValueError:  # edited by hand into a shape the source never writes: setting or resetting it is the way out
+        pos_before = {}
     pos_after: dict[str, int] = {}
     if value is not None:
         try:

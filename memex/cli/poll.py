@@ -42,19 +42,17 @@ def guarded(func: Callable[[], Any], passthrough: tuple[type[BaseException], ...
     try:
         return func()
     except MemexError as exc:
+        if getattr(exc, "said", False):  # already on stderr as the poll's error line (memex.observe.logs.LogUnwritable)
+            sys.exit(exc.exit_code)
         fail(str(exc), exc.exit_code)
     except passthrough:
         raise
-    except PermissionError as exc:  # a file of another user's (a log, a lock): the user's to fix, not a bug
-        if exc.filename is None:
-            fail(_internal(exc), 1)
-        fail(f"{exc.filename}: permission denied; run memex as the user that owns it, or fix its permissions", 1)
-    except Exception as exc:  # a bug: one line, no traceback (it could quote message data) unless --debug
-        fail(_internal(exc), 1)
+    except Exception as exc:  # a full disk, a read-only mount, ... (memex.fs_errors) or a bug: one line, no traceback
+        fail(_internal(exc), 1)  # (it could quote message data) unless --debug
 
 
 def _internal(exc: Exception) -> str:
-    """The one line for a bug (its traceback first on stderr with --debug)."""
+    """The one line for an exception no layer below turned into a MemexError (its traceback first with --debug)."""
     from memex.runner import debug_enabled, internal_error
 
     if debug_enabled():
@@ -100,9 +98,16 @@ def run_poll(cfg: Config, sources: tuple[str, ...], all_sources: bool, max_secon
     if not names:
         print("memex: no enabled sources in the config; nothing to poll", file=sys.stderr, flush=True)
         return 0
+    if len(names) > 1:
+        from memex.state.files import require_state_dir
+
+        require_state_dir(cfg.state_dir)  # one line for all, not one per source
     with stop_on_signals() as stop:
         if len(names) == 1:
             results = [poll_one(cfg, names[0], max_seconds=max_seconds, stop=stop, console=sys.stderr)]
         else:
             results = poll_many(cfg, names, max_seconds=max_seconds, stop=stop, console=sys.stderr)
+    for r in results:
+        if r.unsaid:
+            print(f"memex: {r.source}: error: {r.error}", file=sys.stderr, flush=True)
     return max((r.exit_code for r in results), default=0)

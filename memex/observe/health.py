@@ -26,7 +26,9 @@ everything. Each state below has one rule over the source's recent events
     first failure: nothing shows it ever worked, and the error says why. A poll
     whose first batch took longer to read than its time limit and stored
     nothing (its line has ``slow_read_s``) is FAILING at once: the next polls
-    would fail the same way until ``--max-seconds`` is raised.
+    would fail the same way until ``--max-seconds`` is raised. So is a poll
+    that failed on something no retry fixes (its line has ``needs_action``: a
+    full disk, a read-only mount, a permission, a hand-edited cursor).
 ``STALE``
     No successful poll (``ok`` or ``idle``) within ``stale_factor`` (2) times
     the source's ``interval`` from the config (default 60 s): the dead-man's
@@ -306,6 +308,8 @@ def assess(
         reasons[FAILING] = f"no poll has succeeded yet; the last {failures} failed: {last_error}"
     elif live and live[-1].get("status") == "error" and live[-1].get("slow_read_s") is not None:
         reasons[FAILING] = str(last_error)  # slower than its time limit: every poll would fail the same way
+    elif failures and live[-1].get("needs_action"):  # a full disk, a hand-edited cursor: no retry will help
+        reasons[FAILING] = f"the last poll failed: {last_error}"
     limit = rules.stale_factor * interval
     if last_ok is None:
         reasons[STALE] = "never polled successfully"

@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from memex.errors import MemexError
+from memex.fs_errors import at_path
 from memex.observe.safe_text import json_text, visible
 from memex.state.files import ensure_private_dir
 from memex.state.locks import wait_flock
@@ -33,6 +35,9 @@ def _append_line(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         os.write(fd, data)
+    except OSError as exc:
+        at_path(exc, path)  # a full disk on write names no file (memex.fs_errors)
+        raise
     finally:
         os.close(fd)
 
@@ -149,7 +154,28 @@ class SourceSink:
 
     def _emit(self, **event: Any) -> None:
         line = json_text(event, sort_keys=True, default=str) + "\n"  # exact, and inert on a terminal (stderr, tail --json)
-        self._append(line.encode())
+        try:
+            self._append(line.encode())
+        except OSError as exc:
+            self._unwritable(exc, event, line)
+        self._echo(event, line)
+
+    def _unwritable(self, exc: OSError, event: dict[str, Any], line: str) -> None:
+        """The log cannot be written (a full disk, a read-only or foreign logs folder): the event still reaches the
+        console if it is a warning or an error, then the fault is raised as one line naming the path
+        (:class:`LogUnwritable`: the command fails, exit 1, and says it once)."""
+        from memex.fs_errors import explain
+
+        fault = explain(exc)
+        if fault is None:
+            raise exc
+        echoed = event.get("level") in ("warning", "error") and self.console is not None
+        if echoed:
+            self._echo(event, line)
+        # the poll's own error line, just echoed, is this very fault: the command says it once
+        raise LogUnwritable(str(fault), said=echoed and event.get("error") == str(fault)) from None
+
+    def _echo(self, event: dict[str, Any], line: str) -> None:
         if self.console is None:
             return
         level = event.get("level", "info")
@@ -161,6 +187,14 @@ class SourceSink:
             self.console.flush()
 
     info = warning = error = debug = msg = _emit
+
+
+class LogUnwritable(MemexError):
+    """A source's log could not be written; ``said``: the console already showed this line (as the poll's error)."""
+
+    def __init__(self, message: str, *, said: bool) -> None:
+        super().__init__(message)
+        self.said = said
 
 
 def _redact(event: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any, TypedDict
 from memex.config import Config, SourceConfig
 from memex.errors import ConfigError, StateError
 from memex.observe.follow import RecentReader
-from memex.observe.health import source_health
+from memex.observe.health import FAILING, source_health
 from memex.observe.logs import log_path, short_ts
 from memex.observe.safe_text import visible
 from memex.source import describe
@@ -57,6 +57,24 @@ def config_problem(source: SourceConfig) -> str | None:
     return None
 
 
+def cursor_problem(source: SourceConfig, section: dict[str, Any], cfg: Config) -> str | None:
+    """Why the stored cursor of ``source`` would be refused by its next poll (edited by hand), or None."""
+    from memex.errors import StoredCursorRefused
+    from memex.registry import make_poller
+    from memex.source import refuse_bad_stored
+
+    poller = make_poller(source)
+    try:
+        refuse_bad_stored(poller, source.name, section.get("cursor"), cursor_store(cfg).where(source.name))
+    except StoredCursorRefused as exc:
+        return str(exc)
+    finally:
+        close = getattr(poller, "close", None)
+        if callable(close):
+            close()
+    return None
+
+
 def collect(cfg: Config) -> list[SourceStatus]:
     """Build every source's status row (a corrupt cursors file raises StateError)."""
     sections = cursor_store(cfg).load()
@@ -71,8 +89,11 @@ def collect(cfg: Config) -> list[SourceStatus]:
         state, reason = health.state, health.reason
         lease = held.get(name)
         problem = config_problem(source) if source.enabled else None
+        refused = cursor_problem(source, section, cfg) if source.enabled and problem is None and "cursor" in section else None
         if problem is not None:  # the section itself is broken: every poll fails before reading anything
             state, reason = CONFIG, problem
+        elif refused is not None:  # cursors.json edited by hand: no poll can start until the cursor is set right
+            state, reason = FAILING, refused
         elif lease is not None and not last and lease.host != host_name():
             # Never polled here, polled on another host: its logs (and health) are there.
             state, reason = REMOTE, f"polled on {lease.host} {int(lease.age)}s ago; run memex status there for its health"

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memex.config import Config
-from memex.errors import StateError
+from memex.errors import MemexError, StateError
 from memex.hold import point_from_env
 from memex.records import encode_id
 from memex.search import index_path, journal_path
@@ -200,9 +200,14 @@ def rebuild(cfg: Config, store: ObjectStore, sources: list[str] | None, *, worke
     return n
 
 
-def _stopped(exc: sqlite3.Error | OSError, new: Path) -> StateError:
+def _stopped(exc: sqlite3.Error | OSError, new: Path) -> MemexError:
     """The one line for a rebuild stopped by the file system or SQLite: what, where, and what to do (SQLite's own
     message is left out: it may quote a record's text; its error name says enough)."""
+    from memex.fs_errors import explain
+
+    fault = explain(exc, None if isinstance(exc, OSError) else new)  # a full disk, a read-only mount, ... in words
+    if fault is not None:
+        return fault.then("run `memex index rebuild` again")
     fix = "free space or fix the permissions, then run `memex index rebuild` again"
     if isinstance(exc, OSError):
         return StateError(f"rebuild stopped: {exc.strerror or type(exc).__name__}; {fix}", path=exc.filename or new)
@@ -243,7 +248,9 @@ class Follower:
             self.whole = False
             return 0
         except Exception as exc:
-            self.log.warning("search.catch_up_failed", keys=len(keys), error=type(exc).__name__, **_fix(exc))
+            self.log.warning(
+                "search.catch_up_failed", keys=len(keys), error=type(exc).__name__, **_fix(exc, index_path(self.cfg.state_dir))
+            )
             self.whole = False
             return 0
         self._empty(seen)
@@ -259,7 +266,7 @@ class Follower:
             try:
                 self._ends[self._appended] = journal_append(self.journal, [key for key, _ in stored])
             except OSError as exc:
-                self.log.warning("search.journal_failed", path=str(self.journal), error=exc.strerror or type(exc).__name__)
+                _journal_failed(self.log, self.journal, exc)
 
     def after_commit(self, stored: list[tuple[str, bytes]], store: ObjectStore) -> None:
         """Add ``stored`` (now durable) to the index, then empty the journal unless keys were journaled after them;
@@ -289,7 +296,9 @@ class Follower:
             self._update_index(stored, store, seen)
         except Exception as exc:  # one the update does not turn into a warning itself: a warning too, never a traceback
             self.whole = False
-            self.log.warning("search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc))
+            self.log.warning(
+                "search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc, index_path(self.cfg.state_dir))
+            )
 
     def _update_index(self, stored: list[tuple[str, bytes]], store: ObjectStore, seen: int) -> None:
         hold = point_from_env("index")
@@ -306,7 +315,9 @@ class Follower:
             self.whole = False
             return
         except Exception as exc:
-            self.log.warning("search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc))
+            self.log.warning(
+                "search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc, index_path(self.cfg.state_dir))
+            )
             self.whole = False
             return
         self._empty(seen)
@@ -326,7 +337,7 @@ class Follower:
             try:
                 journal_drop(self.journal, upto)
             except OSError as exc:  # the journal is kept whole: a catch-up after a crash reads more back, nothing more
-                self.log.warning("search.journal_failed", path=str(self.journal), error=exc.strerror or type(exc).__name__)
+                _journal_failed(self.log, self.journal, exc)
                 return
             self._ends = {n: end - upto for n, end in self._ends.items() if n > seen}
 
@@ -338,7 +349,22 @@ class Follower:
             pass
 
 
-def _fix(exc: Exception) -> dict[str, str]:
+def _fix(exc: Exception, index: Path | None = None) -> dict[str, str]:
     """``reason``: memex's own one line for an index it cannot use (it names the file and the fix; never a record's
-    text); nothing for any other exception, whose text may quote a record."""
+    text), or the environment's fault in words (a full disk, a read-only mount: :mod:`memex.fs_errors`; ``index``
+    names the file for SQLite, which does not); nothing for any other exception, whose text may quote a record."""
+    from memex.fs_errors import explain
+
+    fault = explain(exc, None if isinstance(exc, OSError) else index)
+    if fault is not None:
+        return {"reason": str(fault.then("the next poll catches up (or run `memex index rebuild`)"))}
     return {"reason": str(exc)} if isinstance(exc, StateError) else {}
+
+
+def _journal_failed(log: Any, journal: Path, exc: OSError) -> None:
+    """The warning for a journal that could not be written: its path, and the cause and fix where the machine's."""
+    from memex.fs_errors import explain
+
+    fault = explain(exc)
+    extra = {"reason": str(fault.then("run `memex index rebuild` to bring the index in step"))} if fault is not None else {}
+    log.warning("search.journal_failed", path=str(journal), error=exc.strerror or type(exc).__name__, **extra)

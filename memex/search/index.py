@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memex.errors import StateError
+from memex.fs_errors import explain, in_the_way
 from memex.records import decode_id
 from memex.search import index_path
 from memex.search.locks import RebuildRunning, reader_lock, writer_lock
@@ -66,6 +67,9 @@ class SearchIndex:
         self._wrote = False
         self._locks: list[int] = []
         if not create and not path.exists():
+            fault = in_the_way(path)  # a state folder that is a file is not "no index yet"
+            if fault is not None:
+                raise fault
             raise StateError("no search index yet; build it with `memex index rebuild` (polls then keep it in step)", path=path)
         try:
             ensure_private_dir(path.parent)
@@ -99,6 +103,9 @@ class SearchIndex:
             raise
         except (OSError, sqlite3.Error) as exc:
             self._unlock()
+            fault = explain(exc, None if isinstance(exc, OSError) else path)  # a full disk, a read-only mount, ...
+            if fault is not None:
+                raise fault from None
             raise StateError(f"cannot open the search index ({exc}); `memex index rebuild` makes a new one", path=path) from None
         except BaseException:
             self._unlock()

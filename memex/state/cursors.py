@@ -109,7 +109,9 @@ class CursorStore(CursorEdits):
         except FileNotFoundError:
             return {}
         except OSError as exc:
-            raise StateError(f"cannot read ({exc.strerror}); fix its permissions", path=self.path) from None
+            from memex.fs_errors import explain
+
+            raise (explain(exc) or StateError(f"cannot read ({exc.strerror})", path=self.path)) from None
         return _parse(raw, self.path)
 
     def section(self, source: str) -> Section:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
+
+from memex.fs_errors import at_path
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -66,6 +69,9 @@ def fsync_file(path: str | Path, *, missing_ok: bool = False) -> None:
         raise
     try:
         full_fsync(fd)
+    except OSError as exc:
+        at_path(exc, path)
+        raise
     finally:
         os.close(fd)
 
@@ -75,6 +81,9 @@ def fsync_dir(path: str | Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         full_fsync(fd)
+    except OSError as exc:
+        at_path(exc, path)
+        raise
     finally:
         os.close(fd)
 
@@ -101,7 +110,8 @@ def write_new(path: str, data: bytes, mode: int = FILE_MODE, *, sync: bool = Fal
             view = view[written:]
         if sync:
             full_fsync(fd)
-    except BaseException:
+    except BaseException as exc:
+        at_path(exc, path)  # os.write and fsync name no file: a full disk is said naming this one (memex.fs_errors)
         os.close(fd)
         os.unlink(path)
         raise
@@ -118,7 +128,8 @@ def stream_temp(directory: Path, stem: str, open_body: Callable[[], IO[bytes]], 
 
             shutil.copyfileobj(src, dst, 1 << 20)
         full_fsync(fd)
-    except BaseException:
+    except BaseException as exc:
+        at_path(exc, tmp)
         os.close(fd)
         tmp.unlink(missing_ok=True)
         raise
@@ -139,12 +150,24 @@ def atomic_replace(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
 
 def require_state_dir(path: Path) -> Path:
     """The state folder, created private if missing; a folder memex cannot use is one line naming it and the fix."""
-    from memex.errors import StateError
+    import errno
 
+    from memex.errors import StateError
+    from memex.fs_errors import EnvironmentFault, explain, readonly
+
+    try:
+        if not stat.S_ISDIR(os.stat(path).st_mode):  # never chmod a file that is in the way
+            raise EnvironmentFault(str(path), errno.ENOTDIR, fix="move that file away, or set state_dir to a folder")
+    except FileNotFoundError:
+        pass  # made below
+    except OSError as exc:
+        raise (explain(exc) or StateError(f"cannot use the state folder ({exc.strerror}); set state_dir", path=path)) from None
     try:
         ensure_private_dir(path)
     except OSError as exc:
-        raise StateError(f"cannot use the state folder ({exc.strerror}); fix its permissions or set state_dir", path=path) from None
+        raise (explain(exc) or StateError(f"cannot use the state folder ({exc.strerror}); set state_dir", path=path)) from None
+    if not os.access(path, os.W_OK) and readonly(str(path)):
+        raise EnvironmentFault(str(path), errno.EROFS)
     if not os.access(path, os.R_OK | os.W_OK | os.X_OK):  # a private folder of another user (the one cron runs memex as)
         raise StateError(f"cannot use the state folder: it is {_owner(path)}'s and this user ({_owner(None)}) cannot read it; run "
                          f"memex as {_owner(path)}, or set state_dir to a folder of this user's", path=path)  # fmt: skip

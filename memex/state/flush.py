@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from memex.fs_errors import at_path
 from memex.state.files import full_fsync
 
 # statfs f_type of the file systems whose syncfs(2) writes back and flushes every dirty file of the file system.
@@ -123,6 +124,9 @@ def _fsync_each(files: list[str] | list[Path]) -> None:
         fd = os.open(f, os.O_RDONLY)
         try:
             full_fsync(fd)
+        except OSError as exc:
+            at_path(exc, f)  # fsync names no file (memex.fs_errors)
+            raise
         finally:
             os.close(fd)
 

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from memex.errors import AlreadyRunning, LockTimeout
+from memex.fs_errors import at_path
 
 _POLL_START = 0.001
 _POLL_MAX = 0.05
@@ -175,8 +176,13 @@ class RunLock:
                 pid = _read_pid(fd)
             os.close(fd)
             raise AlreadyRunning(self.path, pid) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:
+            os.close(fd)
+            at_path(exc, self.path)  # a full disk on write names no file (memex.fs_errors)
+            raise
         self._fd = fd
 
     def release(self) -> None:

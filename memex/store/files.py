@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memex.errors import ConfigError, StoreError
+from memex.fs_errors import explain
 from memex.state.files import ensure_private_dir, fsync_dir, fsync_file, make_dirs, stream_temp, write_new, write_temp
 from memex.state.flush import flush_plan, sync_files
 from memex.store.objects import STALE_TMP_SECONDS, TMP_DIR
@@ -148,7 +149,7 @@ class FileStore:
             self._written_elsewhere(path)
             return False
         except OSError as exc:
-            raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
+            raise (explain(exc, path) or StoreError(f"{path}: cannot write ({exc.strerror})")) from None
         finally:
             tmp.unlink(missing_ok=True)
         with self._dirty_lock:
@@ -181,7 +182,7 @@ class FileStore:
             os.replace(tmp, path)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
-            raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
+            raise (explain(exc, path) or StoreError(f"{path}: cannot write ({exc.strerror})")) from None
         with self._dirty_lock:
             self._dirty.add(os.path.dirname(path))
 
@@ -230,7 +231,7 @@ class FileStore:
                 except FileExistsError:
                     self._written_elsewhere(path)
                 except OSError as exc:
-                    raise StoreError(f"{path}: cannot write ({exc.strerror})") from None
+                    raise (explain(exc, path) or StoreError(f"{path}: cannot write ({exc.strerror})")) from None
                 linked.add(path.rpartition("/")[0])
         finally:
             for tmp in pending.values():
@@ -281,7 +282,7 @@ def _walk(path: str, rel: str) -> Iterator[str]:
     except (FileNotFoundError, NotADirectoryError):
         return
     except OSError as exc:
-        raise StoreError(f"{path}: cannot list ({exc.strerror}); check its permissions") from None
+        raise (explain(exc) or StoreError(f"{path}: cannot list ({exc.strerror})")) from None
     with it:
         for entry in it:
             if entry.name.startswith("."):

@@ -50,6 +50,10 @@ def compare(cfg: Config, store: ObjectStore, report: Report, name: str, *, curso
         elif cursor is None:
             part.inventory = "no cursor yet (nothing polled)"
         else:
+            from memex.source import refuse_bad_stored
+            from memex.state.backend import cursor_store
+
+            refuse_bad_stored(poller, name, cursor, cursor_store(cfg).where(name))  # edited by hand: one line, not a crash
             part.inventory = "checked"
         fixer = Fixer(cfg, store, name, part, damaged) if repair else None
         wanted = {s.where.native_id for s in damaged.values() if s.where.native_id is not None and s.problem}

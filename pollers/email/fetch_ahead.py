@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from pollers.email.wire import uid_set
+from pollers.email.wire import FETCH_ITEMS, uid_set
 
 
 class Ahead:
@@ -21,8 +21,8 @@ class Ahead:
     the answer (bounded by the poll's deadline) before anything else is sent.
     """
 
-    def __init__(self, conn: imaplib.IMAP4, uids: list[int], key: tuple[str, int]) -> None:
-        self.conn, self.uids, self.key = conn, uids, key  # key: (mailbox, UIDVALIDITY) the UIDs belong to
+    def __init__(self, conn: imaplib.IMAP4, uids: list[int], key: tuple[str, int], items: str = FETCH_ITEMS) -> None:
+        self.conn, self.uids, self.key, self.items = conn, uids, key, items  # key: (mailbox, UIDVALIDITY) the UIDs belong to
         self.began = self.ended = time.monotonic()
         self._done = threading.Event()
         self._answer: tuple[str, list[Any]] | None = None
@@ -31,7 +31,7 @@ class Ahead:
 
     def _read(self) -> None:
         try:
-            self._answer = self.conn.uid("FETCH", uid_set(self.uids), "(UID INTERNALDATE BODY.PEEK[])")
+            self._answer = self.conn.uid("FETCH", uid_set(self.uids), self.items)
         except BaseException as exc:  # handed to whoever waits for the answer
             self._error = exc
         finally:

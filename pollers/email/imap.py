@@ -9,6 +9,9 @@ an environment variable), ``mailboxes`` (names or globs, default
 (a PEM CA certificate to trust instead of the system's, for a private or
 self-signed server; TLS certificates are always verified).
 The password is read when the poll connects and is never stored or logged.
+With ``auth = "oauth2"`` the source signs in with a token instead (``provider``,
+``client_id``, ``tenant``, ...: :mod:`pollers.email.oauth`); a server advertising
+Gmail's ``X-GM-EXT-1`` is also asked for its IDs and labels (:mod:`pollers.email.gmail`).
 
 Cursor: ``{"mailboxes": {NAME: {"uidvalidity": V, "last_uid": U}}}``, with ``"holes"`` for UIDs the server
 would not send (:mod:`pollers.email.holes`); positions are ``{NAME: U}``. Each fetch EXAMINEs (read-only SELECT) the
@@ -34,18 +37,19 @@ from __future__ import annotations
 
 import ipaddress
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from memex.config import SourceConfig
-from memex.errors import SourceError
+from memex.errors import ConfigError, SourceError
 from memex.source import Batch, Cursor, Item
 from pollers.email import utf7
 from pollers.email.holes import HOLE_TRIES, MAX_HOLES, box, given_up, holes_of, live, make_room
 from pollers.email.holes import problem as holes_problem
 from pollers.email.imap_inventory import Inventory
+from pollers.email.oauth import DEFAULT_HOSTS, read_keys
 from pollers.email.render import sent_or, to_item
 from pollers.email.session import MailboxError, Settings
 from pollers.email.wire import imap_day
@@ -67,19 +71,33 @@ def is_loopback(host: str) -> bool:
 def make(source: SourceConfig) -> ImapPoller:
     """Validate ``[sources.NAME]`` of type imap and build its poller (no network yet)."""
     keys = source.keys()
-    host = keys.text("host")
+    auth = keys.text("auth", default="password")
+    if auth not in ("password", "oauth2"):
+        raise keys.error("auth", f'must be "password" or "oauth2", not {auth!r}')
+    oauth = read_keys(keys) if auth == "oauth2" else None
+    default_host = DEFAULT_HOSTS.get(oauth.provider) if oauth is not None else None
+    host = keys.text("host", default=default_host) if default_host else keys.text("host")
     if not host:
         raise keys.error("host", "must not be empty")
     security = keys.text("security", default="ssl")
     if security not in SECURITY:
         raise keys.error("security", f'must be "ssl", "starttls" or "none", not {security!r}')
     if security == "none" and not is_loopback(host):
-        raise keys.error("security", f'"none" sends the password in clear text; it is allowed only for a loopback host, not {host!r}')
+        what = "the access token" if oauth is not None else "the password"
+        raise keys.error("security", f'"none" sends {what} in clear text; it is allowed only for a loopback host, not {host!r}')
     port = keys.number("port", default=993 if security == "ssl" else 143, minimum=1, maximum=65535)
     user = keys.text("user")
     password_cmd = keys.text("password_cmd", default=None)
     password_env = keys.text("password_env", default=None)
-    if (password_cmd is None) == (password_env is None):
+    if oauth is not None:
+        if password_cmd is not None or password_env is not None:
+            raise keys.error(
+                "password_cmd" if password_cmd is not None else "password_env",
+                'auth = "oauth2" signs in with a token, not a password: remove it',
+            )
+        if oauth.provider != "command" and source.state_dir is None:
+            raise keys.error("auth", "an OAuth2 login is kept in the config's state_dir: set state_dir")
+    elif (password_cmd is None) == (password_env is None):
         raise keys.error("password_cmd", "set exactly one of password_cmd (a command printing the password) or password_env")
     mailboxes = keys.strings("mailboxes", default=["INBOX"])
     if not mailboxes or not all(mailboxes):
@@ -92,7 +110,9 @@ def make(source: SourceConfig) -> ImapPoller:
         raise keys.error("ca_file", f"{ca_file}: no such file (the PEM certificate of the CA to trust)")
     keys.finish()
     ca = str(ca_file) if ca_file is not None else None
-    settings = Settings(host, port, security, user, password_cmd, password_env, tuple(mailboxes), float(timeout), ca)
+    settings = Settings(
+        host, port, security, user, password_cmd, password_env, tuple(mailboxes), float(timeout), ca, oauth, source.state_dir
+    )
     return ImapPoller(source.name, settings)
 
 
@@ -110,6 +130,28 @@ class ImapPoller(Inventory):
         me = user.lower() if "@" in (user := settings.user) else None
         self.me = frozenset([me] if me else [])
 
+    def authenticate(self, say: Callable[[str], None], ask: Callable[[str], str] | None = None,
+                     open_browser: Callable[[str], object] | None = None) -> str:  # fmt: skip
+        """Sign in interactively (``memex auth``) for ``auth = "oauth2"``; returns who signed in.
+
+        Microsoft: the device-code flow. Google: the loopback redirect, or with ``ask`` the pasted address.
+        """
+        oauth = self.settings.oauth
+        key = f"sources.{self.name}.auth"
+        if oauth is None:
+            raise ConfigError('this source signs in with a password (auth = "password"): there is nothing to sign in to', key=key)
+        if oauth.provider == "command":
+            raise ConfigError("token_cmd's helper holds this login: sign in with that helper", key=key)
+        tokens = self.tokens()
+        if oauth.provider == "microsoft":
+            who: str = tokens.device_flow(say)
+            if "@" in who and who.lower() != self.settings.user.lower():
+                say(f"note: signed in as {who} but `user` is {self.settings.user}: the server refuses the login unless "
+                    f"{who} may open that mailbox (a shared mailbox); otherwise run `memex auth {self.name}` again as {self.settings.user}")  # fmt: skip
+            return who
+        tokens.sign_in(say, ask, open_browser)
+        return self.settings.user
+
     # -- the Poller interface ----------------------------------------------
     def validate_cursor(self, cursor: Any) -> str | None:
         """What is wrong with a cursor given by hand, or None.
@@ -118,7 +160,7 @@ class ImapPoller(Inventory):
         (:mod:`pollers.email.holes`).
         """
         boxes = cursor.get("mailboxes") if isinstance(cursor, dict) and set(cursor) == {"mailboxes"} else None
-        if not isinstance(boxes, dict) or not boxes:
+        if not isinstance(boxes, dict):
             return 'an IMAP cursor is {"mailboxes": {"INBOX": {"uidvalidity": V, "last_uid": U}}}'
         for name, st in boxes.items():
             if not isinstance(st, dict) or set(st) - {"holes"} != {"uidvalidity", "last_uid"}:
@@ -298,6 +340,8 @@ class ImapPoller(Inventory):
         extra: dict[str, Any] = {**_mailbox_extra(mailbox), "uid": uid, "uidvalidity": validity}
         if internal is not None:
             extra["received_at"] = internal.strftime("%Y-%m-%dT%H:%M:%SZ")
+        if self.gmail and (found := self.gmail_fields(mailbox, uid)):
+            extra["gmail"] = found
         return to_item(raw, self.name, cursor, ref=f"{mailbox} UID {uid}", me=self.me, extra=extra)
 
     def head(self) -> Cursor:

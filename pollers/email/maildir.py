@@ -227,14 +227,16 @@ class MaildirPoller:
     def validate_cursor(self, cursor: Any) -> str | None:
         """What is wrong with a cursor given by hand, or None: ``{"folders": {NAME: {"ctime_ns": T, "names": [...]}}}``."""
         folders = cursor.get("folders") if isinstance(cursor, dict) and set(cursor) == {"folders"} else None
-        if not isinstance(folders, dict) or not folders:
+        if not isinstance(folders, dict):
             return 'a Maildir cursor is {"folders": {"INBOX": {"ctime_ns": T, "names": []}}}'
         for name, st in folders.items():
             if not isinstance(st, dict) or type(st.get("ctime_ns")) is not int or st["ctime_ns"] < 0:
                 return f"folder {name!r}: ctime_ns must be a whole number of nanoseconds, not negative"
-            if not isinstance(st.get("names", []), list):
+            names = st.get("names", [])
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                 return f"folder {name!r}: names must be a list of file keys"
-            if "ahead" in st and not isinstance(st["ahead"], dict):
+            ahead = st.get("ahead", {})
+            if not isinstance(ahead, dict) or type(ahead.get("floor_ns", 0)) is not int or not isinstance(ahead.get("keys", []), list):
                 return f"folder {name!r}: ahead must be a map (floor_ns, keys)"
         return None
 

@@ -10,22 +10,33 @@ retried with a fresh connection and backoff (:data:`BACKOFF`, read at call time)
 
 from __future__ import annotations
 
-import fnmatch
 import imaplib
-import os
 import socket
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from memex.deadline import NEVER, Deadline, Interrupted
 from memex.errors import SourceError
 from pollers.email import utf7
 from pollers.email.fetch_ahead import Ahead
-from pollers.email.wire import ints, parse_fetch, parse_list, quote, reply_text, server_text, uid_set, untagged_int
+from pollers.email.oauth import OAuth
+from pollers.email.wire import (
+    FETCH_ITEMS,
+    GMAIL_FETCH_ITEMS,
+    ints,
+    list_entry,
+    parse_fetch,
+    quote,
+    reply_text,
+    select_mailboxes,
+    server_text,
+    uid_set,
+    untagged_int,
+)
 
 SEARCH_WINDOW = 20_000  # UIDs per UID SEARCH (its answer is one line; imaplib refuses lines over 1,000,000 bytes)
 SEARCH_WINDOW_MAX = 80_000  # a window doubled over empty stretches stops here (80,000 10-digit UIDs < 1 MB)
@@ -33,6 +44,11 @@ BACKOFF: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)  # seconds between retries of 
 RETRY_BUDGET = 40.0  # seconds a poll may spend retrying (the runner's default time budget is 50)
 PASSWORD_CMD_TIMEOUT = 30.0
 T = TypeVar("T")
+
+
+# OpenSSL's reasons when a TLS handshake meets a server that speaks plain IMAP ("* OK ..." read as a TLS record)
+PLAINTEXT_REPLIES = frozenset({"WRONG_VERSION_NUMBER", "PACKET_LENGTH_TOO_LONG", "RECORD_LAYER_FAILURE", "UNKNOWN_PROTOCOL",
+                               "HTTP_REQUEST", "UNEXPECTED_RECORD"})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -48,6 +64,8 @@ class Settings:
     mailboxes: tuple[str, ...]
     timeout: float
     ca_file: str | None = None  # PEM file of the CA to trust instead of the system's (a private or self-signed server)
+    oauth: OAuth | None = None  # auth = "oauth2": the provider's login (pollers.email.oauth); None: the password
+    state_dir: Path | None = None  # where an OAuth2 login is kept
 
 
 class MailboxError(SourceError):
@@ -69,32 +87,29 @@ class ImapSession:
         self._deadline: Deadline = NEVER
         self._ahead: Ahead | None = None  # a UID FETCH in flight on the connection (see Ahead)
         self.refusal: str | None = None  # what the server said when it last refused part of a UID FETCH (NO), for the warning
+        self._tokens: Any = None  # auth = "oauth2": where access tokens come from (built on first use)
+        self.gmail = False  # the server advertised X-GM-EXT-1: fetches ask for Gmail's IDs and labels too
+        self._gm: dict[tuple[str, int], dict[str, Any]] = {}  # (mailbox, UID) -> its Gmail fields, until rendered
 
     # -- connection --------------------------------------------------------
     def _where(self) -> str:
         return f"{self.settings.host}:{self.settings.port}"
 
+    def tokens(self) -> Any:
+        """The OAuth2 token source of an ``auth = "oauth2"`` source (:func:`pollers.email.oauth.tokens`)."""
+        if self._tokens is None:
+            from pollers.email.oauth import tokens
+
+            assert self.settings.oauth is not None
+            remaining = lambda: self._deadline.timeout(PASSWORD_CMD_TIMEOUT, f"source {self.name!r}: token_cmd")  # noqa: E731
+            self._tokens = tokens(self.name, self.settings.oauth, self.settings.state_dir, self.settings.timeout, remaining)
+        return self._tokens
+
     def _password(self) -> str:
+        from memex.oauth.command import password
+
         s = self.settings
-        if s.password_env is not None:
-            value = os.environ.get(s.password_env)
-            if not value:
-                raise SourceError(f"source {self.name!r}: environment variable {s.password_env} (password_env) is not set or empty")
-            return value
-        assert s.password_cmd is not None
-        try:
-            done = subprocess.run(s.password_cmd, shell=True, capture_output=True, timeout=PASSWORD_CMD_TIMEOUT, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise SourceError(f"source {self.name!r}: password_cmd did not finish within {PASSWORD_CMD_TIMEOUT:g}s") from None
-        if done.returncode != 0:
-            raise SourceError(
-                f"source {self.name!r}: password_cmd failed with exit status {done.returncode}; "
-                "run it by hand to see why (its output is not shown here)"
-            )
-        password = done.stdout.decode("utf-8", "replace").strip()
-        if not password:
-            raise SourceError(f"source {self.name!r}: password_cmd printed nothing; it must print the password on stdout")
-        return password
+        return password(self.name, s.password_env, s.password_cmd, PASSWORD_CMD_TIMEOUT)
 
     def _io(self, what: str, call: Callable[[], T]) -> T:
         """One exchange with the server, waited for no longer than the poll's deadline or stop request allow.
@@ -135,7 +150,12 @@ class ImapSession:
         if self._conn is not None:
             return self._conn
         s = self.settings
-        password = self._password()
+        if s.oauth is not None:
+            # A remembered refusal or a failed refresh stops here, before connecting; a refresh never outlasts the poll.
+            tokens = self.tokens()
+            password, token = "", self._deadline.call(tokens.token_info, f"source {self.name!r}: refreshing the OAuth2 login")
+        else:
+            password, token = self._password(), None
         try:
             timeout = self._deadline.timeout(s.timeout, f"source {self.name!r}: connecting to {self._where()}")
             conn = self._io("connecting", lambda: self._open(timeout))
@@ -153,15 +173,28 @@ class ImapSession:
                     f"source {self.name!r}: the TLS certificate of {self._where()} was refused ({why}); if the server uses "
                     "a private or self-signed CA, set ca_file to its certificate (PEM)"
                 ) from None
+            if s.security == "ssl" and getattr(exc, "reason", None) in PLAINTEXT_REPLIES:
+                raise SourceError(
+                    f'source {self.name!r}: {self._where()} answered in plain text, not TLS (security = "ssl" expects TLS from '
+                    f'the first byte): set port = 993 for ssl, or security = "starttls" for this port (usually 143)'
+                ) from None
             reason = exc.strerror or type(exc).__name__
             raise SourceError(f"source {self.name!r}: cannot connect to {self._where()} ({reason})") from None
         except imaplib.IMAP4.error as exc:
             raise SourceError(f"source {self.name!r}: {self._where()} refused the session ({server_text(exc)})") from None
         try:
             self.commands += 1
-            self._io("login", lambda: conn.login(s.user, password))
+            if token is not None:
+                from pollers.email.oauth import login
+
+                answer = self._io("login", lambda: login(conn, self.name, s.user, s.host, s.port, tokens, token))
+            else:
+                answer = self._io("login", lambda: conn.login(s.user, password))[1]
         except Interrupted:
             cut(conn)
+            raise
+        except SourceError:
+            shutdown(conn)
             raise
         except imaplib.IMAP4.error as exc:
             shutdown(conn)
@@ -171,6 +204,9 @@ class ImapSession:
         except OSError as exc:
             shutdown(conn)
             raise SourceError(f"source {self.name!r}: connection to {self._where()} lost during login ({type(exc).__name__})") from None
+        from pollers.email import gmail
+
+        self.gmail = gmail.advertised(tuple(conn.capabilities), answer)
         self._conn = conn
         self._selected = None
         return conn
@@ -240,23 +276,26 @@ class ImapSession:
 
     # -- mailboxes ---------------------------------------------------------
     def _mailbox_names(self) -> list[str]:
-        """The configured mailboxes (globs expanded with LIST), sorted and unique."""
+        """The configured mailboxes (globs expanded with LIST), sorted and unique.
+
+        A name matches itself even where it reads as a glob (Gmail's ``[Gmail]/All Mail``), and a special-use
+        attribute (RFC 6154: ``\\All``, ``\\Sent``, ...) matches the mailboxes LIST marks with it, whatever
+        their localised names.
+        """
         if self._names is not None:
             return self._names
         patterns = self.settings.mailboxes
-        if not any(ch in p for p in patterns for ch in "*?["):
+        if not any(ch in p for p in patterns for ch in "*?[\\"):
             self._names = sorted({p if utf7.decode(p) != p else utf7.encode(p) for p in patterns})
             return self._names
 
-        def listing() -> list[str]:
+        def listing() -> list[tuple[str, frozenset[str]]]:
             conn = self._connect()
             self.commands += 1
             data = self._cmd(conn, "LIST", self._io("LIST", lambda: conn.list('""', "*")))
-            return [n for n in (parse_list(d) for d in data) if n is not None]
+            return [e for e in (list_entry(d) for d in data) if e is not None]
 
-        available = self._retrying("LIST", listing)
-        chosen = {n for n in available for p in patterns if fnmatch.fnmatchcase(n, p) or fnmatch.fnmatchcase(utf7.decode(n), p)}
-        self._names = sorted(chosen)
+        self._names = select_mailboxes(self._retrying("LIST", listing), patterns)
         return self._names
 
     def _examine(self, mailbox: str) -> tuple[int, int | None]:
@@ -311,8 +350,22 @@ class ImapSession:
         """``(uid, raw bytes, INTERNALDATE)`` of ``uids`` in the selected mailbox, in one UID FETCH."""
         conn = self._connect()
         self.commands += 1
-        data = self._fetched(conn, self._io("UID FETCH", lambda: conn.uid("FETCH", uid_set(uids), "(UID INTERNALDATE BODY.PEEK[])")))
-        return parse_fetch(data, uids)
+        items = GMAIL_FETCH_ITEMS if self.gmail else FETCH_ITEMS
+        data = self._fetched(conn, self._io("UID FETCH", lambda: conn.uid("FETCH", uid_set(uids), items)))
+        return self._parse(data, uids, self._selected or "")
+
+    def _parse(self, data: list[Any], uids: list[int], mailbox: str) -> list[tuple[int, bytes, datetime | None]]:
+        """:func:`parse_fetch`, keeping each UID's Gmail fields for :meth:`gmail_fields` when the server is Gmail."""
+        if not self.gmail:
+            return parse_fetch(data, uids)
+        found: dict[int, dict[str, Any]] = {}
+        fetched = parse_fetch(data, uids, found)
+        self._gm.update(((mailbox, uid), f) for uid, f in found.items())
+        return fetched
+
+    def gmail_fields(self, mailbox: str, uid: int) -> dict[str, Any] | None:
+        """The Gmail fields fetched with ``uid`` of ``mailbox`` (once; None when there were none)."""
+        return self._gm.pop((mailbox, uid), None)
 
     def _fetched(self, conn: imaplib.IMAP4, typ_data: tuple[str, list[Any]]) -> list[Any]:
         """The data of a ``UID FETCH`` answer; a ``NO`` keeps what the server did send (the rest is checked by the caller).
@@ -331,7 +384,7 @@ class ImapSession:
         """Send the ``UID FETCH`` of ``uids`` (of mailbox and UIDVALIDITY ``key``) now; :meth:`_collect_ahead` takes its answer."""
         conn = self._connect()
         self.commands += 1
-        self._ahead = Ahead(conn, uids, key)
+        self._ahead = Ahead(conn, uids, key, GMAIL_FETCH_ITEMS if self.gmail else FETCH_ITEMS)
 
     def _collect_ahead(self) -> tuple[Ahead, list[tuple[int, bytes, datetime | None]], float] | None:
         """The fetch sent ahead, its ``(uid, raw bytes, INTERNALDATE)`` and seconds it took, or None when none is in flight.
@@ -348,7 +401,7 @@ class ImapSession:
                 self._abandon()  # connection's buffer lock until the socket times out and a close waits for it
             raise
         data = self._fetched(ahead.conn, answer)
-        return ahead, parse_fetch(data, ahead.uids), ahead.ended - ahead.began
+        return ahead, self._parse(data, ahead.uids, ahead.key[0]), ahead.ended - ahead.began
 
     def _still_listed(self, asked: list[int], got: set[int]) -> list[int]:
         """The UIDs of ``asked`` missing from ``got`` that a fresh ``UID SEARCH`` says still exist, by UID.

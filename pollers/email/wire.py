@@ -6,12 +6,15 @@ IMAP session (:mod:`pollers.email.session`) and the poller (:mod:`pollers.email.
 
 from __future__ import annotations
 
+import fnmatch
 import imaplib
 import re
 from datetime import UTC, datetime
 from typing import Any
 
-_UID_RE = re.compile(rb"UID (\d+)")
+from pollers.email import utf7
+
+_UID_RE = re.compile(rb"(?<![-\w])UID (\d+)")
 _DATE_RE = re.compile(rb'INTERNALDATE "([^"]+)"')
 _LIST_RE = re.compile(rb'^\((?P<flags>[^)]*)\) (?P<delim>"(?:[^"\\]|\\.)*"|NIL) (?P<name>.*)$')
 
@@ -72,29 +75,41 @@ def uid_set(uids: list[int]) -> str:
     return ",".join(parts)
 
 
-def parse_fetch(data: list[Any], uids: list[int]) -> list[tuple[int, bytes, datetime | None]]:
-    """``(uid, raw bytes, INTERNALDATE)`` of each of ``uids`` that a ``UID FETCH (UID INTERNALDATE BODY.PEEK[])`` reply holds, by UID."""
+FETCH_ITEMS = "(UID INTERNALDATE BODY.PEEK[])"
+GMAIL_FETCH_ITEMS = "(UID INTERNALDATE X-GM-MSGID X-GM-THRID X-GM-LABELS BODY.PEEK[])"  # a server advertising X-GM-EXT-1
+
+
+def parse_fetch(
+    data: list[Any], uids: list[int], gmail: dict[int, dict[str, Any]] | None = None
+) -> list[tuple[int, bytes, datetime | None]]:
+    """``(uid, raw bytes, INTERNALDATE)`` of each of ``uids`` that a ``UID FETCH (UID INTERNALDATE BODY.PEEK[])`` reply holds, by UID.
+
+    With ``gmail`` (a dict), each UID's Gmail fields (``X-GM-MSGID``, ``X-GM-THRID``, ``X-GM-LABELS``, before or
+    after the literal) are put there as :func:`pollers.email.gmail.fields` reads them.
+    """
     wanted = set(uids)
     out: dict[int, tuple[bytes, datetime | None]] = {}
-    pending: tuple[bytes, bytes] | None = None
-    for element in data:
-        if isinstance(element, tuple):
-            pending = (element[0], element[1])
-            head = element[0]
-        elif isinstance(element, bytes) and pending is not None:
-            head = pending[0] + element  # UID or INTERNALDATE may come after the literal
-        else:
+    for index, element in enumerate(data):
+        if not isinstance(element, tuple):
             continue
-        if pending is None:
-            continue
+        head = element[0]
+        after = data[index + 1] if index + 1 < len(data) else None
+        if isinstance(after, bytes):
+            head = head + after  # UID, INTERNALDATE or the Gmail fields may come after the literal
+        if gmail is not None:
+            from pollers.email.gmail import fields, without_labels
+
+            found = fields(head)
+            head = without_labels(head)  # a label's text must never be read as the UID
         m = _UID_RE.search(head)
         if m is None:
             continue
         uid = int(m.group(1))
         if uid in wanted and uid not in out:
             d = _DATE_RE.search(head)
-            out[uid] = (pending[1], internaldate(d.group(1)) if d else None)
-            pending = None
+            out[uid] = (element[1], internaldate(d.group(1)) if d else None)
+            if gmail is not None and found:
+                gmail[uid] = found
     return [(u, *out[u]) for u in sorted(out)]
 
 
@@ -114,19 +129,42 @@ def imap_day(dt: datetime) -> str:
 
 def parse_list(line: Any) -> str | None:
     """The mailbox name of one LIST reply line, or None for \\Noselect or unparseable lines."""
+    entry = list_entry(line)
+    return entry[0] if entry is not None else None
+
+
+def list_entry(line: Any) -> tuple[str, frozenset[str]] | None:
+    """The mailbox name and attributes (lower case: ``\\all``, ``\\sent``) of one LIST reply line, or None for
+    \\Noselect, \\NonExistent or unparseable lines."""
     if isinstance(line, tuple):  # name sent as a literal
         head, name_bytes = line[0], line[1]
-        if b"\\noselect" in head.lower():
+        flags = frozenset(f.decode("utf-8", "replace") for f in re.findall(rb"\\[A-Za-z]+", head.lower()))
+        if "\\noselect" in flags:
             return None
-        return str(name_bytes.decode("utf-8", "replace"))
+        return str(name_bytes.decode("utf-8", "replace")), flags
     if not isinstance(line, bytes):
         return None
     m = _LIST_RE.match(line)
     if m is None:
         return None
-    if b"\\noselect" in m.group("flags").lower() or b"\\nonexistent" in m.group("flags").lower():
+    flags = frozenset(m.group("flags").decode("utf-8", "replace").lower().split())
+    if "\\noselect" in flags or "\\nonexistent" in flags:
         return None
     name = m.group("name")
     if name.startswith(b'"') and name.endswith(b'"'):
         name = re.sub(rb"\\(.)", rb"\1", name[1:-1])
-    return name.decode("utf-8", "replace")
+    return name.decode("utf-8", "replace"), flags
+
+
+def select_mailboxes(entries: list[tuple[str, frozenset[str]]], patterns: tuple[str, ...]) -> list[str]:
+    """The LIST ``entries`` (name, attributes) that ``patterns`` select, sorted: a name matches itself (even one
+    that reads as a glob, like ``[Gmail]/All Mail``), a glob its matches (raw or decoded from modified UTF-7), a
+    special-use attribute (``\\All``) the mailboxes marked with it."""
+
+    def matches(name: str, flags: frozenset[str], pattern: str) -> bool:
+        if pattern.startswith("\\") and pattern[1:].isalpha():
+            return pattern.lower() in flags
+        shown = utf7.decode(name)
+        return pattern in (name, shown) or fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(shown, pattern)
+
+    return sorted({n for n, flags in entries for p in patterns if matches(n, flags, p)})

@@ -52,6 +52,19 @@ TYPEDSTREAM = ".typedstream"  # an attributedBody we could not fully decode, kep
 ANCHORS = 3  # newest rows always kept as anchors (more are spread back, see spread_anchors)
 MAX_ANCHOR_BAND = 40
 
+# How long a read waits for a lock another writer holds (Messages.app's own writes take milliseconds): a poll gives up
+# after this, not after its whole --max-seconds, and the next poll tries again.
+BUSY_SECONDS = 2.0
+# The tables and columns every read uses; the rest of MESSAGE_COLUMNS is read where there (older macOS lack some).
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "message": ("guid", "date", "handle_id"),
+    "handle": ("id",),
+    "chat": ("guid", "display_name", "chat_identifier"),
+    "chat_message_join": ("chat_id", "message_id"),
+    "chat_handle_join": ("chat_id", "handle_id"),
+    "message_attachment_join": ("message_id", "attachment_id"),
+    "attachment": ("guid", "filename", "mime_type", "transfer_name", "total_bytes"),
+}
 MESSAGE_COLUMNS = (
     "guid", "text", "attributedBody", "handle_id", "service", "date", "date_read", "date_delivered",
     "is_from_me", "cache_has_attachments", "item_type", "group_title", "associated_message_guid",
@@ -89,6 +102,12 @@ def spread_anchors(anchors: list[list[Any]]) -> list[list[Any]]:
     return [*kept, *(bands[b] for b in sorted(bands) if b <= MAX_ANCHOR_BAND)]
 
 
+def busy(path: Path) -> str:
+    """The line for a chat.db another program holds locked past :data:`BUSY_SECONDS`."""
+    return (f"{path}: chat.db is busy: another program holds it locked for writing (Messages.app, a backup or sync tool); "
+            f"gave up after {BUSY_SECONDS:g}s, the next poll tries again")  # fmt: skip
+
+
 class IMessagePoller(Inventory):
     """Reads new rows of ``message`` in ROWID order."""
 
@@ -114,19 +133,31 @@ class IMessagePoller(Inventory):
         if not os.access(path, os.R_OK):
             raise SourceError(f"{path}: permission denied; {fda if sys.platform == 'darwin' else 'fix its permissions'}")
         try:
-            conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, isolation_level=None, timeout=10, check_same_thread=False)
+            conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, isolation_level=None, timeout=BUSY_SECONDS,
+                                   check_same_thread=False)  # fmt: skip
             conn.execute("PRAGMA query_only = 1")
-            cols = {row[1] for row in conn.execute("PRAGMA table_info(message)")}
+            tables = {t: {row[1] for row in conn.execute(f"PRAGMA table_info({t})")} for t in REQUIRED_COLUMNS}
         except sqlite3.DatabaseError as exc:
             code = getattr(exc, "sqlite_errorname", "")
+            if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+                raise SourceError(busy(path)) from None
             if code.startswith(("SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")):  # macOS refuses without Full Disk Access
                 raise SourceError(
                     f"{path}: cannot open chat.db ({describe_exc(exc)}); {fda if sys.platform == 'darwin' else check}"
                 ) from None
             raise SourceMissing(f"{path}: not a readable SQLite database ({describe_exc(exc)}); {check}") from None
+        cols = tables["message"]
         if not cols:
             conn.close()
             raise SourceMissing(f"{path}: not a Messages database (no message table); {check}")
+        missing: list[str] = []
+        for table, need in REQUIRED_COLUMNS.items():
+            have = tables[table]
+            missing += [f"{table}.{c}" for c in need if c not in have] if have else [f"table {table}"]
+        if missing:
+            conn.close()
+            raise SourceMissing(f"{path}: lacks {', '.join(missing)}: not a Messages database of a macOS version memex reads; "
+                                f"{check}")  # fmt: skip
         self._columns = tuple(c for c in MESSAGE_COLUMNS if c in cols)
         self._conn = conn
         return conn
@@ -200,9 +231,9 @@ class IMessagePoller(Inventory):
             finally:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise SourceError(
-                f"{self.db}: read failed ({describe_exc(exc)}); if Messages.app is rebuilding the database, the next poll retries"
-            ) from None
+            if getattr(exc, "sqlite_errorname", "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+                raise SourceError(busy(self.db)) from None
+            raise SourceError(f"{self.db}: read failed ({describe_exc(exc)}); the next poll tries again") from None
         return Batch(items=items, cursor=items[-1].cursor)
 
     def _changes(self, conn: sqlite3.Connection, cursor: Cursor, changed: int, limit: int) -> Batch:

@@ -30,7 +30,7 @@ from typing import Any
 
 from memex.config import SourceConfig
 from memex.deadline import NEVER, Deadline
-from memex.errors import ConfigError, SourceError, SourceMissing
+from memex.errors import ConfigError, SourceError
 from memex.source import Batch, Cursor, Item
 from memex.state.spool import Claim, Entry, Spool
 from pollers.signal.groups import GroupNames, parse_list
@@ -100,6 +100,15 @@ class SignalPoller:
         """The poll's deadline: a receive still running then is killed (what it printed is kept)."""
         self.deadline = deadline
 
+    def validate_cursor(self, cursor: Any) -> str | None:
+        """What is wrong with a cursor given by hand or read from the cursor store, or None: ``{"lines": N}``."""
+        history = {"sent_at", "id", "part"}
+        if not isinstance(cursor, dict) or not (set(cursor) <= {"lines"} or ("sent_at" in cursor and set(cursor) <= history)):
+            return 'a Signal cursor is {"lines": N} (spooled lines processed)'
+        if any(type(cursor[k]) is not int or cursor[k] < 0 for k in ("lines", "sent_at") if k in cursor):
+            return "lines must be a whole number, not negative"
+        return None
+
     def positions(self, cursor: Cursor) -> dict[str, int]:
         """The count of spooled lines processed so far (a history cursor: the sent time in ms it reached)."""
         if cursor and "sent_at" in cursor:
@@ -109,9 +118,10 @@ class SignalPoller:
     def history(self, since: datetime | None, until: datetime | None, checkpoint: Cursor) -> Iterator[Item]:
         """``memex backfill``: Signal Desktop's messages (``desktop_dir``) as the records the live poll makes of them."""
         if self.settings.desktop_dir is None:
-            raise SourceMissing(
+            raise ConfigError(  # what to set, not something a retry fixes: exit 2, as for a type that cannot walk its history
                 f"source {self.name!r} has no history to walk: set desktop_dir to Signal Desktop's folder "
-                "(e.g. ~/.config/Signal, or ~/Library/Application Support/Signal on macOS)"
+                "(e.g. ~/.config/Signal, or ~/Library/Application Support/Signal on macOS)",
+                key=f"sources.{self.name}.desktop_dir",
             )
         from pollers.signal.desktop import DesktopHistory  # SQLCipher only for a backfill, never for a poll
 

@@ -1,190 +1,27 @@
-"""Signing in to Microsoft Graph for a Teams source: MSAL device-code flow once, silent refresh after.
+"""Signing in to Microsoft Graph for a Teams source: which app, tenant and scopes.
 
-``memex auth SOURCE`` runs :meth:`Login.device_flow`: it prints the
-verification URL and the user code, waits for the user to approve, and
-keeps MSAL's serialized token cache in ``<state_dir>/auth/<source>.msal.json``
-(folder 0700, file 0600, replaced atomically). Cron polls only call
-:meth:`Login.token`, which uses the cached access token or redeems the
-refresh token silently; when there is no login, or the refresh token expired
-or was revoked, it raises :class:`~memex.errors.AuthRequired`, whose one
-line tells the user to run ``memex auth SOURCE`` again.
-
-The file cache (not the OS keyring through ``msal-extensions``) is chosen
-because cron and systemd timers run without an unlocked desktop keyring on
-Linux; the file sits beside the cursors, which are just as private. No
-token, refresh token or MSAL error text (which may quote a request) ever
-reaches a log or an error: errors carry only MSAL's error *code*.
-
-MSAL is imported inside the methods, so building a poller (and idle polls
-of other sources) never pays for it.
+The sign-in itself (MSAL's device-code flow once, silent refresh after, the token cache
+``<state_dir>/auth/<source>.msal.json``, the remembered refusal) is
+:mod:`memex.oauth.microsoft`'s, shared with the IMAP source's Microsoft login.
 """
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from memex.oauth.microsoft import DEFAULT_AUTHORITY, AuthSettings, Login, cache_path
 
-from memex.errors import AuthRequired, SourceError
-from memex.state.files import ensure_private_dir, fsync_dir, write_temp
+__all__ = [
+    "CHANNEL_SCOPES",
+    "CHAT_SCOPES",
+    "DEFAULT_AUTHORITY",
+    "DEFAULT_CLIENT_ID",
+    "DEFAULT_TENANT",
+    "AuthSettings",
+    "Login",
+    "cache_path",
+]
 
 # Microsoft Graph Command Line Tools: a public client registered by Microsoft, multi-tenant, device flow enabled.
 DEFAULT_CLIENT_ID = "14d82eec-204b-4c2f-b7e8-296a70dab67e"
 DEFAULT_TENANT = "organizations"  # work or school accounts (Teams chats are not readable for personal accounts)
-DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
 CHAT_SCOPES = ("Chat.Read",)
 CHANNEL_SCOPES = ("Team.ReadBasic.All", "Channel.ReadBasic.All", "ChannelMessage.Read.All")
-_ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-@dataclass(frozen=True)
-class AuthSettings:
-    """Who signs in where: the app (client ID), the tenant, the authority host and the scopes asked for."""
-
-    client_id: str
-    tenant: str
-    authority: str
-    scopes: tuple[str, ...]
-    timeout: float
-
-
-def cache_path(state_dir: Path, source: str) -> Path:
-    """Where a source's token cache lives."""
-    return state_dir / "auth" / f"{source}.msal.json"
-
-
-def _code(result: dict[str, Any] | None) -> str:
-    """MSAL's error code, only if it looks like one (never its description, which may quote data)."""
-    code = (result or {}).get("error")
-    return code if isinstance(code, str) and _ERROR_CODE.match(code) else "unknown_error"
-
-
-class Login:
-    """One source's MSAL public-client application and its persisted token cache."""
-
-    def __init__(self, source: str, settings: AuthSettings, state_dir: Path) -> None:
-        self.source = source
-        self.settings = settings
-        self.path = cache_path(state_dir, source)
-        self._app: Any = None
-        self._cache: Any = None
-        self._loaded: str | None = None  # the cache file's text when it was read
-
-    # -- MSAL objects, built on first use ----------------------------------
-    def _application(self) -> Any:
-        if self._app is not None:
-            return self._app
-        import msal
-
-        from memex.liblog import route_library_logs
-
-        route_library_logs()
-
-        cache = msal.SerializableTokenCache()
-        try:
-            data = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            data = None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SourceError(f"{self.path}: cannot read the token cache ({type(exc).__name__}); run `memex auth {self.source}`") from None
-        self._loaded = data
-        if data:
-            try:
-                cache.deserialize(data)
-            except ValueError:
-                raise AuthRequired(self.source, f"the token cache {self.path} is corrupt") from None
-        authority = f"{self.settings.authority.rstrip('/')}/{self.settings.tenant}"
-        try:
-            self._app = msal.PublicClientApplication(
-                self.settings.client_id,
-                authority=authority,
-                token_cache=cache,
-                instance_discovery=False,  # the authority is the configured one; no lookup at login.microsoftonline.com
-                timeout=self.settings.timeout,
-            )
-        except ValueError:
-            raise SourceError(
-                f"{self.source}: the authority {authority} did not answer as a Microsoft identity platform; check `authority` and `tenant`"
-            ) from None
-        except OSError as exc:
-            raise SourceError(f"{self.source}: cannot reach the authority {authority} ({type(exc).__name__}); check the network") from None
-        self._cache = cache
-        return self._app
-
-    def _save(self, *, sign_in: bool = False) -> None:
-        """Write the cache if MSAL changed it: a 0600 temp file in a 0700 folder, fsynced, renamed over.
-
-        A poll's refresh is written only if the file is still what the poll
-        read (compare-and-swap under a lock): a ``memex auth`` that signed in
-        meanwhile is never overwritten by the stale login a running poll holds.
-        """
-        if self._cache is None or not self._cache.has_state_changed:
-            return
-        from memex.state.locks import exclusive
-
-        folder = ensure_private_dir(self.path.parent)
-        with exclusive(folder / f".{self.path.name}.lock"):
-            try:
-                current: str | None = self.path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                current = None
-            if not sign_in and current != self._loaded:
-                return  # signed in again meanwhile: that login wins
-            text = self._cache.serialize()
-            tmp = write_temp(folder, self.path.name, text.encode("utf-8"))
-            os.replace(tmp, self.path)
-            fsync_dir(folder)
-            self._loaded = text
-        self._cache.has_state_changed = False
-
-    # -- what the CLI and the poller call -----------------------------------
-    def device_flow(self, say: Callable[[str], None]) -> str:
-        """Run the device-code flow interactively: ``say`` the URL and code, wait for approval, keep the login.
-
-        Returns the signed-in account's user name. Raises SourceError with
-        MSAL's error code when the flow is refused, expires or is declined.
-        """
-        app = self._application()
-        flow = app.initiate_device_flow(scopes=list(self.settings.scopes))
-        if "user_code" not in flow:
-            raise SourceError(f"{self.source}: the device-code flow could not start ({_code(flow)}); check client_id and tenant")
-        say(str(flow.get("message") or f"Open {flow.get('verification_uri')} and enter the code {flow['user_code']}"))
-        result = app.acquire_token_by_device_flow(flow)
-        if "access_token" not in result:
-            raise SourceError(f"{self.source}: sign-in did not complete ({_code(result)}); run `memex auth {self.source}` again")
-        self._save(sign_in=True)
-        claims = result.get("id_token_claims") or {}
-        return str(claims.get("preferred_username") or claims.get("name") or "your account")
-
-    def account(self) -> dict[str, Any]:
-        """The cached account (the first, if several); AuthRequired when nobody has signed in."""
-        accounts = self._application().get_accounts()
-        if not accounts:
-            raise AuthRequired(self.source, "not signed in to Microsoft")
-        account: dict[str, Any] = accounts[0]
-        return account
-
-    def user_id(self) -> str | None:
-        """The signed-in user's object ID (``from.user.id`` of their own messages)."""
-        local = self.account().get("local_account_id")
-        return str(local) if local else None
-
-    def token(self, *, force_refresh: bool = False) -> str:
-        """An access token from the cache or a silent refresh; AuthRequired if the login is gone."""
-        app = self._application()
-        account = self.account()
-        try:
-            result = app.acquire_token_silent_with_error(list(self.settings.scopes), account=account, force_refresh=force_refresh)
-        except OSError as exc:
-            raise SourceError(f"{self.source}: cannot reach the authority to refresh the login ({type(exc).__name__})") from None
-        self._save()
-        if not result or "access_token" not in result:
-            why = "the Microsoft login expired or was revoked" if result else "the Microsoft login has no usable refresh token"
-            if result:
-                why += f" ({_code(result)})"
-            raise AuthRequired(self.source, why)
-        token: str = result["access_token"]
-        return token

@@ -124,10 +124,16 @@ class TeamsPoller(TeamsSession):
         """Bound every request, retry and Retry-After wait by the poll's deadline (:class:`memex.source.Interruptible`)."""
         self.graph.deadline = deadline
 
-    def authenticate(self, say: Any) -> str:
-        """Sign in interactively (``memex auth``): the device-code flow; returns the account's user name."""
+    def authenticate(self, say: Any, ask: Any = None, open_browser: Any = None) -> str:
+        """Sign in interactively (``memex auth``): the device-code flow (on any device: ``ask``/``open_browser`` unused)."""
         name: str = self.login.device_flow(say)
         return name
+
+    def validate_cursor(self, cursor: Any) -> str | None:
+        """What is wrong with a cursor given by hand or read from the cursor store, or None."""
+        if _well_formed(cursor):
+            return None
+        return 'a Teams cursor is {"chats": {CHAT_ID: {"t": MICROSECONDS, "seen": [...]}}, "n": N} (channels optional)'
 
     def positions(self, cursor: Cursor) -> dict[str, int]:
         """``{"chats": chats walked, "modified": newest stored modification (epoch seconds), "read": records stored}`` (+ ``"channels"``).

@@ -30,7 +30,8 @@ class Case:
     ``setup(tmp)`` prepares the world inside ``tmp`` and returns the config path (or None for no ``--config``);
     the default writes an iMessage source over a missing chat.db. ``owned`` names the paths (relative to ``tmp``)
     that the command may create or change; everything else under ``tmp`` must be left as it was. ``stream`` is where
-    the line is expected ("stderr" or "stdout"); ``lines`` how many non-empty lines that stream may hold.
+    the line is expected ("stderr" or "stdout"); ``lines`` how many non-empty lines that stream may hold. ``wrap``:
+    a command the CLI runs under (``setpriv ...`` for a root without its permission override).
     """
 
     id: str
@@ -43,6 +44,7 @@ class Case:
     stream: str = "stderr"
     lines: int = 1
     input: str | None = None
+    wrap: tuple[str, ...] = ()
 
 
 def default_setup(tmp: Path) -> Path:
@@ -74,7 +76,7 @@ def run_case(case: Case, tmp: Path) -> subprocess.CompletedProcess[str]:
     setup = case.setup or default_setup
     config = setup(tmp)
     before = _snapshot(tmp, (*case.owned, "config.toml"))
-    cmd = [sys.executable, "-m", "memex"]
+    cmd = [*case.wrap, sys.executable, "-m", "memex"]
     if config is not None:
         cmd += ["--config", str(config)]
     env = {k: v for k, v in os.environ.items() if k not in ("MEMEX_CONFIG", "MEMEX_DEBUG")}

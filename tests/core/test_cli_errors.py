@@ -85,12 +85,13 @@ def test_a_heartbeat_url_without_a_scheme_is_a_config_error_that_never_shows_the
     ids=["backfill", "cursor-reset", "cursor-set", "tail", "tail-f", "dashboard-once", "dashboard"],
 )  # fmt: skip
 def test_an_unusable_state_folder_is_one_line_for_every_command(tmp_path: Path, args: tuple[str, ...]) -> None:
-    """backfill, cursor set/reset, tail (-f) and dashboard (--once or live) on a state folder that cannot be created: one line naming it, exit 1."""
+    """backfill, cursor set/reset, tail (-f) and dashboard (--once or live) on a state folder that cannot be created: one line
+    naming what is in the way (the file where a folder of its path should be), exit 1."""
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(tmp_path / "c.db")}}, state_dir=blocker / "state")
     out = run_cli(*args, config=cfg)
-    assert out.returncode == 1 and "cannot use the state folder" in out.stderr and _one_line(out.stderr)
+    assert out.returncode == 1 and f"{blocker}: is a file where memex needs a folder" in out.stderr and _one_line(out.stderr)
 
 
 def test_a_folder_given_as_chat_db_says_so_without_the_full_disk_access_hint_on_linux(tmp_path: Path) -> None:
@@ -186,8 +187,8 @@ def test_a_state_folder_of_another_user_is_one_line_naming_it_and_who_can(shared
     out = _as_nobody(cfg, *args)
     assert (out.returncode, out.stdout) == (1, ""), out.stderr
     assert _one_line(out.stderr), out.stderr
-    if args[0] == "status":  # it only reads, and names the file it could not
-        assert f"{state / 'cursors.json'}: cannot read (Permission denied)" in out.stderr
+    if args[0] == "status":  # it only reads, and names the folder it could not look into
+        assert f"{state}: permission denied; run memex as the user that owns it" in out.stderr
         return
     assert f"{state}: cannot use the state folder: it is root's and this user (nobody) cannot read it" in out.stderr
     assert "run memex as root" in out.stderr

@@ -305,8 +305,8 @@ MUTANTS = [
         id="start-now-after-a-backfill-jumps-to-the-head",
     ),
     pytest.param(
-        "pollers/teams/auth.py",
-        [("            if not sign_in and current != self._loaded:\n", "            if False:\n")],
+        "memex/oauth/store.py",
+        [("        if not sign_in and read(path) != expect:\n", "        if False:\n")],
         ["tests/teams/test_teams.py::test_a_poll_never_overwrites_a_newer_sign_in"],
         id="teams-poll-overwrites-a-newer-login",
     ),
@@ -1144,6 +1144,27 @@ MUTANTS = [
     ),
     # ---- end of i32-isolate ----
     # ---- rows of branch i32-env: append below ----
+    pytest.param(
+        "memex/runner.py",
+        [("    fault = explain(exc)\n    if fault is not None:\n        return str(fault)\n", "    fault = None\n")],
+        ["tests/core/test_bad_inputs_environment.py::test_an_environment_failure_is_one_line_naming_the_path[store-full-poll]",
+         "tests/core/test_fs_errors.py::test_each_cause_is_one_line_naming_the_path_the_cause_and_the_fix"],
+        id="environment-fault-reported-as-internal-error",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("        refuse_bad_stored(poller, name, committed, cursors.where(name))\n", "        pass\n")],
+        ["tests/core/test_bad_inputs_environment.py::test_an_environment_failure_is_one_line_naming_the_path[cursor-wrong-type-maildir]"],
+        id="hand-edited-cursor-handed-to-the-poller",
+    ),
+    pytest.param(
+        "memex/backfill/run.py",
+        [("                if explain(exc) is not None:\n                    self.abort.set()\n", ""),
+         ("                if exc.needs_action:  # a full disk, a read-only store: every other item would fail the same way\n"
+          "                    self.abort.set()\n", "")],
+        ["tests/core/test_fs_errors.py::test_a_backfill_into_a_full_store_stops_at_the_first_fault_instead_of_failing_every_message"],
+        id="backfill-fails-every-message-on-a-full-disk",
+    ),
     # ---- end of i32-env ----
     # ---- rows of branch i32-wedge: append below ----
     pytest.param(
@@ -1216,6 +1237,81 @@ MUTANTS = [
     ),
     # ---- end of i32-wedge ----
     # ---- rows of branch i33-oauth: append below ----
+    pytest.param(
+        "memex/oauth/store.py",
+        [("    text = read(refusal_path(state_dir, source))\n", "    text = None\n")],
+        ["tests/email/test_imap_oauth.py::test_a_revoked_login_is_one_line_remembered_and_cured_by_signing_in",
+         "tests/email/test_imap_oauth_google.py::test_google_revoked_refresh_token_is_remembered"],
+        id="oauth-refusal-not-consulted-so-invalid-grant-retried-every-poll",
+    ),
+    pytest.param(
+        "memex/oauth/microsoft.py",
+        [("                if _code(result) in store.FOR_GOOD:\n", "                if False:\n")],
+        ["tests/email/test_imap_oauth.py::test_a_revoked_login_is_one_line_remembered_and_cured_by_signing_in"],
+        id="oauth-invalid-grant-not-remembered",
+    ),
+    pytest.param(
+        "pollers/email/oauth.py",
+        [("    if refusal is not None and not fresh and ", "    if refusal is not None and False and ")],
+        ["tests/email/test_imap_oauth.py::test_an_expired_access_token_is_refreshed_without_a_word"],
+        id="oauth-refused-cached-token-not-refreshed",
+    ),
+    pytest.param(
+        "pollers/email/oauth.py",
+        [('        return server_text(exc) + (f"; status {status}" if status else ""), []\n',
+          '        return server_text(exc) + f" {token}", []\n')],
+        ["tests/email/test_imap_oauth.py::test_no_token_or_secret_anywhere_but_the_login_files"],
+        id="oauth-token-written-into-the-error-line",
+    ),
+    pytest.param(
+        "pollers/email/oauth.py",
+        [('    return next((m for m in ("OAUTHBEARER", "XOAUTH2") if', '    return next((m for m in ("XOAUTH2", "OAUTHBEARER") if')],
+        ["tests/email/test_imap_oauth.py::test_microsoft_sign_in_then_polls_over_oauthbearer"],
+        id="oauth-xoauth2-preferred-over-oauthbearer",
+    ),
+    pytest.param(
+        "memex/oauth/installed_app.py",
+        [("        if not force_refresh and expires - REFRESH_MARGIN > time.time():\n",
+          "        if not force_refresh and expires > time.time():\n")],
+        ["tests/email/test_imap_oauth.py::test_a_token_about_to_expire_is_refreshed_before_it_is_used"],
+        id="oauth-refreshed-only-after-expiry",
+    ),
+    pytest.param(
+        "memex/oauth/installed_app.py",
+        [('"redirect_uri": redirect, "code_verifier": verifier}\n', '"redirect_uri": redirect, "code_verifier": challenge}\n')],
+        ["tests/email/test_imap_oauth_google.py::test_google_loopback_sign_in_with_pkce_then_poll"],
+        id="oauth-pkce-challenge-sent-as-verifier",
+    ),
+    pytest.param(
+        "memex/oauth/installed_app.py",
+        [('        if query.get("state") != state:\n', "        if False:\n")],
+        ["tests/email/test_imap_oauth_google.py::test_google_consent_declined_or_a_foreign_address_is_one_line"],
+        id="oauth-redirect-state-not-checked",
+    ),
+    pytest.param(
+        "pollers/email/wire.py",
+        [("            head = without_labels(head)", "            head = head")],
+        ["tests/email/test_imap_gmail.py::test_labels_that_read_like_fetch_items_never_move_the_uid"],
+        id="gmail-label-text-read-as-the-uid",
+    ),
+    pytest.param(
+        "pollers/email/session.py",
+        [("        return ahead, self._parse(data, ahead.uids, ahead.key[0]), ", "        return ahead, parse_fetch(data, ahead.uids), ")],
+        ["tests/email/test_imap_gmail.py::test_gmail_ids_and_labels_are_kept_in_extra"],
+        id="gmail-fields-lost-on-a-read-ahead",
+    ),
+    pytest.param(
+        "pollers/email/wire.py",
+        [("        return pattern in (name, shown) or fnmatch", "        return fnmatch")],
+        ["tests/email/test_imap_gmail.py::test_all_mail_is_found_by_its_name_or_its_special_use_attribute"],
+        id="gmail-all-mail-name-read-as-a-glob",
+    ),
+    pytest.param(
+        "pollers/email/session.py",
+        [('self._deadline.call(tokens.token_info, f"source {self.name!r}: refreshing the OAuth2 login")', "tokens.token_info()")],
+        ["tests/email/test_imap_oauth_google.py::test_a_refresh_that_hangs_never_outlasts_the_poll"],
+        id="oauth-refresh-deaf-to-the-poll-deadline",
+    ),
     # ---- end of i33-oauth ----
     # ---- rows of branch i33-mbox: append below ----
     # ---- end of i33-mbox ----
@@ -1320,7 +1416,11 @@ def test_safety_test_catches_the_naive_version(tmp_path: Path, path: str, change
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "MEMEX_TEST_PATIENCE": "0.25"}
     for test in tests:
         out = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test],
+            [sys.executable, "-m", "pytest", "-q", "-x", "-rs", "-p", "no:cacheprovider", test],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
+        if out.returncode == 0 and " skipped" in out.stdout and " passed" not in out.stdout and not os.environ.get("CI"):
+            # the guarding test could not run here (no bindfs, no mount rights): say so instead of failing; CI runs it
+            reason = next((ln.split(": ", 1)[-1] for ln in out.stdout.splitlines() if ln.startswith("SKIPPED")), "skipped")
+            pytest.skip(f"{test} was skipped, so it cannot show the mutant is caught: {reason}")
         assert out.returncode == 1 and " failed" in out.stdout, f"{test} did not catch the mutant:\n{out.stdout[-1500:]}"

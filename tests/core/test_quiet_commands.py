@@ -128,20 +128,27 @@ from memex.liblog import route_library_logs
 route_library_logs()
 logging.getLogger("urllib3.connectionpool").warning("Connection pool is full, discarding connection: %s", "secret-host.example")
 logging.getLogger("botocore.credentials").info("Found credentials in environment variables.")
+logging.getLogger("urllib3.connectionpool").warning("Retrying (%r) after connection broken by '%r': %s", object(),
+                                                    ConnectionRefusedError(111, "Connection refused"), "/tenant/v2.0/x?code=secret-code")
 """
 
 
-def test_a_librarys_warning_is_one_json_line_without_its_arguments() -> None:
-    """A library's own ``logging`` warning (urllib3's full pool) reaches stderr as one JSON line naming the logger, with the message
-    template only (its arguments could name a host or a key); info records stay out. Unrouted, it was a bare text line.
+def test_a_librarys_warning_is_one_json_line_with_its_arguments_shown_safely() -> None:
+    """A library's own ``logging`` warning (urllib3's full pool, its retry) reaches stderr as one JSON line naming the logger,
+    its template filled in safely: a host or key as ``...``, an exception by type and system message, a URL's path without
+    its query, never a bare ``%r``; info records stay out. Unrouted, it was a bare text line.
     """
     out = subprocess.run([sys.executable, "-c", LIBRARY_WARNING], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
                          cwd=ROOT)  # fmt: skip
     assert (out.returncode, out.stdout) == (0, ""), out.stderr
-    (line,) = out.stderr.splitlines()
+    line, retry = out.stderr.splitlines()
     event = json.loads(line)
     assert (event["event"], event["logger"], event["level"]) == ("library.log", "urllib3.connectionpool", "warning")
-    assert event["message"] == "Connection pool is full, discarding connection: %s" and "secret-host" not in line
+    assert event["message"] == "Connection pool is full, discarding connection: ..." and "secret-host" not in line
+    assert json.loads(retry)["message"] == (
+        "Retrying (object) after connection broken by 'ConnectionRefusedError: Connection refused': /tenant/v2.0/x"
+    )
+    assert "secret-code" not in retry and "%r" not in retry
 
 
 ALLOWED_TO_PRINT = ("memex/cli/", "memex/observe/logs.py", "memex/liblog.py")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,3 +74,15 @@ def test_ca_file_mistakes_name_the_key(tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match=words) as caught:
             make_poller(memex_config.load(path).sources["mail"])
         assert "ca_file" in str(caught.value)
+
+
+def test_ssl_against_the_plaintext_port_says_to_use_starttls_or_port_993(tmp_path: Path, tls_dovecot: Dovecot) -> None:
+    """`security = "ssl"` at Dovecot's plain IMAP port: one line saying the server answered in plain text and what to
+    set (port 993, or security = "starttls"), exit 1; never a bare WRONG_VERSION_NUMBER."""
+    user = tls_dovecot.new_user()
+    section = {**table(tls_dovecot, user, "ssl"), "port": tls_dovecot.port}
+    out = run_cli("poll", "mail", config=write_config(tmp_path, {"mail": section}), env={PASSWORD_ENV: PASSWORD})
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    error = json.loads(out.stderr)["error"]
+    assert "answered in plain text, not TLS" in error and 'security = "starttls"' in error and "port = 993" in error
+    assert "WRONG_VERSION_NUMBER" not in error

@@ -141,7 +141,7 @@ protocols = imap
 listen = 127.0.0.1
 {ssl}
 disable_plaintext_auth = no
-auth_mechanisms = plain login
+auth_mechanisms = plain login{mechanisms}
 base_dir = {root}/run
 state_dir = {root}/state
 log_path = {root}/dovecot.log
@@ -154,9 +154,10 @@ first_valid_uid = 1
 first_valid_gid = 1
 mail_location = maildir:~/Maildir
 imap_max_line_length = 1M
-passdb {{
+{oauth2}passdb {{
   driver = static
   args = password={password}
+  mechanisms = plain login
 }}
 userdb {{
   driver = static
@@ -176,6 +177,21 @@ service imap-login {{
 SSL_ON = """ssl = yes
 ssl_cert = <{root}/cert.pem
 ssl_key = <{root}/key.pem"""
+# Dovecot's oauth2 passdb for XOAUTH2 and OAUTHBEARER (the static one then serves only PLAIN and LOGIN): each token is
+# checked by POSTing ``token=...`` to the introspection URL, whose JSON must say ``"active": true`` and name the user.
+OAUTH2_PASSDB = """auth_failure_delay = 0
+passdb {{
+  driver = oauth2
+  mechanisms = {mechanisms}
+  args = {root}/dovecot-oauth2.conf.ext
+}}
+"""
+OAUTH2_CONF = """introspection_mode = post
+introspection_url = {url}
+username_attribute = username
+active_attribute = active
+active_value = true
+{scope}"""
 IMAPS = """  inet_listener imaps {{
     address = 127.0.0.1
     port = {port}
@@ -203,11 +219,14 @@ def _run_as() -> tuple[int, int]:
     return nobody.pw_uid, nobody.pw_gid
 
 
-def start(timeout: float = 30.0, *, tls: bool = False) -> Dovecot:
+def start(timeout: float = 30.0, *, tls: bool = False, introspection_url: str | None = None, scope: str | None = None,
+          oauth_mechanisms: str = "xoauth2 oauthbearer") -> Dovecot:  # fmt: skip
     """Start a Dovecot on a free loopback port and wait (with a deadline) until it greets.
 
     With ``tls`` it also offers STARTTLS and listens for implicit TLS on ``tls_port``, with a
-    self-signed certificate at ``root/cert.pem``.
+    self-signed certificate at ``root/cert.pem``. With ``introspection_url`` it also offers
+    ``oauth_mechanisms`` (``AUTH=XOAUTH2`` and ``AUTH=OAUTHBEARER``), checking each token there
+    (``scope``: one the token must have); PLAIN and LOGIN keep the static password.
     """
     binary = require_dovecot()
     uid, gid = _run_as()
@@ -219,11 +238,17 @@ def start(timeout: float = 30.0, *, tls: bool = False) -> Dovecot:
     tls_port = _free_port() if tls else 0
     if tls:
         self_signed(root)
+    if introspection_url is not None:
+        (root / "dovecot-oauth2.conf.ext").write_text(
+            OAUTH2_CONF.format(url=introspection_url, scope=f"scope = {scope}\n" if scope else "")
+        )
     conf = root / "dovecot.conf"
     conf.write_text(
         CONFIG.format(
             root=root, user=pwd.getpwuid(uid).pw_name, group=grp.getgrgid(gid).gr_name, uid=uid, gid=gid, port=port, password=PASSWORD,
             ssl=SSL_ON.format(root=root) if tls else "ssl = no", imaps=IMAPS.format(port=tls_port) if tls else "",
+            mechanisms=f" {oauth_mechanisms}" if introspection_url else "",
+            oauth2=OAUTH2_PASSDB.format(root=root, mechanisms=oauth_mechanisms) if introspection_url else "",
         )
     )  # fmt: skip
     if os.geteuid() == 0:
