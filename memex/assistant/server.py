@@ -159,8 +159,13 @@ def call(archive: Archive, name: str, arguments: dict[str, Any] | None) -> types
         return _error(str(exc))
     except (TypeError, ValueError, OverflowError) as exc:  # an argument of a type the schema does not allow
         return _error(f"{name}: an argument is not of the type its schema gives ({type(exc).__name__}); check the tool's arguments")
-    except OSError as exc:  # the state folder or the store cannot be read (permissions, a read-only mount, a lost disk)
-        return _error(f"{name}: cannot read {exc.filename or 'the archive'} ({exc.strerror or type(exc).__name__}); check its permissions")
+    except OSError as exc:  # the state folder or the store cannot be read (permissions, a lost disk)
+        from memex.fs_errors import explain
+
+        fault = explain(exc)
+        return _error(
+            f"{name}: {fault}" if fault else f"{name}: cannot read {exc.filename or 'the archive'} ({exc.strerror or type(exc).__name__})"
+        )
 
 
 def _error(line: str) -> types.CallToolResult:

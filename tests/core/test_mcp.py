@@ -268,7 +268,7 @@ def test_the_index_connection_refuses_writes(archive: Path) -> None:
 
 
 FORBIDDEN = ("memex.runner", "memex.uploader", "memex.backfill", "memex.search.build", "memex.search.bulk", "memex.search.index",
-             "memex.state.cursors", "memex.state.s3state", "memex.verify", "memex.cli.poll", "memex.watch", "pollers")  # fmt: skip
+             "memex.state.cursors", "memex.state.s3state", "memex.verify", "memex.cli.poll", "memex.watch", "memex.oauth", "pollers")  # fmt: skip
 
 
 def test_the_server_imports_nothing_that_writes(archive: Path) -> None:
@@ -369,3 +369,15 @@ def test_a_second_host_on_s3_with_state_url_answers_after_index_rebuild(tmp_path
         assert not err and shown is not None and shown["attachments"][0]["name"] == "beach.jpg"
 
     assert "Traceback" not in session(config_b, second, body)
+
+
+def test_a_store_the_machine_refuses_is_one_line_naming_it(tmp_path: Path) -> None:
+    """A store whose folder is a file (the machine refuses to read it): show_message is one tool error naming the
+    path and the cause, not a crash."""
+    (tmp_path / "afile").write_text("not a folder")
+    (tmp_path / "state").mkdir()
+    cfg = memex_config.load(write_config(tmp_path, {}, store={"url": (tmp_path / "afile" / "store").as_uri()}))
+    answer = call(Archive(cfg), "show_message", {"message": "messages/md/x.json"})
+    text = answer.content[0].text  # type: ignore[union-attr]
+    assert answer.is_error
+    _error_line(text, "show_message: ", str(tmp_path / "afile"))
