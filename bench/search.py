@@ -4,8 +4,9 @@
    file store in the real layout; ``memex index rebuild`` in a child process (the index removed before each round),
    alternated with a baseline child that only lists the same files, reads them and ``json.loads`` each. Ratio = the
    baseline's wall time over the rebuild's (1.0: as fast as reading); peak RSS per size shows whether memory is flat.
-2. Query latency: 20 representative queries over the rebuilt index (single common/rare word, phrase, prefix,
-   ``from:`` + word, a date range + word, ``in:``, ``has:attachment``, ``is:me``, ``--rank``, ...), each run
+2. Query latency: 30 representative queries over the rebuilt index (single common/rare word, phrase, prefix,
+   ``from:`` + word, a date range + word, ``in:``, ``has:attachment``, ``is:me``, ``--rank``, OR, parentheses,
+   NOT, stemmed words such as ``meetings``, ``date:`` ranges, a filter ORed with a word, ...), each run
    ``--repeat`` times in this process after one warm-up; p50 and p95 over every run, and each query's median.
    Then the summaries (issue 34): ``--count``, ``--group-by sender|conversation|month`` and ``--output=threads``
    over every message and over a word, in this process, medians of ``--repeat`` runs; each against a baseline in
@@ -48,11 +49,16 @@ for folder, _dirs, files in os.walk(sys.argv[1]):
             n += 1
 print(n)
 """
+STEMMING = ["english"]  # search_stemming of the configs written (--stemming)
 QUERIES = [
     ["w1"], ["w5"], ["lease"], ["w15000"], ["w19990"], ['"w1 w2"'], ['"lease w3"'], ["lea*"], ["w12*"],
     ["from:person7", "w1"], ["from:person7"], ["after:2023-01-01", "before:2023-02-01", "w2"], ["after:2024-06-01", "lunch"],
     ["in:group12"], ["in:group12", "dinner"], ["has:attachment", "photos"], ["is:me", "meeting"], ["source:bench", "flight"],
     ["--rank", "lease"], ["w3", "-w4"],
+    ["w1", "OR", "lease"], ["from:person7", "OR", "from:person8"], ["(lunch", "OR", "dinner)", "from:person3"],
+    ["(w5", "OR", "w6)", "AND", "NOT", "(w7", "OR", "w8)"], ["meetings"], ["birthdays", "OR", "flights"],
+    ["--rank", "meetings"], ["date:2023..2024", "(lease", "OR", "contract)"], ["source:bench", "OR", "w19990"],
+    ["not", "w1", "and", "lunch"],
 ]  # fmt: skip
 
 
@@ -83,7 +89,7 @@ def make_store(root: Path, n: int) -> None:
 def config(d: Path, store: Path, extra: str = "") -> Path:
     """A config for a file store (and ``extra`` lines: sources, search_index)."""
     cfg = d / "config.toml"
-    cfg.write_text(f'state_dir = "{d / "state"}"\n{extra}[store]\nurl = "{store.as_uri()}"\n')
+    cfg.write_text(f'state_dir = "{d / "state"}"\nsearch_stemming = "{STEMMING[0]}"\n{extra}[store]\nurl = "{store.as_uri()}"\n')
     return cfg
 
 
@@ -122,13 +128,14 @@ def latency(state: Path, n: int, repeat: int = 5) -> None:
     """Part 2: the queries' latency over the index in ``state``."""
     from memex.search.index import SearchIndex
     from memex.search.query import parse
+    from memex.search.schema import STEM
 
     index = SearchIndex.open(state, create=False)
     every: list[float] = []
     rows = []
     for args in QUERIES:
         rank = args[0] == "--rank"
-        q = parse(" ".join(args[1:] if rank else args))
+        q = parse(" ".join(args[1:] if rank else args), stemmed=STEM in index.tables)
         found = len(q.run(index.select, 20, rank=rank))  # warm-up
         times = []
         for _ in range(repeat):
@@ -143,6 +150,28 @@ def latency(state: Path, n: int, repeat: int = 5) -> None:
     print(f"queries over {n:,} messages: p50 {p50:.1f} ms, p95 {p95:.1f} ms ({len(every)} runs of {len(QUERIES)} queries)")
     for text, found, med in rows:
         print(f"  {med:7.1f} ms  {found:3d} results  {text}")
+
+
+def direct(work: Path, n: int) -> None:
+    """Part 2 alone (``--latency-only``): the same N records added straight into an index in this process (batches
+    of 20,000, FTS5's segments merged at the end, as a rebuild leaves them), no store written; then the queries."""
+    import json
+
+    from memex.search.index import SearchIndex
+
+    state = work / f"direct-{n}"
+    path = state / "search" / "index.sqlite"
+    if not path.exists():
+        t = time.perf_counter()
+        rng = random.Random(23)
+        with SearchIndex(path, stemming=STEMMING[0]) as index:
+            for start in range(0, n, 20000):
+                index.add((f"messages/bench/B{i:09d}.json", json.loads(record(i, rng))) for i in range(start, min(n, start + 20000)))
+            for t_ in index.tables:
+                index.db.execute(f"INSERT INTO {t_}({t_}) VALUES('optimize')")
+        print(f"indexed {n:,} records in this process in {time.perf_counter() - t:.0f}s; index file "
+              f"{path.stat().st_size / 2**20:.0f} MiB", flush=True)  # fmt: skip
+    latency(state, n)
 
 
 SUMMARIES = [("count *", "*", None), ("count w5", "w5", None), ("group-by sender *", "*", "sender"),
@@ -235,10 +264,18 @@ def main() -> None:
     ap.add_argument("--messages", type=int, action="append", help="store sizes (repeatable; default 100000)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keep", type=Path, default=None, help="keep generated stores here (reused on the next run)")
+    ap.add_argument("--latency-only", action="store_true", help="only the queries' latency, over an index built in process")
+    ap.add_argument("--stemming", choices=("english", "none"), default="english", help="search_stemming (index size, poll cost)")
     args = ap.parse_args()
+    STEMMING[0] = args.stemming
+    print(f"search_stemming = {args.stemming!r}")
     print(f"machine: {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}", flush=True)
     work = args.keep or Path(tempfile.mkdtemp(prefix="memex-bench-search-"))
     try:
+        if args.latency_only:
+            for n in args.messages or [100000]:
+                direct(work, n)
+            return
         rss = {n: rebuild(work, n, args.rounds) for n in args.messages or [100000]}
         if len(rss) > 1:
             lo, hi = min(rss), max(rss)

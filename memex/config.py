@@ -39,6 +39,8 @@ _GLOBAL_KEYS = (
     "state_url",
     "lease_seconds",
     "search_index",
+    "search_stemming",
+    "people",
 )
 _STORE_KEYS = ("url", "endpoint_url", "region", "profile", "client")
 _MISSING: Any = object()
@@ -123,6 +125,8 @@ class Config:
     state_url: str | None = None  # s3://bucket/prefix: cursors and leases shared by hosts (memex.state.s3state, .s3lease)
     lease_seconds: int = 90  # a run lease not renewed for this long (server clock) may be taken over
     search_index: bool = True  # polls and backfills keep the search index (memex.search) in step
+    search_stemming: str = "english"  # words found by their stems (FTS5's porter), or "none"; set when an index is made
+    people: Mapping[str, Any] = field(default_factory=dict)  # the [people] table, checked by memex.people when used
 
     def source(self, name: str) -> SourceConfig:
         """The named source, or a ConfigError listing the configured ones."""
@@ -175,6 +179,11 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
         s3_url(state_url, path=path, key="state_url", what="cursors and leases shared by several hosts")
     lease_seconds = top.number("lease_seconds", default=90, minimum=2, maximum=3600)
     search_index = top.flag("search_index", default=True)
+    search_stemming = top.text("search_stemming", default="english")
+    if search_stemming not in ("english", "none"):
+        raise ConfigError(f'must be "english" or "none", not {search_stemming!r} (FTS5 stems English only)', path=path,
+                          key="search_stemming")  # fmt: skip
+    people = top.table("people", default={})
     store_table = top.table("store", default={})
     sources_table = top.table("sources", default={})
     top.finish(_GLOBAL_KEYS)
@@ -210,7 +219,7 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
             sources[name] = _broken_source(name, table, path, state_dir, exc)
     return Config(path=path, state_dir=state_dir, store=store, sources=sources, log_max_bytes=log_max_bytes, log_backups=log_backups,
                   metrics_textfile=metrics_textfile, state_url=state_url, lease_seconds=lease_seconds,
-                  search_index=search_index)  # fmt: skip
+                  search_index=search_index, search_stemming=search_stemming, people=people)  # fmt: skip
 
 
 def _source(name: str, table: Any, path: Path | None, state_dir: Path) -> SourceConfig:

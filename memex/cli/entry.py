@@ -1,4 +1,5 @@
-"""The ``memex`` program: a plain ``poll`` command line runs without click; everything else goes to click.
+"""The ``memex`` program: a plain ``poll``, ``search``, ``show`` or ``index status`` command line runs without click
+(:func:`poll_args`; :func:`memex.cli.find.find_args`); everything else goes to click.
 
 Cron starts ``memex poll SOURCE`` every minute, and with nothing new most of that run is start-up:
 importing click (and its own imports) cost as much as starting Python. :func:`poll_args` takes only
@@ -111,6 +112,16 @@ def _command(argv: list[str]) -> str | None:
 def main() -> None:
     """Run the ``memex`` command line."""
     args = poll_args(sys.argv[1:], os.environ)
+    if args is None and len(sys.argv) > 1 and sys.argv[-1] != "--help":
+        from memex.cli.find import find_args
+
+        found = find_args(sys.argv[1:], os.environ)
+        if found is not None:
+            from memex.cli.find import run
+            from memex.cli.poll import guarded
+
+            guarded(lambda: run(found))
+            sys.exit(0)
     if args is None:
         from memex.cli.main import main as cli
 

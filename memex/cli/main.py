@@ -17,6 +17,7 @@ import click
 from memex.cli.assistant import mcp
 from memex.cli.common import fail, json_option, load_config, reports_errors, stop_on_signals
 from memex.cli.deploy import cron, launchd
+from memex.cli.people import people
 from memex.cli.schema import schema
 from memex.cli.search import index, search, show
 from memex.cli.verify import verify
@@ -410,3 +411,4 @@ main.add_command(show)
 main.add_command(index)
 main.add_command(mcp)
 main.add_command(schema)
+main.add_command(people)

@@ -11,41 +11,12 @@ import click
 
 from memex.cli.common import json_option, load_config, reports_errors
 from memex.cli.verify import progress
-from memex.observe.safe_text import json_text, visible
-
-SNIPPET_CHARS = 120
-PLAIN_WIDTH = 24  # conversation and sender are cut to this many characters in a result line
-
-
-def _when(sent_at: str | None) -> str:
-    return (sent_at or "")[:16].replace("T", " ") or "?"
-
-
-def _cut(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _result(row: Any) -> dict[str, Any]:
-    from memex.search.query import HIGHLIGHT
-
-    snippet = row["snippet"] if row["snippet"] is not None else _cut(row["text"], SNIPPET_CHARS)
-    if not snippet and row["subject"]:
-        snippet = row["subject"]
-    return {
-        "key": row["key"], "source": row["source"], "native_id": row["native_id"], "sent_at": row["sent_at"],
-        "conversation": {"id": row["conv_id"] or None, "name": row["conv_name"] or None},
-        "sender": {"id": row["sender_id"] or None, "name": row["sender_name"] or None, "is_me": bool(row["is_me"])},
-        "subject": row["subject"] or None, "attachments": row["n_attachments"], "edited": bool(row["edited"]),
-        "deleted": bool(row["deleted"]), "snippet": " ".join(snippet.split()),
-        "_plain": " ".join(snippet.replace(HIGHLIGHT[0], "").replace(HIGHLIGHT[1], "").split()),
-    }  # fmt: skip
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})  # options first: -term is a term
 @click.argument("query", nargs=-1, required=True)
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Show at most N messages.")
-@click.option("--rank", is_flag=True, help="Best match first (BM25) instead of newest first.")
+@click.option("--rank", is_flag=True, help="Best match first (BM25; words as written before their other forms) instead of newest first.")
 @click.option("--output", type=click.Choice(["messages", "threads"]), default="messages", show_default=True,
               help="One line per message, or per conversation (its time range, messages matched/in all, participants, subject).")  # fmt: skip
 @click.option("--count", "count_only", is_flag=True, help="Print how many messages (or with --output=threads, conversations) match.")
@@ -56,8 +27,9 @@ def _result(row: Any) -> dict[str, Any]:
 @reports_errors
 def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, output: str, count_only: bool,
            group_by: str | None, as_json: bool) -> None:  # fmt: skip
-    """Find messages: words, "phrases", prefix*, from: to: subject: body: attachment: in: (a conversation's name
-    or id), source: id: has:attachment after:/before:YYYY-MM-DD is:me is:edited is:deleted; -term excludes.
+    """Find messages: words (matched by their stem), "phrases", prefix*, from: to: subject: body: attachment: in:
+    (a conversation's name or id), source: id: has:attachment after:/before:YYYY-MM-DD date:SINCE..UNTIL is:me
+    is:edited is:deleted, joined by AND, OR, NOT, XOR (any case), -term and (parentheses).
 
     Newest first (or --rank); one line per message: time (UTC), source, conversation, sender, snippet. --json
     gives each message's key and native ID (read the full object from the store, or `memex show KEY`). Unsent or
@@ -65,45 +37,31 @@ def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, o
     --output=threads: one line per conversation instead; --count: how many match; --group-by: how many per sender,
     conversation or month.
     """
-    from memex.search.index import SearchIndex
-    from memex.search.query import QueryError, parse
+    from memex.cli.find import check_query, run_search
 
-    late = [t for t in query if t in ("-n", "--limit", "--json", "--rank", "-h", "--help", "--count", "--output", "--group-by")
-            or t.startswith(("--limit=", "--output=", "--group-by="))]  # fmt: skip
-    if late:
-        raise QueryError(f"{late[0]} after the query: options go first (memex search -n 5 --json WORDS...)")
-    q = parse(" ".join(query))
+    check_query(query)
     cfg = load_config(ctx)
     if count_only or group_by or output == "threads":
-        _summaries(cfg, q, limit, output=output, count_only=count_only, group_by=group_by, as_json=as_json)
+        _summaries(cfg, " ".join(query), limit, output=output, count_only=count_only, group_by=group_by, as_json=as_json)
         return
-    with SearchIndex.open(cfg.state_dir, create=False) as index:
-        results = [_result(row) for row in q.run(index.select, limit, rank=rank)]
-    if as_json:
-        for r in results:
-            r["snippet"] = r.pop("_plain")
-        click.echo(json_text(results, indent=2))
-        return
-    if sys.stdout.isatty():
-        _rich(results)
-        if not results:
-            click.echo("no messages match", err=True)
-        return
-    for r in results:
-        click.echo("  ".join(visible(x) for x in (_when(r["sent_at"]), r["source"], _cut(_conversation(r), PLAIN_WIDTH),
-                                                  _cut(_sender(r), PLAIN_WIDTH), r["_plain"])))  # fmt: skip
+    run_search(cfg, query, limit, rank, as_json)
 
 
-def _summaries(cfg: Any, q: Any, limit: int, *, output: str, count_only: bool, group_by: str | None, as_json: bool) -> None:
+def _summaries(cfg: Any, text: str, limit: int, *, output: str, count_only: bool, group_by: str | None, as_json: bool) -> None:
     """``--count``, ``--group-by`` and ``--output=threads`` (:mod:`memex.search.threads`)."""
+    from memex.cli.find import _cut, _when
+    from memex.observe.safe_text import json_text, visible
     from memex.search import threads as conv
     from memex.search.index import SearchIndex
+    from memex.search.query import parse
+    from memex.search.schema import STEM
 
     if count_only and group_by:
         from memex.errors import ConfigError
 
         raise ConfigError("--count and --group-by: give one of them (--group-by prints a count per group)")
     with SearchIndex.open(cfg.state_dir, create=False) as index:
+        q = parse(text, stemmed=STEM in index.tables)
         if count_only:
             n = conv.count(index, q, threads=output == "threads")
             click.echo(json.dumps({"count": n}) if as_json else str(n))
@@ -129,40 +87,6 @@ def _summaries(cfg: Any, q: Any, limit: int, *, output: str, count_only: bool, g
         click.echo(f"{span}  [{t['matched']}/{t['total']}]  {visible(t['source'])}  {visible(people)}; {visible(title)}")
 
 
-def _conversation(r: dict[str, Any]) -> str:
-    return str(r["conversation"]["name"] or r["conversation"]["id"] or "-")
-
-
-def _sender(r: dict[str, Any]) -> str:
-    who = r["sender"]["name"] or r["sender"]["id"]
-    if r["sender"]["is_me"]:
-        return f"{who} (me)" if who else "me"
-    return str(who or "?")
-
-
-def _rich(results: list[dict[str, Any]]) -> None:
-    """Each result as one coloured line: every field shown through :func:`visible`, the matched words in bold."""
-    from rich.console import Console
-    from rich.text import Text
-
-    from memex.search.query import HIGHLIGHT
-
-    console = Console(highlight=False)
-    for r in results:
-        line = Text()
-        line.append(visible(_when(r["sent_at"])), style="dim")
-        line.append("  ")
-        line.append(visible(r["source"]), style="cyan")
-        line.append(f"  {visible(_cut(_conversation(r), PLAIN_WIDTH))}  ")
-        line.append(visible(_cut(_sender(r), PLAIN_WIDTH)), style="green")
-        line.append("  ")
-        marked = False
-        for piece in r["snippet"].replace(HIGHLIGHT[1], HIGHLIGHT[0]).split(HIGHLIGHT[0]):
-            line.append(visible(piece), style="bold yellow" if marked else "")
-            marked = not marked
-        console.print(line, soft_wrap=True)
-
-
 @click.command()
 @click.argument("ref")
 @click.option("--thread", "whole", is_flag=True, help="The whole conversation REF is in, oldest first (a mail thread by "
@@ -173,31 +97,25 @@ def _rich(results: list[dict[str, Any]]) -> None:
 def show(ctx: click.Context, ref: str, whole: bool, as_json: bool) -> None:
     """Print one message (REF: its key, or its native ID) with its revisions and attachment list, read from the store;
     with --thread, every message of its conversation."""
-    from memex.search.show import find, revisions
-    from memex.store import open_store
+    from memex.cli.find import run_show
 
     cfg = load_config(ctx)
+    if not whole:
+        run_show(cfg, ref, as_json)
+        return
+    from memex.observe.safe_text import json_text
+    from memex.search.show import conversation, find, human
+    from memex.store import open_store
+
     store = open_store(cfg.store)
     key, record = find(cfg, store, ref)
-    if whole:
-        from memex.search.show import conversation, human
-
-        messages = conversation(cfg, store, key, record)
-        if as_json:
-            click.echo(json_text({"thread": [{"key": k, "record": d, "revisions": [{"key": rk, "record": rd} for rk, rd in r]}
-                                             for k, d, r in messages]}, indent=2, sort_keys=True))  # fmt: skip
-            return
-        rule = "\n\n" + "=" * 72 + "\n"
-        click.echo(f"{len(messages)} message{'' if len(messages) == 1 else 's'}" + rule + rule.join(human(k, d, r) for k, d, r in messages))
-        return
-    revs = revisions(store, key)
+    messages = conversation(cfg, store, key, record)
     if as_json:
-        click.echo(json_text({"key": key, "record": record, "revisions": [{"key": k, "record": d} for k, d in revs]},
-                             indent=2, sort_keys=True))  # fmt: skip
+        click.echo(json_text({"thread": [{"key": k, "record": d, "revisions": [{"key": rk, "record": rd} for rk, rd in r]}
+                                         for k, d, r in messages]}, indent=2, sort_keys=True))  # fmt: skip
         return
-    from memex.search.show import human
-
-    click.echo(human(key, record, revs))
+    rule = "\n\n" + "=" * 72 + "\n"
+    click.echo(f"{len(messages)} message{'' if len(messages) == 1 else 's'}" + rule + rule.join(human(k, d, r) for k, d, r in messages))
 
 
 @click.group()
@@ -255,9 +173,6 @@ def _known_sources(cfg: Any, store: Any, sources: tuple[str, ...]) -> None:
 def index_status(ctx: click.Context, as_json: bool) -> None:
     """Per source: messages indexed (and of them edited, deleted), records in the store, how many the index lacks,
     and records stored but not yet indexed (a crash's journal: the source's next poll adds them)."""
-    from memex.search.show import status_rows, status_table
-    from memex.store import open_store
+    from memex.cli.find import run_index_status
 
-    cfg = load_config(ctx)
-    rows = status_rows(cfg, open_store(cfg.store))
-    click.echo(json.dumps(rows, indent=2, sort_keys=True) if as_json else status_table(rows))
+    run_index_status(load_config(ctx), as_json)

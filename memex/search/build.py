@@ -172,7 +172,7 @@ def rebuild(cfg: Config, store: ObjectStore, sources: list[str] | None, *, worke
         keys = (key for prefix in tops for key in store.list_keys(prefix) if is_record_key(key))
         try:
             bulk.remove_stages(new)  # a rebuild that was killed
-            index = SearchIndex(new, fresh=True)
+            index = SearchIndex(new, fresh=True, stemming=cfg.search_stemming)
             batches = _ahead(bulk.staged(read_bodies(store, keys, workers), new, batch_sizes()))
             try:
                 n = index.rebuild(batches, sources, tick, keep=live)
@@ -241,7 +241,7 @@ class Follower:
             self._empty(seen)
             return 0
         try:
-            with SearchIndex.open(self.cfg.state_dir, writer=True) as index:
+            with SearchIndex.open(self.cfg.state_dir, writer=True, stemming=self.cfg.search_stemming) as index:
                 n = index.add(read_records(store, keys, 1))
         except RebuildRunning:
             self.log.info("search.rebuild_running", keys=len(keys))  # the journal is kept for the next run
@@ -308,7 +308,7 @@ class Follower:
             self.catch_up(store, seen)
             return
         try:
-            with SearchIndex.open(self.cfg.state_dir, writer=True) as index:  # durable once closed
+            with SearchIndex.open(self.cfg.state_dir, writer=True, stemming=self.cfg.search_stemming) as index:  # durable once closed
                 index.add((key, json.loads(body)) for key, body in stored)
         except RebuildRunning:
             self.log.info("search.rebuild_running", keys=len(stored))  # the journal is kept for the next run

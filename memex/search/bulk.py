@@ -28,7 +28,7 @@ from pathlib import Path
 from memex.errors import StateError
 from memex.records import encode_id
 from memex.search.rows import free_ids, is_record_key, time_id, timestamp
-from memex.search.schema import INSERT_FTS, SCHEMA_VERSION
+from memex.search.schema import SCHEMA_VERSION, insert_fts
 
 
 def _s(path: str) -> str:
@@ -102,7 +102,7 @@ _LINKED = " UNION ALL ".join(
     ]
 )
 INSERT_LINKS = f"INSERT OR IGNORE INTO links(ref, id) SELECT src || char(31) || v, id FROM ({_LINKED}) WHERE v != ''"
-INSERT_STAGED_FTS = INSERT_FTS + " JOIN stg.stage s ON s.id = f.id ORDER BY s.id"  # the batch's words, in row id order
+STAGED_FTS = " JOIN stg.stage s ON s.id = f.id ORDER BY s.id"  # after insert_fts(table): the batch's words, in row id order
 
 
 @dataclass(frozen=True)
@@ -200,14 +200,16 @@ def remove_stages(base: Path) -> None:
 
 def add_staged(db: sqlite3.Connection, path: Path, *, taken: Callable[[list[int]], set[int]],
                highest: Callable[[int, int], int | None],
-               refresh: Callable[[str], None] | None) -> tuple[int, list[str], list[tuple[str, str]]]:  # fmt: skip
+               refresh: Callable[[str], None] | None,
+               tables: tuple[str, ...] = ("fts",)) -> tuple[int, list[str], list[tuple[str, str]]]:  # fmt: skip
     """Insert the staged original records in the file at ``path`` (keys new to the index, each once) as rows, in one
     transaction of ``db`` (which must have none open); the file is removed after.
 
     Returns how many were inserted, the folders (``messages/<source>/``) they were in, and ``(key, text)`` of those
     SQLite's JSON parser refused (for the Python path); a record that is JSON but not an object is left out, as the
     Python path leaves it. ``taken`` and ``highest`` say which row ids are in use (:func:`memex.search.rows.free_ids`);
-    ``refresh`` (when revisions may be waiting) applies a message's revisions to its new row.
+    ``refresh`` (when revisions may be waiting) applies a message's revisions to its new row; ``tables`` are the
+    index's FTS5 tables, each given the rows' words.
     """
     db.execute("ATTACH DATABASE ? AS stg", (str(path),))
     try:
@@ -220,7 +222,8 @@ def add_staged(db: sqlite3.Connection, path: Path, *, taken: Callable[[list[int]
             _spread(db, taken, highest)
         db.execute(INSERT_MESSAGES)
         db.execute(INSERT_LINKS)
-        db.execute(INSERT_STAGED_FTS)
+        for table in tables:
+            db.execute(insert_fts(table) + STAGED_FTS)
         n = db.execute("SELECT count(*) FROM stg.stage").fetchone()[0]
         folders = [r[0] for r in db.execute("SELECT DISTINCT substr(key, 1, 9 + instr(substr(key, 10), '/')) FROM stg.stage")]
         if refresh is not None:
@@ -248,7 +251,7 @@ def _spread(db: sqlite3.Connection, taken: Callable[[list[int]], set[int]], high
     db.executemany("UPDATE stg.stage SET id = ? WHERE n = ?", moved)
 
 
-def copy_others(db: sqlite3.Connection, keep: Path, sources: list[str]) -> None:
+def copy_others(db: sqlite3.Connection, keep: Path, sources: list[str], tables: tuple[str, ...] = ("fts",)) -> None:
     """Copy the rows of every source but ``sources`` from the index at ``keep`` (the live one: only read) into ``db``
     (a rebuild of ``sources`` only); an index at ``keep`` of another format cannot be copied."""
     db.execute("ATTACH DATABASE ? AS old", (str(keep),))  # only read
@@ -264,7 +267,8 @@ def copy_others(db: sqlite3.Connection, keep: Path, sources: list[str]) -> None:
         db.execute(f"INSERT INTO sources SELECT * FROM old.sources WHERE source NOT IN ({marks})", sources)
         db.execute(f"INSERT INTO links SELECT l.* FROM old.links l JOIN old.messages m ON m.id = l.id WHERE m.source NOT IN ({marks})",
                    sources)  # fmt: skip
-        db.execute(INSERT_FTS + " ORDER BY f.id")
+        for table in tables:
+            db.execute(insert_fts(table) + " ORDER BY f.id")
         db.execute("COMMIT")
     finally:
         db.execute("DETACH DATABASE old")

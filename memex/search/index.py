@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from memex.errors import StateError
 from memex.fs_errors import explain, in_the_way
-from memex.records import decode_id
 from memex.search import index_path
 from memex.search.locks import RebuildRunning, reader_lock, writer_lock
 from memex.search.rows import (
@@ -32,8 +31,7 @@ from memex.search.rows import (
     revision_row,
     time_id,
 )
-from memex.search.schema import COLUMNS, FTS_COLUMNS, INSERT_FTS, SCHEMA, SCHEMA_VERSION, SECONDARY
-from memex.state.cursors import utc_now
+from memex.search.schema import COLUMNS, FTS_COLUMNS, SCHEMA_VERSION, SECONDARY, fts_tables, insert_fts, schema
 from memex.state.files import ensure_private_dir, fsync_file
 
 if TYPE_CHECKING:
@@ -48,24 +46,27 @@ SIDE_FILES = ("-journal", "-wal", "-shm")  # SQLite's files beside a database, n
 _UPDATE = f"UPDATE messages SET {', '.join(c + ' = ?' for c in COLUMNS)} WHERE id = ?"
 _INSERT_ID = f"INSERT INTO messages(id, {', '.join(COLUMNS)}, thread) VALUES ({', '.join('?' * (len(COLUMNS) + 2))})"
 _INSERT_LINK = "INSERT OR IGNORE INTO links(ref, id) VALUES (?, ?)"
-_INSERT_FTS = INSERT_FTS + " WHERE f.id = ?"  # a row's words, read from the row just written
-_INSERT_WORDS = f"INSERT INTO fts(rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"  # new rows' words, given (_fts)
+_INSERT_FTS = " WHERE f.id = ?"  # after insert_fts(table): a row's words, read from the row just written
+_INSERT_WORDS = f"INSERT INTO {{}}(rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"  # new rows' words, given (_fts)
 
 
 class SearchIndex:
     """One open index file (one connection; open one per thread)."""
 
-    def __init__(self, path: Path, *, create: bool = True, writer: bool = False, fresh: bool = False) -> None:
+    def __init__(self, path: Path, *, create: bool = True, writer: bool = False, fresh: bool = False,
+                 stemming: str = "english") -> None:  # fmt: skip
         """Open (or with ``create`` make) the index at ``path``, holding ``open.lock`` shared while it is open, and with
         ``writer`` ``rebuild.lock`` too (:class:`RebuildRunning` while a rebuild runs): :mod:`memex.search.locks`.
 
         ``fresh``: a new file for a rebuild to fill (anything at ``path`` removed first), with no rollback journal and
         no fsync (a rebuild interrupted starts again from nothing) and no locks (the rebuild holds them).
+        ``stemming``: whether a new file gets the stems' table (``search_stemming``); an existing file keeps its own.
         """
         self.path = path
         self._any_revisions = True
         self._wrote = False
         self._locks: list[int] = []
+        self.tables: tuple[str, ...] = ()  # the FTS5 tables (memex.search.schema.fts_tables)
         if not create and not path.exists():
             fault = in_the_way(path)  # a state folder that is a file is not "no index yet"
             if fault is not None:
@@ -94,10 +95,11 @@ class SearchIndex:
             if version == 0:  # a new file
                 if not fresh:
                     self.db.execute("PRAGMA journal_mode = WAL")  # kept in the file
-                self.db.executescript(SCHEMA)
+                self.db.executescript(schema(stemming))
                 for stmt in SECONDARY.values():
                     self.db.execute(stmt)
                 self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self.tables = fts_tables(self.db)
         except (RebuildRunning, StateError):
             self._unlock()
             raise
@@ -112,9 +114,9 @@ class SearchIndex:
             raise
 
     @classmethod
-    def open(cls, state_dir: Path, *, create: bool = True, writer: bool = False) -> SearchIndex:
-        """The index of ``state_dir`` (created when absent unless ``create`` is False)."""
-        return cls(index_path(state_dir), create=create, writer=writer)
+    def open(cls, state_dir: Path, *, create: bool = True, writer: bool = False, stemming: str = "english") -> SearchIndex:
+        """The index of ``state_dir`` (created when absent unless ``create`` is False, with ``stemming``)."""
+        return cls(index_path(state_dir), create=create, writer=writer, stemming=stemming)
 
     def close(self) -> None:
         """Close the connection; what it added is durable when this returns.
@@ -167,15 +169,16 @@ class SearchIndex:
         are made at the end.
         """
         self.db.execute("PRAGMA cache_size = -32768")  # 32 MiB of pages (the rows are appended; the id index is what is random)
-        self.db.execute("INSERT INTO fts(fts, rank) VALUES('hashsize', ?)", (REBUILD_HASH,))
-        self.db.execute("INSERT INTO fts(fts, rank) VALUES('automerge', 0)")  # segments merged once, at the end
-        self.db.execute("INSERT INTO fts(fts, rank) VALUES('crisismerge', ?)", (REBUILD_SEGMENTS,))
+        for t in self.tables:
+            self.db.execute(f"INSERT INTO {t}({t}, rank) VALUES('hashsize', ?)", (REBUILD_HASH,))
+            self.db.execute(f"INSERT INTO {t}({t}, rank) VALUES('automerge', 0)")  # segments merged once, at the end
+            self.db.execute(f"INSERT INTO {t}({t}, rank) VALUES('crisismerge', ?)", (REBUILD_SEGMENTS,))
         for name in SECONDARY:
             self.db.execute(f"DROP INDEX IF EXISTS {name}")
         if keep is not None and sources and keep.exists():
             from memex.search import bulk
 
-            bulk.copy_others(self.db, keep, sources)
+            bulk.copy_others(self.db, keep, sources, self.tables)
         self._any_revisions = self.db.execute("SELECT 1 FROM revisions LIMIT 1").fetchone() is not None
         n = 0
         for batch in batches:
@@ -191,10 +194,11 @@ class SearchIndex:
             self.db.execute(stmt)
         self.rebuilt(sources or [r[0] for r in self.db.execute("SELECT DISTINCT source FROM messages")])
         self.db.execute("COMMIT")
-        self.db.execute("INSERT INTO fts(fts) VALUES('optimize')")  # one segment: merged in one pass, searched fastest
-        self.db.execute("INSERT INTO fts(fts, rank) VALUES('hashsize', ?)", (POLL_HASH,))
-        self.db.execute("INSERT INTO fts(fts, rank) VALUES('automerge', 4)")  # FTS5's defaults, for the polls
-        self.db.execute("INSERT INTO fts(fts, rank) VALUES('crisismerge', 16)")
+        for t in self.tables:
+            self.db.execute(f"INSERT INTO {t}({t}) VALUES('optimize')")  # one segment: merged in one pass, searched fastest
+            self.db.execute(f"INSERT INTO {t}({t}, rank) VALUES('hashsize', ?)", (POLL_HASH,))
+            self.db.execute(f"INSERT INTO {t}({t}, rank) VALUES('automerge', 4)")  # FTS5's defaults, for the polls
+            self.db.execute(f"INSERT INTO {t}({t}, rank) VALUES('crisismerge', 16)")
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA journal_mode = WAL")  # kept in the file, for its life as the live index
         return n
@@ -209,7 +213,7 @@ class SearchIndex:
         if batch.path is not None:
             n, folders, refused = bulk.add_staged(
                 self.db, batch.path, taken=self._taken, highest=self._highest,
-                refresh=self._refresh if self._any_revisions else None)  # fmt: skip
+                refresh=self._refresh if self._any_revisions else None, tables=self.tables)  # fmt: skip
             self._touch({_source_of(folder) for folder in folders})
             parsed = [(key, doc) for key, text in refused if (doc := load_record(text.encode())) is not None]
         parsed += [(key, doc) for key, body in batch.others if (doc := load_record(body)) is not None]
@@ -252,6 +256,8 @@ class SearchIndex:
 
     def _touch(self, sources: set[str]) -> None:
         """Record that records of ``sources`` were added now."""
+        from memex.state.cursors import utc_now  # here: a search never needs it
+
         now = utc_now()
         for source in sources:
             self.db.execute("INSERT INTO sources(source, added_at) VALUES (?, ?) "
@@ -271,7 +277,9 @@ class SearchIndex:
         self.db.executemany(_INSERT_ID, [(i, *_values(row), i) for i, row in pairs])  # each its own thread, then joined
         if fresh:  # a rebuild joins every thread once, at its end (:func:`memex.search.threads.join_all`)
             self.db.executemany(_INSERT_LINK, [(ref, i) for i, row in pairs for ref in row.links])
-        self.db.executemany(_INSERT_WORDS, [(i, *_fts(row)) for i, row in pairs])  # given: read back, a fifth slower
+        words = [(i, *_fts(row)) for i, row in pairs]
+        for t in self.tables:
+            self.db.executemany(_INSERT_WORDS.format(t), words)  # given: read back, a fifth slower
         if self._any_revisions:  # a message whose revisions came first (a backfill's order): apply them now
             for (key,) in self._in("SELECT DISTINCT message_key FROM revisions WHERE message_key IN ({})", [r.key for r in rows]):
                 self._refresh(key)
@@ -317,9 +325,9 @@ class SearchIndex:
     def _update(self, row: Row, rowid: int) -> None:
         """Refresh an indexed message from its record (stored again, or read back by a catch-up). Its words leave
         FTS5 before the row changes: FTS5 reads the words to remove from the row (``fts_source``)."""
-        self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
+        self._unindex(rowid)
         self.db.execute(_UPDATE, (*_values(row), rowid))
-        self.db.execute(_INSERT_FTS, (rowid,))
+        self._reindex(rowid)
         self.db.execute("DELETE FROM links WHERE id = ?", (rowid,))
         self.db.executemany(_INSERT_LINK, [(ref, rowid) for ref in row.links])
         self._join_thread(rowid, row.links)  # a link lost is not split off (a rebuild does): links only grow in practice
@@ -338,13 +346,25 @@ class SearchIndex:
         latest = latest_text(revs)
         text = original if latest is None else latest
         deleted = bool(original_deleted) or any(r.deleted for r in revs)
-        self.db.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))  # first: FTS5 reads the words to remove from the row
+        self._unindex(rowid)  # first: FTS5 reads the words to remove from the row
         self.db.execute("UPDATE messages SET original = ?, text = ?, edited = ?, deleted = ? WHERE id = ?",
                         (None if latest is None else original, text, int(latest is not None), int(deleted), rowid))  # fmt: skip
-        self.db.execute(_INSERT_FTS, (rowid,))
+        self._reindex(rowid)
+
+    def _unindex(self, rowid: int) -> None:
+        """Take a row's words out of every FTS5 table (read from the row: before it changes)."""
+        for t in self.tables:
+            self.db.execute(f"DELETE FROM {t} WHERE rowid = ?", (rowid,))
+
+    def _reindex(self, rowid: int) -> None:
+        """Put a row's words (as it now reads) into every FTS5 table."""
+        for t in self.tables:
+            self.db.execute(insert_fts(t) + _INSERT_FTS, (rowid,))
 
     def rebuilt(self, sources: Iterable[str]) -> None:
         """Record that ``sources`` were rebuilt now."""
+        from memex.state.cursors import utc_now
+
         now = utc_now()
         for source in sources:
             self.db.execute("INSERT INTO sources(source, rebuilt_at) VALUES (?, ?) "
@@ -406,13 +426,15 @@ def _values(row: Row) -> tuple[Any, ...]:
 def _fts(row: Row) -> tuple[str, ...]:
     """A new row's words, as the view ``fts_source`` reads them from the row (FTS5's integrity check, run by the tests,
     fails if the two ever differ)."""
-    sender, conversation = f"{row.sender_name}\n{row.sender_id}", f"{row.conv_name}\n{row.conv_id}"
+    sender = f"{row.sender_name}\n{row.sender_id}"
     body = f"{row.text}\n{row.search_text}" if row.search_text else row.text
-    return (body, row.subject, sender, row.recipients, conversation, row.attachments)
+    return (body, row.subject, sender, row.recipients, row.conv_name, row.attachments, row.conv_id)
 
 
 @functools.lru_cache(maxsize=64)
 def _segment_source(segment: str) -> str:
+    from memex.records import decode_id  # here: a search never needs it
+
     return decode_id(segment) or segment
 
 

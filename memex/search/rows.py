@@ -18,7 +18,6 @@ records came in.
 
 from __future__ import annotations
 
-import json
 import zlib
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -28,6 +27,9 @@ if TYPE_CHECKING:
 
 TEXT_KINDS = ("edit", "update")  # revision kinds whose text replaces the message's
 ID_SPREAD = 1024  # row ids per millisecond (time_id)
+EARLIEST_MS, LATEST_MS = -62135596800000, 253402300800000  # 0001-01-01 and 10000-01-01, UTC
+FIRST_TIMED = EARLIEST_MS * ID_SPREAD  # the lowest row id of a message with a time
+NO_TIME = FIRST_TIMED - (1 << 40)  # a message with no time: an id below every timed one (minus 32 bits of its key's hash)
 PROBE = 64 * ID_SPREAD  # a taken row id is looked past in blocks of this many ids, 64 ms (free_ids)
 
 
@@ -72,7 +74,7 @@ def timestamp(value: Any) -> float | None:
         return None
     try:
         return datetime.fromisoformat(value).timestamp()  # Python 3.11 reads the "Z" suffix
-    except ValueError:
+    except (ValueError, OverflowError, OSError):  # a naive time far from now cannot be made local
         return None
 
 
@@ -89,6 +91,8 @@ def _names(values: Any) -> list[str]:
 
 def load_record(body: bytes) -> dict[str, Any] | None:
     """The record ``body`` holds, or None when it is not a JSON object (left out, like an unreadable object)."""
+    import json  # here: a search never reads a record
+
     try:
         doc = json.loads(body)
     except ValueError:
@@ -177,13 +181,14 @@ def latest_text(revisions: list[RevisionRow]) -> str | None:
 
 
 def time_id(ts: float | None, key: str) -> int:
-    """A message's first-choice row id: its time in milliseconds times 1024 plus 10 bits of its key's hash, so
-    that id order is time order (the FTS5 table then gives the newest matches first without sorting them all);
-    a message with no time gets a negative id (last). A taken id is replaced by a free one after it (:func:`free_ids`)."""
+    """A message's first-choice row id: its time in milliseconds (negative before 1970) times 1024 plus 10 bits of its
+    key's hash, so that id order is time order (the FTS5 table then gives the newest matches first without sorting
+    them all); a message with no time gets an id below :data:`FIRST_TIMED` (last). A taken id is replaced by a free
+    one after it (:func:`free_ids`)."""
     spread = zlib.crc32(key.encode("utf-8", "surrogatepass"))
     if ts is None:
-        return -1 - spread
-    return max(0, int(ts * 1000)) * ID_SPREAD + (spread % ID_SPREAD)
+        return NO_TIME - spread
+    return _ms(ts) * ID_SPREAD + (spread % ID_SPREAD)
 
 
 def free_ids(wanted: list[int], taken: Callable[[list[int]], set[int]], highest: Callable[[int, int], int | None]) -> list[int]:
@@ -223,6 +228,11 @@ def _past_taken(want: int, tops: dict[int, int], highest: Callable[[int, int], i
         want = end
 
 
+def _ms(ts: float) -> int:
+    """Milliseconds since the epoch, kept within the years 1 to 9999 (what a record's time can say)."""
+    return min(max(int(ts * 1000), EARLIEST_MS), LATEST_MS)
+
+
 def id_at(ts: float) -> int:
-    """The lowest row id of a message sent at or after ``ts`` (after:/before: become row id ranges)."""
-    return max(0, int(ts * 1000)) * ID_SPREAD
+    """The lowest row id of a message sent at or after ``ts`` (after:/before:/date: become row id ranges)."""
+    return _ms(ts) * ID_SPREAD

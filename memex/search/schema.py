@@ -2,8 +2,9 @@
 
 ``messages`` holds one row per stored message (the fields queries filter on, the latest text, and the original text
 once an edit replaced it: NULL until then), appended in arrival order; its ``id`` is in time order
-(:func:`memex.search.rows.time_id`) and is FTS5's rowid. ``fts`` is an FTS5 table whose content is read from
-``messages`` through the view ``fts_source`` (so a row's words must leave FTS5 before the row changes).
+(:func:`memex.search.rows.time_id`, negative before 1970) and is FTS5's rowid. ``fts`` is an FTS5 table whose content
+is read from ``messages`` through the view ``fts_source`` (so a row's words must leave FTS5 before the row changes);
+``fts_stem`` (unless ``search_stemming = "none"``) indexes the same columns by their English stems (FTS5's ``porter``).
 ``revisions`` keeps every revision seen (one that arrives before its message is applied when the message comes);
 ``sources`` when records of a source were last added and the index last rebuilt. ``links`` ties each row to the
 IDs that join it to its conversation (:mod:`memex.search.rows`: ``thread`` is the lowest row id of the rows linked
@@ -13,10 +14,13 @@ together); ``search_text`` is searched as part of the text (``body``) but never 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3  # 2: messages appended in arrival order (id a unique column), FTS5's content read from them;
-# 3: recipients' names, search_text, threads (links, thread) and the group-by indexes
-FTS_COLUMNS = "body, subject, sender, recipients, conversation, attachments"  # fts's columns, as fts_source names them
-SCHEMA = f"""
+SCHEMA_VERSION = 4  # 2: messages appended in arrival order (id a unique column), FTS5's content read from them;
+# 3: recipients' names, search_text, threads (links, thread) and the group-by indexes; 4: row ids negative before 1970,
+# a second FTS5 table of stems, the conversation's id an FTS5 column of its own (bare words do not match a Message-ID)
+FTS_COLUMNS = "body, subject, sender, recipients, conversation, attachments, conv_id"  # fts's columns, as fts_source names them
+EXACT, STEM = "fts", "fts_stem"  # the FTS5 tables: every word as written (and its prefixes), and every word's stem
+STEMMERS = {"english": "porter unicode61 remove_diacritics 2"}  # search_stemming -> fts_stem's tokenizer ("none": no table)
+_TABLES = """
 CREATE TABLE IF NOT EXISTS messages(
   id INTEGER NOT NULL UNIQUE, key TEXT NOT NULL UNIQUE, source TEXT NOT NULL, native_id TEXT NOT NULL, sent_at TEXT,
   ts REAL, conv_id TEXT NOT NULL, conv_name TEXT NOT NULL, sender_id TEXT NOT NULL, sender_name TEXT NOT NULL,
@@ -30,14 +34,42 @@ CREATE TABLE IF NOT EXISTS revisions(key TEXT PRIMARY KEY, message_key TEXT NOT 
 CREATE INDEX IF NOT EXISTS revisions_message ON revisions(message_key);
 CREATE VIEW IF NOT EXISTS fts_source AS SELECT id,
   CASE search_text WHEN '' THEN text ELSE text || char(10) || search_text END AS body, subject, sender_name || char(10) || sender_id AS sender,
-  recipients, conv_name || char(10) || conv_id AS conversation, attachments FROM messages;
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5({FTS_COLUMNS},
-  content = 'fts_source', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3');
+  recipients, conv_name AS conversation, attachments, conv_id FROM messages;
 CREATE TABLE IF NOT EXISTS sources(source TEXT PRIMARY KEY, added_at TEXT, rebuilt_at TEXT);
 """
-# Rows' words into FTS5, read as FTS5 reads them to remove them (through fts_source, as ``f``); the caller adds which
-# rows (a WHERE, or a join and an order).
-INSERT_FTS = f"INSERT INTO fts(rowid, {FTS_COLUMNS}) SELECT f.id, {', '.join('f.' + c for c in FTS_COLUMNS.split(', '))} FROM fts_source f"
+_FTS = """CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5({columns},
+  content = 'fts_source', content_rowid = 'id', tokenize = '{tokenize}'{more});
+"""
+
+
+def schema(stemming: str) -> str:
+    """The tables of a new index: with ``stemming`` (a :data:`STEMMERS` key) the stems' table too ("none": not)."""
+    out = _TABLES + _FTS.format(table=EXACT, columns=FTS_COLUMNS, tokenize="unicode61 remove_diacritics 2", more=", prefix = '2 3'")
+    if stemming in STEMMERS:
+        out += _FTS.format(table=STEM, columns=FTS_COLUMNS, tokenize=STEMMERS[stemming], more="")
+    return out
+
+
+SCHEMA = schema("english")
+
+
+def insert_fts(table: str) -> str:
+    """Rows' words into the FTS5 ``table``, read as FTS5 reads them to remove them (through fts_source, as ``f``); the
+    caller adds which rows (a WHERE, or a join and an order)."""
+    return (
+        f"INSERT INTO {table}(rowid, {FTS_COLUMNS}) SELECT f.id, {', '.join('f.' + c for c in FTS_COLUMNS.split(', '))} FROM fts_source f"
+    )
+
+
+INSERT_FTS = insert_fts(EXACT)
+
+
+def fts_tables(db: object) -> tuple[str, ...]:
+    """The FTS5 tables the open index ``db`` (a ``sqlite3.Connection``) has: ``fts``, and ``fts_stem`` when it stems."""
+    found = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE name IN (?, ?)", (EXACT, STEM))}  # type: ignore[attr-defined]
+    return tuple(t for t in (EXACT, STEM) if t in found)
+
+
 SECONDARY = {  # dropped during a rebuild, made again at its end
     "messages_ts": "CREATE INDEX IF NOT EXISTS messages_ts ON messages(ts)",
     "messages_native": "CREATE INDEX IF NOT EXISTS messages_native ON messages(native_id)",

@@ -104,3 +104,66 @@ def test_the_collector_is_tuned_for_a_one_shot_poll_or_backfill_only(tmp_path: P
     out = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     threshold, frozen = out.stdout.splitlines()[-1].split()  # after what the command itself printed
     assert (int(threshold) == ONE_SHOT_GEN0, frozen == "True") == (tuned, tuned)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["search", "lease"], ("search", None, ("lease",), 20, False, False)),
+        (
+            ["--config", "c.toml", "search", "-n", "5", "--rank", "--json", "a", "OR", "b"],
+            ("search", Path("c.toml"), ("a", "OR", "b"), 5, True, True),
+        ),
+        (["--config=c.toml", "search", "--limit=7", "(a", "-b)"], ("search", Path("c.toml"), ("(a", "-b)"), 7, False, False)),
+        (["search", "lease", "--json"], ("search", None, ("lease", "--json"), 20, False, False)),  # refused by the query's check
+        (["show", "KEY"], ("show", None, ("KEY",), 0, False, False)),
+        (["show", "--json", "KEY"], ("show", None, ("KEY",), 0, False, True)),
+        (["index", "status"], ("index status", None, (), 0, False, False)),
+        (["index", "status", "--json"], ("index status", None, (), 0, False, True)),
+    ],
+)
+def test_a_plain_search_show_or_index_status_line_is_understood(argv: list[str], expected: tuple[object, ...]) -> None:
+    """The plain forms of search, show and index status are parsed as click would parse them."""
+    from memex.cli.find import find_args
+
+    args = find_args(argv, {})
+    assert args is not None
+    assert (args.command, args.config_path, args.words, args.limit, args.rank, args.as_json) == expected
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search"], ["search", "--help"], ["search", "-h", "x"], ["search", "--", "-x"], ["search", "-x"],
+        ["search", "-n", "0", "x"], ["search", "-n", "x", "y"], ["search", "-n"], ["search", "-n5", "x"],
+        ["search", "--json", "--json", "x"], ["--debug", "search", "x"], ["show"], ["show", "a", "b"],
+        ["show", "--help", "a"], ["index", "status", "x"], ["index", "rebuild"], ["status"],
+    ],
+)  # fmt: skip
+def test_every_other_search_show_or_index_line_goes_to_click(argv: list[str]) -> None:
+    """Help, --, a first word starting with -, a bad or repeated option, other commands: None (click decides)."""
+    from memex.cli.find import find_args
+
+    assert find_args(argv, {}) is None
+    assert find_args(["search", "x"], {"MEMEX_DEBUG": "1"}) is None
+
+
+def test_search_show_and_index_status_say_the_same_either_way_and_the_plain_path_imports_no_click(tmp_path: Path) -> None:
+    """Results, JSON, a refused query, a message shown and the status table: the same bytes and exit code whether
+    the entry runs them (plain) or click does (--debug); the plain search imports neither click nor rich."""
+    from tests.core.test_search import sources
+
+    cfg = write_config(tmp_path, {"md": sources(tmp_path)["md"]})
+    assert run_cli("poll", "md", config=cfg).returncode == 0
+    lines = [("search", "lease"), ("search", "-n", "1", "--json", "lease", "OR", "lunch"), ("search", "(lease"),
+             ("search", "lease", "-n", "2"), ("show", "lunch@example.net"), ("show", "--json", "nosuch"),
+             ("index", "status"), ("index", "status", "--json")]  # fmt: skip
+    for line in lines:
+        plain, via_click = run_cli(*line, config=cfg), run_cli("--debug", *line, config=cfg)
+        assert (plain.returncode, plain.stdout, plain.stderr) == (via_click.returncode, via_click.stdout, via_click.stderr), line
+        assert plain.stdout or plain.returncode, line
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "memex", "--config", str(cfg), "search", "lease"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0 and "lease" in out.stdout
+    imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+    assert not imported & {"click", "rich", "structlog", "boto3"}, imported & {"click", "rich", "structlog", "boto3"}

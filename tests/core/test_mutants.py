@@ -1065,9 +1065,9 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/search/index.py",
-        [("        self.db.execute(\"DELETE FROM fts WHERE rowid = ?\", (rowid,))  # first: FTS5 reads the words to remove from the row\n", ""),
+        [("        self._unindex(rowid)  # first: FTS5 reads the words to remove from the row\n", ""),
          ("int(latest is not None), int(deleted), rowid))  # fmt: skip\n",
-          "int(latest is not None), int(deleted), rowid))  # fmt: skip\n        self.db.execute(\"DELETE FROM fts WHERE rowid = ?\", (rowid,))\n")],
+          "int(latest is not None), int(deleted), rowid))  # fmt: skip\n        self._unindex(rowid)\n")],
         ["tests/core/test_search.py::test_an_edit_makes_the_old_text_unfindable_and_an_unsend_hides_the_message"],
         id="search-words-removed-after-the-row-changed",
     ),
@@ -1099,10 +1099,10 @@ MUTANTS = [
         [("    lines = [f\"{name + ':':<13} {visible(value)}\" for name, value in head]\n",
           "    lines = [f\"{name + ':':<13} {value}\" for name, value in head]\n"),
          ('    lines += ["", visible(doc.get("text") or "(no text)", multiline=True)]\n', '    lines += ["", doc.get("text") or "(no text)"]\n'),
-         ("memex/cli/search.py", '        click.echo("  ".join(visible(x) for x in (', '        click.echo("  ".join(str(x) for x in ('),
-         ("memex/cli/search.py", '            line.append(visible(piece), style="bold yellow" if marked else "")\n',
+         ("memex/cli/find.py", '        echo("  ".join(visible(x) for x in (', '        echo("  ".join(str(x) for x in ('),
+         ("memex/cli/find.py", '            line.append(visible(piece), style="bold yellow" if marked else "")\n',
           '            line.append(piece, style="bold yellow" if marked else "")\n'),
-         ("memex/cli/search.py", '        line.append(visible(_cut(_sender(r), PLAIN_WIDTH)), style="green")\n',
+         ("memex/cli/find.py", '        line.append(visible(_cut(_sender(r), PLAIN_WIDTH)), style="green")\n',
           '        line.append(_cut(_sender(r), PLAIN_WIDTH), style="green")\n')],
         ["tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[show]",
          "tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[search]",
@@ -1316,6 +1316,37 @@ MUTANTS = [
     # ---- rows of branch i33-mbox: append below ----
     # ---- end of i33-mbox ----
     # ---- rows of branch i34-query: append below ----
+    pytest.param(
+        "memex/search/query.py",
+        [("        if op == \"or\":\n            return _disj(", "        if op == \"or\":\n            return _conj(")],
+        ["tests/core/test_search_query.py::test_boolean_operators_combine_as_notmuch_reads_them"],
+        id="search-or-read-as-and",
+    ),
+    pytest.param(
+        "memex/search/parse.py",
+        [("                raise QueryError(f\"{tok.text.upper()} needs a term before it\")\n",
+          "                self.take()\n                return Term(None, \"*\", False, False)\n")],
+        ["tests/core/test_bad_inputs_search.py::test_a_bad_query_gets_one_line_and_exit_2[search-and-alone]"],
+        id="search-a-lone-operator-returns-everything",
+    ),
+    pytest.param(
+        "memex/search/parse.py",
+        [("                raise QueryError(\"unclosed parenthesis: a ( has no matching )\")\n", "                return node\n")],
+        ["tests/core/test_bad_inputs_search.py::test_a_bad_query_gets_one_line_and_exit_2[search-unclosed-paren]"],
+        id="search-unclosed-parenthesis-read-as-closed",
+    ),
+    pytest.param(
+        "memex/search/rows.py",
+        [("    return min(max(int(ts * 1000), EARLIEST_MS), LATEST_MS)\n", "    return min(max(int(ts * 1000), 0), LATEST_MS)\n")],
+        ["tests/core/test_search_query.py::test_dates_and_ranges_find_what_they_name_before_1970_too"],
+        id="search-times-before-1970-clamped",
+    ),
+    pytest.param(
+        "memex/search/query.py",
+        [("and not t.quoted and not t.prefix", "and not t.prefix")],
+        ["tests/core/test_search_query.py::test_words_match_by_their_stem_but_phrases_prefixes_fields_and_capitals_as_written"],
+        id="search-phrases-stemmed",
+    ),
     # ---- end of i34-query ----
     # ---- rows of branch i34-index: append below ----
     pytest.param(
@@ -1353,6 +1384,24 @@ MUTANTS = [
     ),
     # ---- end of i34-index ----
     # ---- rows of branch i35-people: append below ----
+    pytest.param(
+        "memex/people/book.py",
+        [("        if not _same_name([cards[i].name for i in who]):\n", "        if False:\n")],
+        ["tests/core/test_people.py::test_one_contact_exported_five_times_is_one_person_and_a_shared_address_with_another_name_a_conflict"],
+        id="people-handle-shared-by-two-names-merged",
+    ),
+    pytest.param(
+        "memex/people/book.py",
+        [("        for handle in filter(None, (normalize(x, rules) for x in d.handles)):\n", "        for handle in ():\n")],
+        ["tests/core/test_people_search.py::test_with_a_person_finds_exactly_their_messages_in_every_source"],
+        id="people-decisions-ignored",
+    ),
+    pytest.param(
+        "memex/people/lookup.py",
+        [('"to": (f"{received} EXCEPT {sent}", handles * 2)', '"to": (received, handles)')],
+        ["tests/core/test_people_search.py::test_with_a_person_finds_exactly_their_messages_in_every_source"],
+        id="people-to-counts-what-they-sent",
+    ),
     # ---- end of i35-people ----
     # ---- rows of branch i36-mcp: append below ----
     pytest.param(

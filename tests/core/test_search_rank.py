@@ -42,7 +42,7 @@ def test_a_ranked_search_answers_as_ranking_every_match(tmp_path: Path, query: s
             calls.clear()
             full = [tuple(r) for r in index.select(*q.sql(limit, rank=True))]
             assert q.run(select, limit, rank=True) == full, (query, limit)
-            windowed = "+fts.rowid IN" in calls[0]
+            windowed = ".rowid IN (SELECT rowid FROM (SELECT rowid, bm25(" in calls[0]
             if query == "lease" and limit <= 100:
                 assert windowed and len(calls) == 1  # answered from the window
             if query == "lease source:other" and limit <= 100:

@@ -1,0 +1,140 @@
+"""``memex search`` against ``notmuch search`` from the command line: the same real mails indexed by both.
+
+The corpus of ``tests/email/test_search_vs_notmuch.py`` (every test mail with a Message-ID, one Maildir) is indexed
+by ``notmuch new`` and by a memex poll; then for each query, ``--runs`` runs of ``memex search QUERY`` (the console
+script, as a user types it; ``--install regular`` (the default) runs it as a regular install does, ``dev`` from this
+venv's editable install, whose finder alone costs more than notmuch's whole search) and of ``notmuch search QUERY`` are alternated, output to /dev/null, and the medians of
+their wall (and CPU) times compared: ratio = memex's median over notmuch's (the goal: <= 3x); the same Python
+interpreter running nothing is timed alongside, the floor any Python command starts from, and the same search
+through click (``--debug`` sends it there: the way every search went before the plain path). Also the in-process search of
+the same queries (parse and run on an open index), to show what of the command's time is start-up.
+
+    python -m bench.search_vs_notmuch --runs 21
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.conftest import run_cli, write_config
+from tests.email.notmuch_corpus import make_maildir, notmuch_index
+
+QUERIES = ["test", "from:mikel", "from:barry OR from:jamis", "(test OR netscape) AND (from:doug OR from:mikel)",
+           '"mail delivery"', "deliv*", "date:2009..2010", "subject:hello", "messages", "not (netscape or apache)"]  # fmt: skip
+
+
+SCRIPT = """#!{python}
+import re
+import sys
+from memex.cli.entry import main
+if __name__ == "__main__":
+    sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
+    sys.exit(main())
+"""
+
+
+def installed(work: Path) -> str:
+    """A ``memex`` as a regular (not editable) install runs it: a fresh venv whose site-packages puts memex and its
+    dependencies on ``sys.path`` by a plain ``.pth`` (no editable finder to import), and pip's console script."""
+    import site
+    import venv
+
+    venv.create(work / "venv", with_pip=False)
+    lib = next((work / "venv" / "lib").glob("python3*")) / "site-packages"
+    deps = [p for p in site.getsitepackages() if p.startswith(sys.prefix)]
+    (lib / "memex-bench.pth").write_text("\n".join([str(Path(__file__).resolve().parent.parent), *deps]) + "\n")
+    script = work / "venv" / "bin" / "memex"
+    script.write_text(SCRIPT.format(python=work / "venv" / "bin" / "python"))
+    script.chmod(0o755)
+    return str(script)
+
+
+def wall(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Seconds ``cmd`` took, wall and CPU (user + system), its output thrown away."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    took = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return took, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> None:
+    """Index the corpus with both, time each query alternately, print the medians and ratios."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=21, help="runs of each command per query (alternated)")
+    ap.add_argument("--install", choices=("regular", "dev"), default="regular",
+                    help="regular: memex as pip installs it (default); dev: this venv's editable install")  # fmt: skip
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="memex-bench-notmuch-"))
+    dev = shutil.which("memex", path=str(Path(sys.executable).parent)) or "memex"
+    memex = installed(work) if args.install == "regular" else dev
+    print(f"machine: {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}; {args.install} install: {memex}", flush=True)
+    try:
+        maildir = make_maildir(work)
+        nm_env = notmuch_index(work, maildir)
+        cfg = write_config(work, {"mail": {"type": "maildir", "path": str(maildir), "settle_seconds": 0}})
+        assert run_cli("poll", "mail", config=cfg).returncode == 0
+        env = {k: v for k, v in os.environ.items() if k not in ("MEMEX_CONFIG", "MEMEX_DEBUG", "PYTHONDONTWRITEBYTECODE")}
+        ratios: list[float] = []
+        every: dict[str, list[tuple[float, float]]] = {"memex": [], "notmuch": [], "python": [], "click": []}
+        floor = [str(Path(memex).with_name("python")), "-c", "pass"]
+        print(f"{len(list((maildir / 'cur').iterdir()))} mails; medians of {args.runs} alternated runs per query (wall, cpu)")
+        for query in QUERIES:
+            cmds = {"memex": ([memex, "--config", str(cfg), "search", "-n", "1000", query], env),
+                    "notmuch": (["notmuch", "search", "--output=messages", query], nm_env), "python": (floor, env),
+                    "click": ([memex, "--config", str(cfg), "--debug", "search", "-n", "1000", query], env)}  # fmt: skip
+            for cmd, e in cmds.values():
+                wall(cmd, e)  # warm-up: page cache, bytecode
+            times: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
+            for i in range(args.runs):
+                for name in list(cmds) if i % 2 == 0 else list(cmds)[::-1]:
+                    times[name].append(wall(*cmds[name]))
+            for k, v in times.items():
+                every[k] += v
+            a, b = (statistics.median(w for w, _ in times[k]) for k in ("memex", "notmuch"))
+            ca, cb = (statistics.median(c for _, c in times[k]) for k in ("memex", "notmuch"))
+            ratios.append(a / b)
+            print(f"  memex {a * 1000:6.1f} ms (cpu {ca * 1000:5.1f})  notmuch {b * 1000:6.1f} ms (cpu {cb * 1000:5.1f})  "
+                  f"{a / b:5.2f}x  {query}", flush=True)  # fmt: skip
+        med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in every.items()}
+        (a, ca), (b, cb), (p, cp), (k, ck) = med["memex"], med["notmuch"], med["python"], med["click"]
+        print(f"all queries: memex {a * 1000:.1f} ms (cpu {ca * 1000:.1f}), notmuch {b * 1000:.1f} ms (cpu {cb * 1000:.1f}): "
+              f"{a / b:.2f}x wall, {ca / cb:.2f}x cpu (per query {min(ratios):.2f}x to {max(ratios):.2f}x); "
+              f"the same Python doing nothing: {p * 1000:.1f} ms (cpu {cp * 1000:.1f}), {p / b:.2f}x notmuch; "
+              f"the same search through click (--debug, the path before): {k * 1000:.1f} ms (cpu {ck * 1000:.1f}), {k / b:.2f}x")  # fmt: skip
+        in_process(work / "state", args.runs)
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def in_process(state: Path, runs: int) -> None:
+    """The same queries parsed and run on an open index: the search itself, without start-up."""
+    from memex.search.index import SearchIndex
+    from memex.search.query import parse
+
+    with SearchIndex.open(state, create=False) as index:
+        times = []
+        for query in QUERIES:
+            for _ in range(runs):
+                t = time.perf_counter()
+                parse(query).run(index.select, 1000)
+                times.append(time.perf_counter() - t)
+    print(f"in process: median {statistics.median(times) * 1000:.2f} ms over {len(times)} runs")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Person terms of a search: ``with:PERSON``, and ``from:``/``to:`` naming someone you set up.
+
+:class:`Lookup` is handed to the query compiler (:func:`memex.search.query.parse`) and opens the people layer only
+when a query has such a term, so a search without one costs nothing more. What a term takes:
+
+- ``with:VALUE``: the people VALUE names (an ID, a name or words of it, a handle) and every message they sent or
+  received; a value that names nobody is matched as words in the sender and recipients (``from:`` OR ``to:``);
+- ``from:VALUE`` and ``to:VALUE``: the same, but only for people you set up (a contact card or your people file):
+  for anyone else ``from:`` and ``to:`` stay notmuch's word match on the sender and the recipients, so a search
+  without ``[people]`` answers exactly as before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from memex.config import Config
+
+
+class Lookup:
+    """``(field, value) -> message IDs | None`` over the people of ``cfg`` and the search index at ``index``."""
+
+    def __init__(self, cfg: Config, index: Path) -> None:
+        self.cfg = cfg
+        self.index = index
+        self._people: Any = None
+
+    def _setup(self) -> bool:
+        """Whether the user set people up (a [people] table or a people file): ``from:``/``to:`` take persons then."""
+        if self.cfg.people:
+            return True
+        from memex.people import DEFAULT_FILE
+
+        folder = self.cfg.path.parent if self.cfg.path is not None else Path.cwd()
+        return (folder / DEFAULT_FILE).exists()
+
+    def __call__(self, field: str, value: str) -> list[int] | None:
+        """The IDs of the messages the person ``value`` names sent, received or either (``field``), or None."""
+        if field != "with" and not self._setup():
+            return None
+        if self._people is None:
+            from memex.people import open_people
+
+            self._people = open_people(self.cfg, index=self.index)
+        people = self._people
+        found = people.book.find(value, people.settings.rules)
+        if field != "with":
+            found = [p for p in found if any(o != "messages" for o in p.origins)]
+        if not found or people.conn is None:
+            return None if not found else []
+        handles = sorted({h for p in found for h in p.handles})
+        if not handles:
+            return []
+        marks = ",".join("?" * len(handles))
+        sent = f"SELECT msg_id FROM handles WHERE role = 0 AND handle IN ({marks})"
+        received = f"SELECT msg_id FROM handles WHERE role = 1 AND handle IN ({marks})"
+        sql, params = {"from": (sent, handles), "with": (f"{sent} UNION {received}", handles * 2),
+                       # to: what they received and did not send (a chat lists its sender among its members too)
+                       "to": (f"{received} EXCEPT {sent}", handles * 2)}[field]  # fmt: skip
+        return [msg_id for (msg_id,) in people.conn.execute(sql, params)]
+
+    def close(self) -> None:
+        """Close the people layer if a term opened it."""
+        if self._people is not None:
+            self._people.close()

@@ -1,0 +1,142 @@
+"""Which handles each indexed message names, kept beside the search index in ``<state_dir>/search/people.sqlite``.
+
+For every row of the search index it holds the message's handles, normalized (:mod:`memex.people.handles`): the
+sender's (role 0) and each recipient's or other participant's (role 1), the display names seen with each, and the
+handles the sources marked as the user's own. It says nothing about who is who: that is the book
+(:mod:`memex.people.book`), made at query time from your cards and decisions, so editing people needs neither a
+re-poll nor a rebuild. It follows the index by the index rows' arrival order (SQLite's rowid) and starts again
+when the index file was replaced (``memex index rebuild``) or the comparison rules changed; it is derived data,
+deleted and made again at will.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from memex.people.handles import Rules, normalize
+
+FILE = "people.sqlite"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS handles(msg_id INTEGER NOT NULL, handle TEXT NOT NULL, role INTEGER NOT NULL, source TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS handles_handle ON handles(handle, role);
+CREATE TABLE IF NOT EXISTS names(handle TEXT NOT NULL, name TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY(handle, name));
+CREATE TABLE IF NOT EXISTS mine(handle TEXT PRIMARY KEY);
+"""
+BATCH = 5000
+
+
+def path(index: Path) -> Path:
+    """The handles file beside the search index file ``index``."""
+    return index.parent / FILE
+
+
+def _identity(index: Path, rules: Rules) -> str:
+    """What the kept handles were made from: the index file (a rebuild makes a new one) and the rules."""
+    st = os.stat(index)
+    return f"{st.st_dev}:{st.st_ino}:{rules.region or ''}:{int(rules.gmail_rules)}"
+
+
+def follow(index: Path, rules: Rules) -> sqlite3.Connection:
+    """The handles file brought up to date with the index at ``index``; the connection has it as ``main``.
+
+    Creating or updating it is the only write; a read-only state folder gives a handles table in memory instead.
+    """
+    try:
+        conn = sqlite3.connect(path(index), timeout=10, isolation_level=None)
+        conn.executescript(SCHEMA)
+    except sqlite3.OperationalError:  # cannot write beside the index: made in memory for this command
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn.executescript(SCHEMA)
+    identity = _identity(index, rules)
+    row = conn.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if row is None or row[0] != identity:
+            for table in ("handles", "names", "mine"):
+                conn.execute(f"DELETE FROM {table}")
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('identity', ?), ('rowid', '0')", (identity,))
+        (mark,) = conn.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'rowid'").fetchone()
+        mark = _catch_up(conn, index, int(mark), rules)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'rowid'", (str(mark),))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return conn
+
+
+def _catch_up(conn: sqlite3.Connection, index: Path, mark: int, rules: Rules) -> int:
+    """Add the handles of every index row after rowid ``mark``; the new mark."""
+    src = sqlite3.connect(f"{index.as_uri()}?mode=ro", uri=True, timeout=10)
+    try:
+        while True:
+            rows = src.execute("SELECT rowid, id, source, sender_id, sender_name, is_me, recipients FROM messages WHERE rowid > ? "
+                               "ORDER BY rowid LIMIT ?", (mark, BATCH)).fetchall()  # fmt: skip
+            if not rows:
+                return mark
+            handles: list[tuple[int, str, int, str]] = []
+            names: dict[tuple[str, str], int] = {}
+            mine: set[str] = set()
+            for rowid, msg_id, source, sender_id, sender_name, is_me, recipients in rows:
+                mark = rowid
+                for handle, role, name in _handles(sender_id, sender_name, recipients, rules):
+                    handles.append((msg_id, handle, role, source))
+                    if name:
+                        names[(handle, name)] = names.get((handle, name), 0) + 1
+                    if role == 0 and is_me:
+                        mine.add(handle)
+            conn.executemany("INSERT INTO handles VALUES (?, ?, ?, ?)", handles)
+            conn.executemany("INSERT INTO names VALUES (?, ?, ?) ON CONFLICT(handle, name) DO UPDATE SET n = n + excluded.n",
+                             [(h, n, c) for (h, n), c in names.items()])  # fmt: skip
+            conn.executemany("INSERT OR IGNORE INTO mine VALUES (?)", [(h,) for h in mine])
+    finally:
+        src.close()
+
+
+def _handles(sender_id: str, sender_name: str, recipients: str, rules: Rules) -> Iterator[tuple[str, int, str | None]]:
+    """(handle, role, display name) of one row: the sender's (0), then each recipient's (1), each once."""
+    done: set[str] = set()
+    sender = normalize(sender_id, rules) if sender_id else normalize(sender_name, rules) if sender_name else None
+    if sender is not None:
+        done.add(sender)
+        yield sender, 0, sender_name or None
+    for raw in recipients.split("\n") if recipients else ():
+        name, address = _split_name(raw)
+        handle = normalize(address, rules)
+        if handle is not None and handle not in done:
+            done.add(handle)
+            yield handle, 1, name
+
+
+def _split_name(raw: str) -> tuple[str | None, str]:
+    """``Anna Berg <anna@example.com>`` -> (``Anna Berg``, ``anna@example.com``); a bare handle has no name."""
+    raw = raw.strip()
+    if raw.endswith(">") and "<" in raw:
+        name, _, address = raw[:-1].rpartition("<")
+        return name.strip().strip('"') or None, address.strip()
+    return None, raw
+
+
+def seen(conn: sqlite3.Connection) -> Iterator[tuple[str, int, dict[str, int], bool]]:
+    """Every handle: (handle, messages naming it, display names with counts, whether it is the user's)."""
+    names: dict[str, dict[str, int]] = {}
+    for handle, name, n in conn.execute("SELECT handle, name, n FROM names"):
+        names.setdefault(handle, {})[name] = n
+    mine = {h for (h,) in conn.execute("SELECT handle FROM mine")}
+    for handle, count in conn.execute("SELECT handle, COUNT(DISTINCT msg_id) FROM handles GROUP BY handle"):
+        yield handle, count, names.get(handle, {}), handle in mine
+
+
+def counts(conn: sqlite3.Connection, handles: set[str]) -> dict[str, int]:
+    """Messages naming any of ``handles``, per source."""
+    if not handles:
+        return {}
+    marks = ",".join("?" * len(handles))
+    rows: list[Any] = conn.execute(f"SELECT source, COUNT(DISTINCT msg_id) FROM handles WHERE handle IN ({marks}) GROUP BY source",
+                                   sorted(handles)).fetchall()  # fmt: skip
+    return {source: n for source, n in rows}

@@ -1,0 +1,125 @@
+"""The query language over a small index, in process: notmuch's boolean operators and their precedence, dates (before
+1970 too, relative ones), stemming (and where it does not apply), exact forms ranked first, and ``search_stemming =
+"none"``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memex.search.dates import date_range
+from memex.search.index import SearchIndex
+from memex.search.query import parse
+from memex.search.schema import STEM
+
+MESSAGES = {  # native id: (sender, subject, text, sent_at, source)
+    "a": ("barry@example.com", "patch for the archive", "a message about stemming", "2010-03-01T10:00:00Z", "mail"),
+    "b": ("lars@example.com", "archive run", "two messages here", "2011-06-01T10:00:00Z", "mail"),
+    "c": ("keithp@keithp.com", "a patch", "Wibble", "2012-09-01T10:00:00Z", "mail"),
+    "d": ("keithp@keithp.com", "lunch", "zendesk ticket", "2009-11-17T12:00:00Z", "chat"),
+    "e": ("anna@example.com", "valentine", "sent in 1969", "1969-02-14T09:00:00Z", "mail"),
+    "f": ("anna@example.com", "no date", "undated message", None, "mail"),
+}
+
+
+def _records() -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for nid, (sender, subject, text, sent_at, source) in MESSAGES.items():
+        doc: dict[str, Any] = {"source": source, "native_id": nid, "text": text, "sent_at": sent_at,
+                               "sender": {"id": sender}, "extra": {"subject": subject}}  # fmt: skip
+        out.append((f"messages/{source}/{nid}.json", doc))
+    return out
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Any:
+    """An index of :data:`MESSAGES` (stemmed: the default)."""
+    with SearchIndex(tmp_path / "index.sqlite") as idx:
+        idx.add(_records())
+        yield idx
+
+
+def found(index: SearchIndex, query: str, *, rank: bool = False) -> list[str]:
+    """The native ids ``query`` finds (newest first, or ranked)."""
+    q = parse(query, stemmed=STEM in index.tables)
+    return [r["native_id"] for r in q.run(index.select, 100, rank=rank)]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("from:barry OR from:lars", {"a", "b"}),
+        ("from:barry or from:lars", {"a", "b"}),
+        ("wibble or zendesk", {"c", "d"}),
+        ("(subject:patch OR subject:archive) from:keithp.com", {"c"}),
+        ("(subject:patch)", {"a", "c"}),
+        ("subject:patch OR subject:archive from:keithp.com", {"a", "c"}),  # AND binds tighter than OR
+        ("NOT from:anna AND archive", {"a", "b"}),  # NOT binds tighter than AND
+        ("not (from:anna or from:keithp.com)", {"a", "b"}),
+        ("archive -patch", {"b"}),
+        ("archive and not patch", {"b"}),
+        ("archive XOR patch", {"b", "c"}),
+        ("((archive OR lunch) AND (source:chat OR from:lars))", {"b", "d"}),
+        ("source:chat OR wibble", {"c", "d"}),
+        ("-source:mail", {"d"}),
+        ("* AND archive", {"a", "b"}),
+    ],
+)
+def test_boolean_operators_combine_as_notmuch_reads_them(index: SearchIndex, query: str, expected: set[str]) -> None:
+    """AND, OR, XOR, NOT in any case, -term, parentheses and nesting, with NOT > AND > XOR > OR; filters (source:)
+    combine with words inside an OR too."""
+    assert set(found(index, query)) == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("date:2010..2011", {"a", "b"}),
+        ("date:2009-11-17..2009-11-18", {"d"}),
+        ("date:2009-11-17", {"d"}),
+        ("date:..2009", {"d", "e"}),
+        ("date:2012..", {"c"}),
+        ("after:1969-01-01 before:1970-01-01", {"e"}),
+        ("date:1969", {"e"}),
+        ("before:1970-01-01", {"e"}),  # the undated one is in no date range
+    ],
+)
+def test_dates_and_ranges_find_what_they_name_before_1970_too(index: SearchIndex, query: str, expected: set[str]) -> None:
+    """date:SINCE..UNTIL takes whole years, months and days, open sides; a record dated 1969 is found by its dates."""
+    assert set(found(index, query)) == expected
+
+
+def test_relative_dates_count_back_from_now() -> None:
+    """date:2w.. starts two weeks before now; 1M a month (calendar) before; a unit cut short still reads."""
+    now = 1_700_000_000.0
+    assert date_range("2w..", lambda: now) == (now - 14 * 86400, None)
+    assert date_range("3days..", lambda: now)[0] == now - 3 * 86400
+    assert date_range("1M..", lambda: now)[0] == now - 31 * 86400  # 2023-11-14 back to 2023-10-14
+    assert date_range("..1y", lambda: now)[1] == now - 365 * 86400 + 1
+
+
+def test_words_match_by_their_stem_but_phrases_prefixes_fields_and_capitals_as_written(index: SearchIndex) -> None:
+    """'message' finds 'messages'; a quoted word, a capitalised word, from:/subject: terms and prefix* do not stem."""
+    assert set(found(index, "message")) == {"a", "b", "f"}
+    assert set(found(index, "messages")) == {"a", "b", "f"}
+    assert set(found(index, '"messages"')) == {"b"}
+    assert set(found(index, "Messages")) == {"b"}
+    assert set(found(index, "stem")) == {"a"}  # stemming -> stem
+    assert set(found(index, "subject:archives")) == set()
+    assert set(found(index, "messag*")) == {"a", "b", "f"}
+
+
+def test_exact_forms_rank_before_their_stems(index: SearchIndex) -> None:
+    """Ranked, a message holding the word as written comes before one holding only another form of it."""
+    assert found(index, "messages", rank=True)[0] == "b"
+    assert found(index, "message", rank=True)[-1] == "b"
+
+
+def test_without_stemming_every_word_is_matched_as_written(tmp_path: Path) -> None:
+    """``search_stemming = "none"``: no stems' table, and 'message' finds only 'message'."""
+    with SearchIndex(tmp_path / "index.sqlite", stemming="none") as idx:
+        idx.add(_records())
+        assert STEM not in idx.tables
+        assert set(found(idx, "message")) == {"a", "f"}
