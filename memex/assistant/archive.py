@@ -93,6 +93,7 @@ class Archive:
     def __init__(self, cfg: Config, store: ObjectStore | None = None) -> None:
         self.cfg = cfg
         self._store = store
+        self.stemmed = True  # the open index has the stemmed table (set by :meth:`reading`)
 
     @property
     def store(self) -> ObjectStore:
@@ -118,6 +119,7 @@ class Archive:
                 if version != SCHEMA_VERSION:
                     raise ToolError(f"{path}: made by another version of memex (format {version}, this one reads "
                                     f"{SCHEMA_VERSION}); run `memex index rebuild`")  # fmt: skip
+                self.stemmed = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'fts_stem'").fetchone() is not None
                 db.row_factory = sqlite3.Row
                 yield db
             finally:
@@ -137,11 +139,12 @@ class Archive:
         limit = _bounded("limit", limit, 1, LIMIT_MAX)
         if not isinstance(query, str):
             raise ToolError("query: give the query as text (the `memex search` language; * for every message)")
-        q = parse(query)
+        parse(query)  # a query that cannot be read is refused before the index is opened
         question = _digest("search", query, bool(rank))
         at = _uncursor(cursor, question) if cursor else {}
         offset = min(max(0, at.get("offset", 0)), RANK_PAGES)  # a ranked page (keys for newest first: before_id)
         with self.reading() as db:
+            q = parse(query, stemmed=self.stemmed)
             if rank:
                 rows = q.run(lambda sql, p: db.execute(sql, p), offset + limit + 1, rank=True)[offset:]
             else:
@@ -257,24 +260,26 @@ class Archive:
     def _thread(self, db: sqlite3.Connection, ref: str, source: str | None) -> int:
         """The thread (the index's conversation: a chat, or a mail thread joined by its references) that ``ref``
         names: a message's key, or a conversation ID (of ``source``, when given)."""
-        from memex.search.query import phrase
-
         if ref.startswith(("messages/", "revisions/")):
             key = self.resolve(db, ref)
             found = db.execute("SELECT thread FROM messages WHERE key = ?", (key,)).fetchone()
             if found is None:
                 raise ToolError(f"conversation: {key} is not indexed; `memex index rebuild` brings the index in step")
             return int(found[0])
-        where, params = ["m.conv_id = ?"], [ref]
+        from memex.search.query import QueryError, parse
+
+        try:  # the conversation's words find its rows (no index holds conv_id), then its exact ID
+            q = parse('in:"' + ref.replace('"', '""') + '"', stemmed=self.stemmed)
+            q.deleted = True  # a conversation of deleted messages is still one
+            sql, params = q.matching("min(m.thread)")
+        except QueryError:  # an ID with no word in it: every row is read
+            sql, params = "SELECT min(m.thread) FROM messages m WHERE 1", []
+        sql += " AND m.conv_id = ?" if " WHERE " in sql else " WHERE m.conv_id = ?"
+        params.append(ref)
         if source:
-            where.append("m.source = ?")
+            sql += " AND m.source = ?"
             params.append(source)
-        rows_from = "messages m"
-        if re.search(r"\w", ref):  # the conversation's words find its rows (no index holds conv_id)
-            rows_from = "fts JOIN messages m ON m.id = fts.rowid"
-            where.insert(0, "fts MATCH ?")
-            params.insert(0, "conversation : " + phrase(ref))
-        found = db.execute(f"SELECT min(m.thread) FROM {rows_from} WHERE {' AND '.join(where)}", params).fetchone()
+        found = db.execute(sql, params).fetchone()
         if found is None or found[0] is None:
             raise ToolError(f"conversation: no indexed message is in the conversation {_cut(ref, 80)!r}; "
                             "give a conversation.id or a key from a search result")  # fmt: skip
@@ -294,8 +299,9 @@ class Archive:
             raise ToolError("query: give the query as text (* for every message)")
         from memex.assistant import groups as grouping
 
-        sql, params = parse(query).matching(grouping.SELECT[by])
+        parse(query)
         with self.reading() as db:
+            sql, params = parse(query, stemmed=self.stemmed).matching(grouping.SELECT[by])
             rows = db.execute(f"{sql} GROUP BY g ORDER BY {grouping.order(by)}", params).fetchall()
             total = sum(r["n"] for r in rows)
             groups = grouping.named(db, by, rows[:limit])
