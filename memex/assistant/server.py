@@ -37,25 +37,30 @@ after:/before:), look at the snippets, then call show_message on the keys that m
 a thread in order. Use counts to see who wrote most, in which conversations, in which months, before reading. Pages
 are small: follow next_cursor only when you need more.
 
-The query language of `search` and `counts` (terms are ANDed; case and accents ignored):
-  word                 the word in the text, subject, sender, recipients, conversation or attachment names
+The query language of `search` and `counts` (notmuch's; case and accents ignored):
+  a b / a AND b        both (side by side is AND)      a OR b   either      a XOR b   one but not both
+  NOT a / -a           not a                           ( ... )  grouping; NOT binds tightest, then AND, XOR, OR
+  word                 the word or another form of it (message finds messages) in the text, subject, sender,
+                       recipients, conversation name or attachment names
   "a phrase"           those words in that order          pref*   words starting with pref
-  -term / not term     messages without it
   from:NAME-OR-ADDRESS the sender (from:anna, from:anna@example.com, from:"Anna Berg")
   to:NAME-OR-ADDRESS   a recipient (mail To/Cc; chats: the other participants)
+  with:PERSON          everything a person sent or received, across sources (when people are set up)
   subject:WORD  body:WORD  attachment:WORD (an attachment's file name)
   in:NAME-OR-ID        the conversation, by name (in:Family) or ID (several in: are ORed)
   source:NAME          one configured source (several are ORed)
   id:NATIVE-ID         the message with that native ID
   has:attachment  is:me (sent by the user)  is:edited  is:deleted (unsent or deleted; left out otherwise)
-  after:YYYY-MM-DD  before:YYYY-MM-DD   sent on or after / before that day (UTC)
+  date:SINCE..UNTIL    YYYY, YYYY-MM, YYYY-MM-DD, today, yesterday, or a time ago (2w, 3days, 1y):
+                       date:2024-03, date:2w..      after:YYYY-MM-DD  before:YYYY-MM-DD (UTC days)
   *                    every message
-OR and parentheses are not supported: run two searches instead. An operator memex does not know is an error:
-quote the word ("foo:bar") to search for it as text.
+An operator memex does not know, an unbalanced parenthesis or a bad date is an error of one line: quote a word
+("foo:bar") to search for it as text.
 
 Examples:
   search  query='deposit from:landlord@example.com'                  who said what about the deposit
-  search  query='in:Family after:2025-06-01 before:2025-07-01'       a month of one chat
+  search  query='in:Family date:2025-06'                             a month of one chat
+  search  query='(invoice OR receipt) from:shop@example.com date:1y..'
   search  query='"launch date" from:anna -draft' rank=true          best matches first
   search  query='has:attachment invoice after:2025-01-01'
   counts  by='sender' query='in:Family'                              who writes most in a chat

@@ -170,7 +170,16 @@ def test_a_long_text_is_paged_and_the_instructions_teach_the_language(archive: P
 
     async def body(client: ClientSession) -> None:
         init = await client.initialize()  # the session's handshake, already made: its result
-        for needed in ("from:", "in:NAME-OR-ID", "after:YYYY-MM-DD", "untrusted", "<<<message-data", "show_conversation"):
+        for needed in (
+            "from:",
+            "in:NAME-OR-ID",
+            "after:YYYY-MM-DD",
+            "a OR b",
+            "date:SINCE..UNTIL",
+            "untrusted",
+            "<<<message-data",
+            "show_conversation",
+        ):
             assert needed in (init.instructions or ""), needed
 
     session(archive, tmp_path, body)
