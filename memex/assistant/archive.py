@@ -144,7 +144,7 @@ class Archive:
         at = _uncursor(cursor, question) if cursor else {}
         offset = min(max(0, at.get("offset", 0)), RANK_PAGES)  # a ranked page (keys for newest first: before_id)
         with self.reading() as db:
-            q = parse(query, stemmed=self.stemmed)
+            q = self._parse(query)
             if rank:
                 rows = q.run(lambda sql, p: db.execute(sql, p), offset + limit + 1, rank=True)[offset:]
             else:
@@ -173,6 +173,31 @@ class Archive:
                 following = _cursor({"q": question, "before_id": last[0]})
         return {"query": query, "order": "best match first" if rank else "newest first", "limit": limit,
                 "results": results, "next_cursor": following}  # fmt: skip
+
+    def _parse(self, query: str) -> Any:
+        """``query`` compiled for the open index: stemmed when it has the stemmed table, person terms (``with:``,
+        ``from:``/``to:`` naming someone set up) through the people layer, read-only."""
+        from memex.assistant.people import ReadOnlyLookup
+        from memex.search.query import parse
+
+        people = ReadOnlyLookup(self.cfg, index_path(self.cfg.state_dir))
+        try:
+            return parse(query, stemmed=self.stemmed, people=people)
+        finally:
+            people.close()
+
+    def people(self, name: str | None = None, limit: int = 20) -> dict[str, Any]:
+        """The people ``name`` names (or everyone, by name): handles, messages per source, where they come from."""
+        from memex.assistant.people import PEOPLE_MAX, open_read_only, people_answer
+
+        limit = _bounded("limit", limit, 1, PEOPLE_MAX)
+        if name is not None and not isinstance(name, str):
+            raise ToolError("name: give a person's ID, name or handle as text, or leave it out for everyone")
+        people = open_read_only(self.cfg, index_path(self.cfg.state_dir))
+        try:
+            return people_answer(people, name or None, limit)
+        finally:
+            people.close()
 
     # one message
 
@@ -301,7 +326,7 @@ class Archive:
 
         parse(query)
         with self.reading() as db:
-            sql, params = parse(query, stemmed=self.stemmed).matching(grouping.SELECT[by])
+            sql, params = self._parse(query).matching(grouping.SELECT[by])
             rows = db.execute(f"{sql} GROUP BY g ORDER BY {grouping.order(by)}", params).fetchall()
             total = sum(r["n"] for r in rows)
             groups = grouping.named(db, by, rows[:limit])

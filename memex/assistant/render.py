@@ -123,6 +123,18 @@ def counts(answer: dict[str, Any]) -> str:
     return "\n".join(lines + fence("counts", rows))
 
 
+def people(answer: dict[str, Any]) -> str:
+    """People: names, IDs and handles fenced (they come from cards and messages)."""
+    seen = "" if answer["handles_seen"] else " (handles seen in messages: none read; `memex people` makes them)"
+    lines = [f"{answer['total']} person(s), {len(answer['people'])} shown{seen}. {UNTRUSTED}"]
+    for n, p in enumerate(answer["people"], 1):
+        counts = ", ".join(f"{source} {count}" for source, count in sorted(p["messages"].items()))
+        lines += ["", f"[{n}] use with:{inert(p['id'])} in a search"]
+        lines += fence(str(n), [("id", p["id"]), ("name", p["name"]), ("handles", ", ".join(p["handles"])),
+                                ("messages", counts), ("from", ", ".join(p["from"]))])  # fmt: skip
+    return "\n".join(lines)
+
+
 def index_status(answer: dict[str, Any]) -> str:
     """Per source, one line."""
     lines = [f"{answer['total']} message(s) indexed."]

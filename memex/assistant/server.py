@@ -113,6 +113,15 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
             "limit": {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX, "default": 20},
         },
     ),
+    "people": (
+        "People across sources (from the user's contact cards and people file, and the handles seen in messages): "
+        "give a name, ID or handle to look someone up (their handles, messages per source), or nothing for "
+        "everyone by name. with:ID in a search then finds everything they sent or received.",
+        {
+            "name": {"type": "string", "description": "an ID, a name or words of it, a phone number or an address"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+        },
+    ),
     "index_status": (
         "What the archive holds: per source, messages indexed, the oldest and newest message's time, when records "
         "were last added and the index rebuilt, records not yet indexed; detailed=true also counts edited and "
@@ -143,6 +152,8 @@ def _answer(archive: Archive, name: str, args: dict[str, Any]) -> tuple[dict[str
         ), render.conversation
     if name == "counts":
         return archive.counts(args["by"], args.get("query", "*"), args.get("limit", 20)), render.counts
+    if name == "people":
+        return archive.people(args.get("name"), args.get("limit", 20)), render.people
     return archive.index_status(args.get("detailed", False) is True), render.index_status
 
 

@@ -15,8 +15,9 @@ from memex.cli.common import load_config, reports_errors
 def mcp(ctx: click.Context) -> None:
     """Serve the archive to an AI assistant over MCP on stdin/stdout (an assistant starts it; see docs/mcp.md).
 
-    Read-only: tools search, show_message, show_conversation, counts and index_status answer from the search index
-    and the store; none can poll, change a cursor, delete or write. Needs the optional SDK: pip install 'memex[mcp]'.
+    Read-only: tools search, show_message, show_conversation, counts, people and index_status answer from the
+    search index and the store; none can poll, change a cursor, delete or write. Needs the optional SDK:
+    pip install 'memex[mcp]'.
     """
     try:
         from memex.assistant.server import serve

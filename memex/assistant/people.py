@@ -1,0 +1,68 @@
+"""The people layer (:mod:`memex.people`) for ``memex mcp``, read-only: the ``people`` tool and ``with:`` terms.
+
+:func:`memex.people.open_people` keeps ``people.sqlite`` (the handles of every indexed message) in step with the
+index, writing it; the server must not write, so :func:`open_read_only` builds the same book from your people file,
+the cards and that file as it is, opened with ``mode=ro``: the handles seen in messages are those of the last
+``memex people`` (or search naming a person), and none when the file is missing or made from another index file
+(a rebuild since: run ``memex people`` once). People from your cards and decisions are there either way.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from memex.config import Config
+from memex.people import People, handles_of, read_decisions, settings, summary
+from memex.people.lookup import Lookup
+
+PEOPLE_LIMIT, PEOPLE_MAX = 20, 100
+
+
+def open_read_only(cfg: Config, index: Path) -> People:
+    """Everyone, as :func:`memex.people.open_people` makes them, without writing the handles file."""
+    from memex.people import cards, seen
+    from memex.people.book import Seen, build
+
+    s = settings(cfg)
+    got = cards.Read()
+    for path in s.vcards:
+        cards.read_vcards(path, got)
+    if s.address_book is not None:
+        cards.read_address_book(s.address_book, got)
+    conn: sqlite3.Connection | None = None
+    handles = seen.path(index)
+    if handles.is_file() and index.is_file():
+        conn = sqlite3.connect(f"{handles.as_uri()}?mode=ro", uri=True, timeout=10.0, check_same_thread=False)
+        conn.execute("PRAGMA query_only = ON")
+        try:
+            made_from = conn.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()
+        except sqlite3.Error:
+            made_from = None
+        if made_from is None or made_from[0] != seen._identity(index, s.rules):  # another index file: its ids mean nothing here
+            conn.close()
+            conn = None
+    observed = [Seen(h, n, names, mine) for h, n, names, mine in seen.seen(conn)] if conn is not None else []
+    return People(build(read_decisions(s), got.cards, observed, s.rules), s, conn, got.warnings)
+
+
+class ReadOnlyLookup(Lookup):
+    """:class:`memex.people.lookup.Lookup` (``with:``, and ``from:``/``to:`` naming someone set up) on the read-only book."""
+
+    def __call__(self, field: str, value: str) -> list[int] | None:
+        """The IDs of the messages the person ``value`` names sent, received or either (``field``), or None."""
+        if self._people is None and (field == "with" or self._setup()):
+            self._people = open_read_only(self.cfg, self.index)  # before Lookup would open (and write) its own
+        return super().__call__(field, value)
+
+
+def people_answer(people: People, name: str | None, limit: int) -> dict[str, Any]:
+    """The people ``name`` names (an ID, a name or words of it, a handle), or everyone by name, ``limit`` of them:
+    each with their handles, messages per source and where they come from."""
+    if name:
+        found, _ = handles_of(people, name)
+    else:
+        found = sorted(people.book.people.values(), key=lambda p: ((p.name or p.id).casefold(), p.id))
+    shown = [summary(people, p) for p in found[:limit]]
+    return {"name": name, "total": len(found), "people": shown, "handles_seen": people.conn is not None}
