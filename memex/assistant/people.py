@@ -1,20 +1,19 @@
 """The people layer (:mod:`memex.people`) for ``memex mcp``, read-only: the ``people`` tool and ``with:`` terms.
 
 :func:`memex.people.open_people` keeps ``people.sqlite`` (the handles of every indexed message) in step with the
-index, writing it; the server must not write, so :func:`open_read_only` builds the same book from your people file,
-the cards and that file as it is, opened with ``mode=ro``: the handles seen in messages are those of the last
+index, writing it; the server must not write, so :func:`open_read_only` asks it for the same book from your people
+file, the cards and that file as it is, opened with ``mode=ro``: the handles seen in messages are those of the last
 ``memex people`` (or search naming a person), and none when the file is missing or made from another index file
 (a rebuild since: run ``memex people`` once). People from your cards and decisions are there either way.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 from memex.config import Config
-from memex.people import People, handles_of, read_decisions, settings, summary
+from memex.people import People, handles_of, open_people, summary
 from memex.people.lookup import Lookup
 
 PEOPLE_LIMIT, PEOPLE_MAX = 20, 100
@@ -22,29 +21,7 @@ PEOPLE_LIMIT, PEOPLE_MAX = 20, 100
 
 def open_read_only(cfg: Config, index: Path) -> People:
     """Everyone, as :func:`memex.people.open_people` makes them, without writing the handles file."""
-    from memex.people import cards, seen
-    from memex.people.book import Seen, build
-
-    s = settings(cfg)
-    got = cards.Read()
-    for path in s.vcards:
-        cards.read_vcards(path, got)
-    if s.address_book is not None:
-        cards.read_address_book(s.address_book, got)
-    conn: sqlite3.Connection | None = None
-    handles = seen.path(index)
-    if handles.is_file() and index.is_file():
-        conn = sqlite3.connect(f"{handles.as_uri()}?mode=ro", uri=True, timeout=10.0, check_same_thread=False)
-        conn.execute("PRAGMA query_only = ON")
-        try:
-            made_from = conn.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()
-        except sqlite3.Error:
-            made_from = None
-        if made_from is None or made_from[0] != seen._identity(index, s.rules):  # another index file: its ids mean nothing here
-            conn.close()
-            conn = None
-    observed = [Seen(h, n, names, mine) for h, n, names, mine in seen.seen(conn)] if conn is not None else []
-    return People(build(read_decisions(s), got.cards, observed, s.rules), s, conn, got.warnings)
+    return open_people(cfg, index=index, read_only=True)
 
 
 class ReadOnlyLookup(Lookup):
