@@ -1430,6 +1430,12 @@ MUTANTS = [
         ["tests/core/test_mcp.py::test_a_hostile_message_comes_back_as_inert_fenced_data"],
         id="mcp-message-controls-raw",
     ),
+    pytest.param(
+        "memex/people/__init__.py",
+        [("seen.read_only(index, s.rules) if read_only else seen.follow(index, s.rules)", "seen.follow(index, s.rules)")],
+        ["tests/core/test_mcp.py::test_people_and_with_terms_read_the_people_layer_without_writing"],
+        id="mcp-people-handles-file-written",
+    ),
     # ---- end of i36-mcp ----
     # ---- rows of branch i37-plugins: append below ----
     pytest.param(
