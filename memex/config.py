@@ -25,6 +25,7 @@ from memex.errors import ConfigError
 from memex.urls import endpoint_url, file_url, s3_url
 
 CONFIG_ENV = "MEMEX_CONFIG"
+PEOPLE_FILE = "people.toml"  # your decisions about who is who, beside the config (memex.people)
 SOURCE_COMMON_KEYS = ("type", "enabled", "start", "interval", "heartbeat_url")
 # Seconds between polls for a type when its section sets no `interval` (Graph throttles chatty clients).
 TYPE_INTERVALS: dict[str, int] = {"teams": 300}

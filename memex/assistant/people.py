@@ -14,7 +14,7 @@ from typing import Any
 
 from memex.config import Config
 from memex.people import People, handles_of, open_people, summary
-from memex.people.lookup import Lookup
+from memex.search.persons import Lookup
 
 PEOPLE_LIMIT, PEOPLE_MAX = 20, 100
 
@@ -25,7 +25,7 @@ def open_read_only(cfg: Config, index: Path) -> People:
 
 
 class ReadOnlyLookup(Lookup):
-    """:class:`memex.people.lookup.Lookup` (``with:``, and ``from:``/``to:`` naming someone set up) on the read-only book."""
+    """:class:`memex.search.persons.Lookup` (``with:``, and ``from:``/``to:`` naming someone set up) on the read-only book."""
 
     def __call__(self, field: str, value: str) -> list[int] | None:
         """The IDs of the messages the person ``value`` names sent, received or either (``field``), or None."""

@@ -142,8 +142,8 @@ def run_search(cfg: Config, words: tuple[str, ...], limit: int, rank: bool, as_j
 
     text = " ".join(words)
     parse(text)  # a query that cannot be read is refused before the index is opened
-    from memex.people.lookup import Lookup
     from memex.search import index_path
+    from memex.search.persons import Lookup
 
     with SearchIndex.open(cfg.state_dir, create=False) as index:
         people = Lookup(cfg, index_path(cfg.state_dir))  # opened only by a with:, from: or to: term

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memex.config import Config, Keys
+from memex.config import PEOPLE_FILE, Config, Keys
 from memex.errors import ConfigError
 from memex.people.book import Book, Decision, Person, build, decisions_from, render_decisions
 from memex.people.handles import Rules, valid_region
 
-DEFAULT_FILE = "people.toml"
+DEFAULT_FILE = PEOPLE_FILE
 _KEYS = ("vcards", "address_book", "region", "gmail_rules", "file")
 
 __all__ = ["Book", "People", "Person", "Settings", "handles_of", "open_people", "read_decisions", "settings", "write_decisions"]

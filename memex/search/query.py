@@ -227,7 +227,7 @@ def _negate(part: _Part) -> _Part:
 
 
 # A person term's messages: (field, value) -> the IDs of the messages that person sent ("from"), received ("to") or
-# either ("with"), or None when the value names no person (then it is matched as words). memex.people.lookup makes it.
+# either ("with"), or None when the value names no person (then it is matched as words). memex.search.persons makes it.
 People = Callable[[str, str], "list[int] | None"]
 PERSON_FIELDS = ("from", "to", "with")
 

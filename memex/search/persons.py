@@ -1,7 +1,8 @@
 """Person terms of a search: ``with:PERSON``, and ``from:``/``to:`` naming someone you set up.
 
-:class:`Lookup` is handed to the query compiler (:func:`memex.search.query.parse`) and opens the people layer only
-when a query has such a term, so a search without one costs nothing more. What a term takes:
+:class:`Lookup` is handed to the query compiler (:func:`memex.search.query.parse`) and imports and opens the people
+layer (:mod:`memex.people`) only when a query has such a term, so a search without one costs nothing more: this
+module imports nothing of it at its top. What a term takes:
 
 - ``with:VALUE``: the people VALUE names (an ID, a name or words of it, a handle) and every message they sent or
   received; a value that names nobody is matched as words in the sender and recipients (``from:`` OR ``to:``);
@@ -15,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memex.config import Config
+from memex.config import PEOPLE_FILE, Config
 
 
 class Lookup:
@@ -30,10 +31,8 @@ class Lookup:
         """Whether the user set people up (a [people] table or a people file): ``from:``/``to:`` take persons then."""
         if self.cfg.people:
             return True
-        from memex.people import DEFAULT_FILE
-
         folder = self.cfg.path.parent if self.cfg.path is not None else Path.cwd()
-        return (folder / DEFAULT_FILE).exists()
+        return (folder / PEOPLE_FILE).exists()
 
     def __call__(self, field: str, value: str) -> list[int] | None:
         """The IDs of the messages the person ``value`` names sent, received or either (``field``), or None."""
