@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from memex.cli.assistant import mcp
 from memex.cli.common import fail, json_option, load_config, reports_errors, stop_on_signals
 from memex.cli.deploy import cron, launchd
 from memex.cli.people import people
@@ -408,5 +409,6 @@ main.add_command(verify)
 main.add_command(search)
 main.add_command(show)
 main.add_command(index)
+main.add_command(mcp)
 main.add_command(schema)
 main.add_command(people)

@@ -104,8 +104,11 @@ def write_decisions(s: Settings, decisions: list[Decision]) -> None:
     atomic_replace(s.file, render_decisions(decisions).encode("utf-8"), mode=0o644)
 
 
-def open_people(cfg: Config, *, index: Path | None = None) -> People:
-    """Everyone, from the config's cards, your decisions and the indexed messages (``index``: the search index file)."""
+def open_people(cfg: Config, *, index: Path | None = None, read_only: bool = False) -> People:
+    """Everyone, from the config's cards, your decisions and the indexed messages (``index``: the search index file).
+
+    ``read_only`` (``memex mcp``): the handles file is read as it is and never brought up to date
+    (:func:`memex.people.seen.read_only`)."""
     from memex.people import cards, seen
     from memex.people.book import Seen
 
@@ -116,7 +119,9 @@ def open_people(cfg: Config, *, index: Path | None = None) -> People:
         cards.read_vcards(path, got)
     if s.address_book is not None:
         cards.read_address_book(s.address_book, got)
-    conn = seen.follow(index, s.rules) if index is not None and index.exists() else None
+    conn = None
+    if index is not None and index.exists():
+        conn = seen.read_only(index, s.rules) if read_only else seen.follow(index, s.rules)
     observed = [Seen(h, n, names, mine) for h, n, names, mine in seen.seen(conn)] if conn is not None else []
     return People(build(decisions, got.cards, observed, s.rules), s, conn, got.warnings)
 

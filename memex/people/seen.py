@@ -70,6 +70,24 @@ def follow(index: Path, rules: Rules) -> sqlite3.Connection:
     return conn
 
 
+def read_only(index: Path, rules: Rules) -> sqlite3.Connection | None:
+    """The handles file as it is, opened read-only (``mode=ro``, ``query_only``), when it was made from the index
+    at ``index`` with ``rules``; else None (missing, or made from another index file: its ids mean nothing here)."""
+    handles = path(index)
+    if not handles.is_file():
+        return None
+    conn = sqlite3.connect(f"{handles.as_uri()}?mode=ro", uri=True, timeout=10, check_same_thread=False)
+    conn.execute("PRAGMA query_only = ON")
+    try:
+        made_from = conn.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()
+    except sqlite3.Error:
+        made_from = None
+    if made_from is None or made_from[0] != _identity(index, rules):
+        conn.close()
+        return None
+    return conn
+
+
 def _catch_up(conn: sqlite3.Connection, index: Path, mark: int, rules: Rules) -> int:
     """Add the handles of every index row after rowid ``mark``; the new mark."""
     src = sqlite3.connect(f"{index.as_uri()}?mode=ro", uri=True, timeout=10)

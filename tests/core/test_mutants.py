@@ -1440,6 +1440,38 @@ MUTANTS = [
     ),
     # ---- end of i35-people ----
     # ---- rows of branch i36-mcp: append below ----
+    pytest.param(
+        "memex/assistant/archive.py",
+        [('?mode=ro"', '?mode=rwc"'), ('"PRAGMA query_only = ON"', '"PRAGMA query_only = OFF"')],
+        ["tests/core/test_mcp.py::test_the_index_connection_refuses_writes"],
+        id="mcp-index-opened-read-write",
+    ),
+    pytest.param(
+        "memex/assistant/server.py",
+        [("from memex.assistant import render\n", "from memex.assistant import render\nfrom memex.search.build import rebuild as rebuild_index\n"),
+         ('    "index_status": (\n', '    "rebuild_index": ("Rebuild the search index from the store.", {}),\n    "index_status": (\n')],
+        ["tests/core/test_mcp.py::test_an_assistant_lists_searches_pages_and_reads_over_stdio",
+         "tests/core/test_mcp.py::test_the_server_imports_nothing_that_writes"],
+        id="mcp-write-tool-reachable",
+    ),
+    pytest.param(
+        "memex/assistant/render.py",
+        [('.replace("<<<", "<<\\\\x3c")', "")],
+        ["tests/core/test_mcp.py::test_a_hostile_message_comes_back_as_inert_fenced_data"],
+        id="mcp-forged-fence-marker",
+    ),
+    pytest.param(
+        "memex/assistant/render.py",
+        [('visible("" if value is None else value, multiline=multiline)', 'str("" if value is None else value)')],
+        ["tests/core/test_mcp.py::test_a_hostile_message_comes_back_as_inert_fenced_data"],
+        id="mcp-message-controls-raw",
+    ),
+    pytest.param(
+        "memex/people/__init__.py",
+        [("seen.read_only(index, s.rules) if read_only else seen.follow(index, s.rules)", "seen.follow(index, s.rules)")],
+        ["tests/core/test_mcp.py::test_people_and_with_terms_read_the_people_layer_without_writing"],
+        id="mcp-people-handles-file-written",
+    ),
     # ---- end of i36-mcp ----
     # ---- rows of branch i37-plugins: append below ----
     pytest.param(

@@ -107,6 +107,8 @@ IDLE_POLL_NEVER_IMPORTS = frozenset(
         "fastjsonschema",
         "memex.search.index",
         "memex.search.build",
+        "mcp",  # the MCP SDK: only `memex mcp` imports it
+        "memex.assistant.server",
     }
 )
 
