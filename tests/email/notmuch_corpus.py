@@ -37,7 +37,9 @@ def corpus_files() -> list[Path]:
     """The corpus: one file per Message-ID, in a stable order."""
     seen: set[str] = set()
     out = []
-    for path in sorted(p for d in DATA for p in d.rglob("*") if p.is_file() and p.suffix not in (".md", ".py", ".json")):
+    for path in sorted(
+        p for d in DATA for p in d.rglob("*") if p.is_file() and p.suffix not in (".md", ".py", ".json") and "mbox" not in p.parts
+    ):
         msg = email.message_from_bytes(path.read_bytes(), policy=email.policy.compat32)
         mid = str(msg.get("Message-ID") or "").strip()
         if not mid.startswith("<") or not mid.endswith(">") or mid.count("<") != 1 or " " in mid or mid.lower() in seen:

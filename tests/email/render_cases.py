@@ -28,6 +28,7 @@ HERE = Path(__file__).parent
 DATA = HERE / "data"
 EXPECTED = HERE / "render_expected.json"
 NOT_MAILS = ("readme", "license", "copying")
+MBOXES = "mbox"  # tests/email/data/mbox holds mbox archives (many mails a file): the mbox tests' data, not mails
 
 CRAFTED: dict[str, bytes] = {
     "unix-from": b"From nobody Mon Jan  1 00:00:00 2024\nFrom: a@b.c\nSubject: x\nMessage-ID: <u@x>\n\nbody\n",
@@ -146,7 +147,9 @@ def harvest(paths: list[Path]) -> dict[str, bytes]:
 
 def mails() -> list[Path]:
     """The real public test mails."""
-    return sorted(p for p in DATA.rglob("*") if p.is_file() and not p.name.lower().startswith(NOT_MAILS))
+    return sorted(
+        p for p in DATA.rglob("*") if p.is_file() and not p.name.lower().startswith(NOT_MAILS) and p.relative_to(DATA).parts[0] != MBOXES
+    )
 
 
 def cases() -> dict[str, bytes]:
