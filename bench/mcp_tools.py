@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import run
-from bench.search import config, make_store
+from bench.search import config, generated
 
 GOAL_MS = 100.0
 
@@ -44,13 +44,7 @@ def median_ms(fn: Any, repeat: int) -> float:
 
 def prepare(work: Path, n: int) -> Path:
     """The store of ``n`` records and its index under ``work`` (made once; kept with ``--keep``); the config."""
-    d = work / f"store-{n}"
-    store = d / "store"
-    if not store.exists():
-        t = time.perf_counter()
-        d.mkdir(parents=True, exist_ok=True)
-        make_store(store, n)
-        print(f"generated {n:,} records in {time.perf_counter() - t:.1f}s", flush=True)
+    d, store = generated(work, n)
     cfg = config(d, store)
     if not (d / "state" / "search" / "index.sqlite").exists():
         r = run([sys.executable, "-m", "memex", "--config", str(cfg), "index", "rebuild"])

@@ -93,8 +93,8 @@ def config(d: Path, store: Path, extra: str = "") -> Path:
     return cfg
 
 
-def rebuild(work: Path, n: int, rounds: int) -> float:
-    """Part 1 at size ``n``; the rebuild's peak RSS (MiB)."""
+def generated(work: Path, n: int) -> tuple[Path, Path]:
+    """The folder for size ``n`` under ``work`` and its store of ``n`` records (generated once, kept with ``--keep``)."""
     d = work / f"store-{n}"
     store = d / "store"
     if not store.exists():
@@ -102,6 +102,12 @@ def rebuild(work: Path, n: int, rounds: int) -> float:
         d.mkdir(parents=True, exist_ok=True)
         make_store(store, n)
         print(f"generated {n:,} records in {time.perf_counter() - t:.1f}s", flush=True)
+    return d, store
+
+
+def rebuild(work: Path, n: int, rounds: int) -> float:
+    """Part 1 at size ``n``; the rebuild's peak RSS (MiB)."""
+    d, store = generated(work, n)
     cfg = config(d, store)
     memex = [sys.executable, "-m", "memex", "--config", str(cfg)]
     wipe = ["rm", "-rf", str(d / "state" / "search")]
