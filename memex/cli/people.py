@@ -138,7 +138,7 @@ def merge(ctx: click.Context, into: str, other: str) -> None:
                                 [*(mine.handles if mine else ()), *_shown(a.handles), *(theirs.handles if theirs else ()), *_shown(b.handles)],
                                 [*(mine.never if mine else ()), *(theirs.never if theirs else ())])  # fmt: skip
     write_decisions(everyone.settings, list(decisions.values()))
-    click.echo(_safe(f"{b.id} merged into {a.id} ({everyone.settings.file})"), err=True)
+    _done(_safe(f"{b.id} merged into {a.id} ({everyone.settings.file})"))
 
 
 @people.command("split")
@@ -174,7 +174,7 @@ def split(ctx: click.Context, ref: str, handles: tuple[str, ...], new_id: str | 
                                      [*(mine.never if mine else ()), *moving])  # fmt: skip
     decisions[new] = _decision(new, name, list(moving), [])
     write_decisions(everyone.settings, list(decisions.values()))
-    click.echo(_safe(f"{', '.join(moving)} split from {person.id} into {new} ({everyone.settings.file})"), err=True)
+    _done(_safe(f"{', '.join(moving)} split from {person.id} into {new} ({everyone.settings.file})"))
 
 
 @people.command("name")
@@ -195,7 +195,15 @@ def name(ctx: click.Context, ref: str, name: str) -> None:
         person.id, name, list(mine.handles) if mine else _shown(person.handles), list(mine.never) if mine else []
     )
     write_decisions(everyone.settings, list(decisions.values()))
-    click.echo(_safe(f"{person.id} is now called {name} ({everyone.settings.file})"), err=True)
+    _done(_safe(f"{person.id} is now called {name} ({everyone.settings.file})"))
+
+
+def _done(line: str) -> None:
+    """What a decision changed, said on a terminal only: off one (a script, cron) a command that worked prints nothing."""
+    import sys
+
+    if sys.stderr.isatty():
+        click.echo(line, err=True)
 
 
 def _cut(text: str, width: int) -> str:
