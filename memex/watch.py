@@ -311,6 +311,8 @@ def watch(
     finally:
         observer.stop()
         observer.join(5)
+        for source in sources:  # memex status: no watcher serves these any more
+            config_logger(cfg, source.plan.name).info("watch.stop")
     if died:
         raise WatcherDied(died[0])
 

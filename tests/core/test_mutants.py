@@ -1490,6 +1490,19 @@ MUTANTS = [
         id="start-now-without-head-is-an-internal-error",
     ),
     # ---- end of i37-plugins ----
+    pytest.param(
+        "pollers/email/imap_push.py",
+        [('        conn.sock.sendall(b"DONE\\r\\n")\n        end = time.monotonic() + self.settings.timeout\n',
+          '        conn.sock.sendall(b"DONE\\r\\n")\n        end = time.monotonic() + 3600\n')],
+        ["tests/email/test_imap_push.py::test_a_black_holed_connection_is_found_dead_within_its_deadline_and_reopened"],
+        id="imap-push-waits-for-ever-on-a-dead-connection",
+    ),
+    pytest.param(
+        "pollers/email/imap_push.py",
+        [('                link.wake("connected")', '                pass')],
+        ["tests/email/test_imap_push.py::test_a_black_holed_connection_is_found_dead_within_its_deadline_and_reopened"],
+        id="imap-push-reconnects-without-a-catch-up-poll",
+    ),
 ]  # fmt: skip
 
 

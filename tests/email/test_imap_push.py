@@ -102,7 +102,12 @@ def test_notify_stores_a_mail_within_seconds_though_the_interval_is_an_hour(tmp_
         dovecot.append(user, "Archive", mail(1))
         deliver_and_wait(dovecot, user, state, range(2, 4))
         wait_until(lambda: "m1@example.com" in stored_ids(state), STORED_WITHIN, "the Archive mail")
+        shown = run_cli("status", config=config, env=env())
+        row = next(ln for ln in shown.stdout.splitlines() if ln.startswith("mail "))
+        assert "MODE" in shown.stdout and " push " in row and "s after it arrived" in row, shown.stdout
         stop(proc)
+    shown = run_cli("status", config=config, env=env())
+    assert "MODE" not in shown.stdout, shown.stdout  # the watcher stopped: cron (or nothing) polls it now
     once_each(state, 4)
     start_line = next(e for e in read_log(state, "mail") if e["event"] == "watch.start")
     assert start_line["mode"] == "push"
@@ -133,15 +138,18 @@ def test_idle_watches_the_live_mailboxes_within_the_connection_cap(tmp_path: Pat
 
 def test_a_black_holed_connection_is_found_dead_within_its_deadline_and_reopened(tmp_path: Path, dovecot: Dovecot,
                                                                                   proxy: ImapProxy) -> None:  # fmt: skip
-    """The proxy stops forwarding without closing: the next re-IDLE gets no answer within ``timeout``, the connection is
-    declared dead (``watch.push`` down, with the reason) and opened again, and the next mail is pushed in."""
+    """The proxy stops forwarding without closing, and a mail arrives that the dead connection never reports: the next
+    re-IDLE gets no answer within ``timeout``, the connection is declared dead (``watch.push`` down, with the reason)
+    and opened again, and the poll after the reconnection stores that mail; the next one is pushed in."""
     user = dovecot.new_user()
     with live(tmp_path, proxy.port, user) as (proc, state):
         assert proxy.blackhole() >= 1
+        dovecot.append(user, "INBOX", mail(1))  # its EXISTS goes into the black hole
         down = wait_until(lambda: push_lines(state, state="down"), STORED_WITHIN, "the dead connection to be noticed")
         assert "no answer to DONE within 2s" in down[0]["reason"] or "no answer to IDLE" in down[0]["reason"]
         up(state, 2)
-        deliver_and_wait(dovecot, user, state, range(1, 3))
+        wait_until(lambda: "m1@example.com" in stored_ids(state), STORED_WITHIN, "the mail the dead connection missed")
+        deliver_and_wait(dovecot, user, state, range(2, 3))
         stop(proc)
     once_each(state, 2)
 
