@@ -177,7 +177,7 @@ class Watchable(Protocol):
 
 
 class Pushing(Protocol):
-    """Optional: a poller whose server can say when new messages arrive (IMAP IDLE or NOTIFY), for ``memex watch``.
+    """Optional: a poller whose server can say when new messages arrive (IMAP IDLE or NOTIFY, a signal-cli daemon).
 
     The watcher runs the listener's connections beside its polls (:mod:`memex.push`); each wake-up starts the
     ordinary poll, so what is stored and the cursor stay the poll's alone. The interval poll goes on too, and

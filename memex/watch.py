@@ -15,13 +15,13 @@ logs ``poll skipped``), the same cursor, the same summary line. That line's ``tr
   listed the folder before the change), with backoff from :data:`RETRY_FIRST` up to the interval;
 - ``push``: at once after the source's server said something arrived (``pushes``: how many times since the last
   poll; ``waited_s``: from the first of them to this poll's start), for a poller that is
-  :class:`~memex.source.Pushing` (IMAP IDLE or NOTIFY): its listener runs in a thread of its own
+  :class:`~memex.source.Pushing` (IMAP IDLE or NOTIFY, a signal-cli daemon): its listener runs in a thread of its own
   (:mod:`memex.push`) and is cut when the watcher stops;
 - ``interval``: when the source's ``interval`` passed with no poll, in case an event was missed (an
   overflowed event queue, a network file system, a folder created after the watcher started, a push
   connection that is down).
 
-A source whose poller is neither Watchable nor Pushing (Teams, Signal) is polled every ``interval`` only, and the
+A source whose poller is neither Watchable nor Pushing (Teams, Signal without a daemon) is polled every ``interval`` only, and the
 ``watch.start`` line says so (``mode=interval``): one ``memex watch`` service can stand in for cron.
 
 SIGTERM or Ctrl-C sets the stop event: a poll in progress stops through its Deadline with its progress

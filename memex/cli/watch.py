@@ -24,8 +24,9 @@ def watch(ctx: click.Context, sources: tuple[str, ...], settle: float, max_secon
     chat.db and chat.db-wal; Maildir: new/ and cur/ of its folders), after
     --settle seconds of quiet, and every `interval` seconds in case a change
     was missed. IMAP is polled as soon as its server says mail arrived
-    (NOTIFY or IDLE; `push` in its section). Teams and Signal are polled
-    every `interval` only. Each poll is the one `memex poll` runs,
+    (NOTIFY or IDLE; `push` in its section), Signal as soon as its
+    signal-cli daemon hands a message over (`daemon`). Teams, and Signal
+    without a daemon, are polled every `interval` only. Each poll is the one `memex poll` runs,
     with its lock: cron may keep polling beside the watcher, and whichever
     finds the source busy logs `poll skipped` (the watcher retries). Runs as a
     service (systemd, launchd: see docs/deploy.md). SIGTERM or Ctrl-C stops a poll
