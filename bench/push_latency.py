@@ -1,4 +1,4 @@
-"""Push latency and cost at rest of ``memex watch`` on a real Dovecot (issue 43).
+"""Push latency and cost at rest of ``memex watch``: IMAP on a real Dovecot, Signal through a daemon stand-in (issue 43).
 
 Latency: a ``memex watch`` process watches one imap source (``interval`` an hour, so only push stores in time) while
 this script APPENDs ``--messages`` mails to INBOX one by one, ``--gap`` seconds apart. Each mail's latency is from
@@ -6,6 +6,10 @@ the moment its APPEND was sent to the modification time of its record in the fil
 poll stored it): arrival to stored object, nothing polled by the benchmark meanwhile. Run for NOTIFY (Dovecot
 offers it) and for IDLE (``push = "idle"``). Beside them, the interval poll: a mail waits for the next poll, on
 average half the interval (cron every minute: 30 s, at worst 60 s) plus the poll.
+
+Signal: the same with a signal source receiving through the signal-cli daemon stand-in
+(``tests/signal/daemon_standin.py``, ``--receive-mode=manual``) over its UNIX socket and over HTTP: each message is
+queued for the stand-in to hand over (as Signal's server would), and its latency runs to its record's mtime.
 
 Cost at rest: one watcher over ``--sources`` imap sources (each its own user, each with push on and its own
 connection) with nothing arriving, for ``--rest`` seconds, with the re-IDLE every ``--renew`` seconds and each
@@ -121,6 +125,44 @@ def latency(server: dv.Dovecot, folder: Path, how: str, messages: int, gap: floa
             "mean_waited": statistics.mean(e["waited_s"] for e in pushes) if pushes else 0.0}  # fmt: skip
 
 
+def signal_latency(folder: Path, via: str, messages: int, gap: float) -> dict[str, float]:
+    """Arrival-to-stored latency of ``messages`` Signal messages through the daemon stand-in over ``via``."""
+    from tests.signal import signal_standin as sc
+    from tests.signal.daemon_standin import free_port
+
+    work = folder / f"signal-{via}"
+    standin = work / "sc"
+    standin.mkdir(parents=True)
+    port = free_port()
+    daemon = subprocess.Popen([sys.executable, "-m", "tests.signal.daemon_standin", str(standin), "--socket", str(standin / "socket"),
+                               "--http", str(port)], cwd=ROOT)  # fmt: skip
+    wait_for("the daemon stand-in", lambda: (standin / "daemon.ready").exists())
+    address = f"unix:{standin / 'socket'}" if via == "unix" else f"http://127.0.0.1:{port}"
+    table = {"type": "signal", "account": sc.ACCOUNT, "executable": "no-signal-cli", "daemon": address, "interval": 3600}
+    config = write_config(work, {"sig": table})
+    state = work / "state"
+    proc = watcher(config, ["sig"], work / "watch.stderr")
+    sent: dict[str, float] = {}
+    try:
+        wait_for("the listener", lambda: any(e["event"] == "watch.push" and e.get("state") == "up" for e in log_lines(state, "sig")))
+        base = 1_744_235_749_734
+        for n in range(messages):
+            sent[f"{sc.ALICE}:{base + n}"] = time.time()
+            sc.queue(standin, sc.message(sc.ALICE, base + n, f"message {n}"))
+            time.sleep(gap)  # the messages' pace, not a wait for an outcome
+        wait_for("every message stored", lambda: len(stored_times(state / "store")) >= messages, 120)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        daemon.kill()
+        daemon.wait(10)
+    got = stored_times(state / "store")
+    delays = [got[k] - t for k, t in sent.items()]
+    pushes = [e for e in log_lines(state, "sig") if e["event"] == "poll" and e.get("trigger") == "push"]
+    return {"p50": statistics.median(delays), "p99": pct(delays, 0.99), "max": max(delays), "polls": len(pushes),
+            "mean_waited": statistics.mean(e["waited_s"] for e in pushes) if pushes else 0.0}  # fmt: skip
+
+
 def proc_cpu(pid: int) -> float:
     """CPU seconds (user + system) of process ``pid`` so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -180,15 +222,19 @@ def main() -> None:
     parser.add_argument("--rest", type=float, default=180.0)
     parser.add_argument("--renew", type=int, default=10)
     parser.add_argument("--interval", type=int, default=60)
+    parser.add_argument("--only", nargs="*", choices=("notify", "idle", "signal-unix", "signal-http"), help="only these rounds")
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     server = dv.start()
     try:
         with tempfile.TemporaryDirectory(prefix="memex-push-bench-") as tmp:
-            folder = Path(tmp)
-            for how in ("notify", "idle"):
-                r = latency(server, folder, how, args.messages, args.gap)
-                print(f"{how:6}: {args.messages} mails {args.gap:g} s apart: p50 {r['p50']:.3f} s, p99 {r['p99']:.3f} s, "
+            folder = Path(os.environ.get("MEMEX_BENCH_KEEP") or tmp)
+            for how in args.only or ("notify", "idle", "signal-unix", "signal-http"):
+                if how.startswith("signal"):
+                    r = signal_latency(folder, how.split("-")[1], args.messages, args.gap)
+                else:
+                    r = latency(server, folder, how, args.messages, args.gap)
+                print(f"{how:11}: {args.messages} messages {args.gap:g} s apart: p50 {r['p50']:.3f} s, p99 {r['p99']:.3f} s, "
                       f"max {r['max']:.3f} s; {r['polls']:.0f} push polls, mean wait before a poll {r['mean_waited']:.3f} s")  # fmt: skip
             if args.rest > 0:
                 r = at_rest(server, folder, args.sources, args.rest, args.renew, args.interval)

@@ -10,10 +10,11 @@ anything; a message leaves the spool only once its record is stored. A daemon th
 "already being received" is in another mode: one warning a poll names it (``--receive-mode=manual`` is the fix),
 and the messages it pushes to memex's connection meanwhile are spooled all the same.
 
-Under ``memex watch`` (:mod:`memex.push`) the listener is the one that calls ``receive``, back to back, each call
-returning one second after the last message (``timeout``), and wakes the poll when it spooled something; it marks
-the spool (``listening``, with its pid) so that a poll, the watcher's or cron's, only takes the spool and leaves
-the receiving to it (two ``receive`` calls at once are refused by the daemon).
+Under ``memex watch`` (:mod:`memex.push`) the listener receives: on each connection it calls ``receive`` once (what
+waited, and which mode the daemon is in), then subscribes (``subscribeReceive`` on the socket; the ``/api/v1/events``
+Server-Sent Events stream over HTTP) and spools each message the daemon pushes, then wakes the poll. It marks the
+spool (``listening``, with its pid) so that a poll, the watcher's or cron's, only takes the spool and leaves the
+receiving to it (the daemon refuses a ``receive`` while a subscription runs).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from memex.state.spool import Spool
 LISTENING = "listening"  # in the spool's folder: the pid of the watcher whose listener calls receive
 ALREADY = "already being received"  # signal-cli's UserErrorException text when the daemon receives on its own
 MAX_MESSAGES = 500  # per receive call
-WAIT = 1.0  # seconds a listener's receive waits after the last message (and when none comes)
+SSE_IDLE = 60.0  # seconds an SSE stream may stay silent (keep-alives every 15) before it is taken for dead
 
 
 @dataclass(frozen=True)
@@ -139,15 +140,16 @@ class Client:
             self._sock = None
             conn.close()
 
-    def follow(self, each: Callable[[dict[str, Any]], None], idle: float) -> None:
-        """Stay connected and hand each message the daemon pushes to ``each`` (its own receive mode): over the socket its
-        ``receive`` notifications, over HTTP the ``/api/v1/events`` stream (Server-Sent Events). Returns when the
-        connection ends (SourceError when it cannot be opened); ``idle``: seconds without a byte (its keep-alives
-        come every 15) before the connection is taken for dead."""
+    def follow(self, each: Callable[[dict[str, Any]], None], *, subscribe: bool) -> None:
+        """Stay connected and hand each message the daemon pushes to ``each``: over the socket its ``receive``
+        notifications (after ``subscribeReceive`` with ``subscribe``: a daemon in manual mode receives only for a
+        subscriber), over HTTP the ``/api/v1/events`` stream (Server-Sent Events; it subscribes by itself). Returns
+        when the connection ends, raises SourceError when it cannot be opened or goes silent: over HTTP
+        :data:`SSE_IDLE` seconds without a byte (the daemon's keep-alives come every 15)."""
         a = self.address
         try:
             if a.kind == "http":
-                conn = http.client.HTTPConnection(a.host, a.port, timeout=idle)
+                conn = http.client.HTTPConnection(a.host, a.port, timeout=SSE_IDLE)
                 conn.request("GET", "/api/v1/events", headers={"Accept": "text/event-stream"})
                 self._sock = conn.sock
                 resp = conn.getresponse()
@@ -161,8 +163,11 @@ class Client:
             sock = socket.socket(socket.AF_UNIX) if a.kind == "unix" else socket.socket(socket.AF_INET)
             self._sock = sock
             with sock:
-                sock.settimeout(idle)
+                sock.settimeout(SSE_IDLE)
                 sock.connect(a.path if a.kind == "unix" else (a.host, a.port))
+                sock.settimeout(None)  # no keep-alives on the socket: a quiet subscription is not a dead one
+                if subscribe:
+                    sock.sendall(json.dumps({"jsonrpc": "2.0", "id": "memex-subscribe", "method": "subscribeReceive"}).encode() + b"\n")
                 with sock.makefile("rb") as lines:
                     for line in lines:
                         self._keep(json.loads(line))
@@ -216,37 +221,43 @@ class DaemonListener:
         self.source, self.spool, self.timeout = source, spool, timeout
         self.client = Client(source, address, account)
         self._stopping = False
+        self.mark()  # before the watcher's first poll, which must leave the receiving to this listener
+
+    def mark(self) -> None:
+        """Mark the spool as received for by this process (:func:`listener_pid`)."""
+        ensure_private_dir(self.spool.root)
+        (self.spool.root / LISTENING).write_text(str(os.getpid()))
 
     def listen(self, link: Link) -> None:
         """Call ``receive`` back to back until the stop; spool what comes and wake the poll."""
         marker = self.spool.root / LISTENING
-        ensure_private_dir(self.spool.root)
-        marker.write_text(str(os.getpid()))
+        self.mark()
         attempt, up, warned = 0, False, False
         key = str(self.client.address)
         try:
             while not link.stop.is_set():
                 try:
                     on_its_own = False
-                    try:
-                        got = self.client.call("receive", {"timeout": WAIT, "maxMessages": MAX_MESSAGES}, self.timeout + WAIT)
+                    try:  # what waits (manual mode), and which mode the daemon is in
+                        got = self.client.call("receive", {"timeout": 0, "maxMessages": MAX_MESSAGES}, self.timeout)
                     except DaemonRefused as exc:
                         if ALREADY not in str(exc):
                             raise
                         on_its_own, got = True, []
+                    pushed, self.client.pushed = self.client.pushed, []
                     if not up:
                         up, attempt = True, 0
                         link.up(key, how="signal-cli daemon" + (" (its own receive mode: pushed messages only)" if on_its_own else ""))
                         link.wake("connected")
-                    if on_its_own:
-                        if not warned:
-                            warned = True
-                            link.log.warning("source.warning", reason=mode_warning(self.source, key))
-                        self._follow(link)  # until the connection ends
-                        raise SourceError("the daemon closed the connection")
-                    pushed, self.client.pushed = self.client.pushed, []
                     if spool_messages(self.spool, pushed + (list(got) if isinstance(got, list) else [])):
                         link.wake("new")
+                    if on_its_own and not warned:
+                        warned = True
+                        link.log.warning("source.warning", reason=mode_warning(self.source, key))
+                    self._follow(link, subscribe=not on_its_own)  # until the connection ends
+                    if link.stop.is_set() or self._stopping:
+                        break
+                    raise SourceError("the daemon closed the connection")
                 except SourceError as exc:  # unreachable, refused, or the connection ended: again, with backoff
                     if link.stop.is_set() or self._stopping:
                         break
@@ -261,14 +272,14 @@ class DaemonListener:
                 if marker.read_text().strip() == str(os.getpid()):
                     marker.unlink()
 
-    def _follow(self, link: Link) -> None:
+    def _follow(self, link: Link, *, subscribe: bool) -> None:
         """Spool each message the daemon pushes (synced), then wake the poll."""
 
         def each(message: dict[str, Any]) -> None:
             spool_messages(self.spool, [message])
             link.wake("new")
 
-        self.client.follow(each, idle=max(60.0, self.timeout))
+        self.client.follow(each, subscribe=subscribe)
 
     def close(self) -> None:
         """End a receive in progress."""

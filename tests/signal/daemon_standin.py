@@ -14,6 +14,10 @@ signal-cli-jsonrpc(5) and its source (``ReceiveCommand``, ``HttpServerHandler``)
 - ``--mode on-start`` (the daemon's default): it receives on its own: each queued line is acknowledged at once and
   sent as a ``receive`` notification to the socket clients connected then and to the ``/api/v1/events`` (SSE)
   listeners; a client that is not connected misses it. ``receive`` is refused as above.
+- ``subscribeReceive`` (manual mode): the answer is the subscription id (0), and from then on the daemon receives
+  for that connection, each message a notification ``{"method": "receive", "params": {"subscription": 0,
+  "result": ...}}``, until the client disconnects; an ``/api/v1/events`` stream subscribes the same way. While a
+  subscription runs, ``receive`` is refused as above.
 - ``listGroups``: the list in ``FOLDER/groups.json``. HTTP: ``POST /api/v1/rpc``, ``GET /api/v1/events``,
   ``GET /api/v1/check``. Unknown methods: error -32601.
 
@@ -44,6 +48,7 @@ class Daemon:
         self.lock = threading.Lock()
         self.receiving = False
         self.listeners: list[Any] = []  # callables taking one message (socket clients, SSE streams)
+        self.subscribed: list[Any] = []  # manual mode: the listeners that subscribed
 
     def _take(self, limit: int) -> list[dict[str, Any]]:
         """Up to ``limit`` queued messages, acknowledged (the offset moved) as they are taken."""
@@ -61,7 +66,7 @@ class Daemon:
     def receive(self, params: dict[str, Any]) -> dict[str, Any]:
         """The ``receive`` method (manual mode only)."""
         with self.lock:
-            if self.mode != "manual" or self.receiving:
+            if self.mode != "manual" or self.receiving or self.subscribed:
                 return {"error": ALREADY}
             self.receiving = True
         try:
@@ -96,20 +101,26 @@ class Daemon:
             answer = {"error": {"code": -32601, "message": "Method not implemented"}}
         return {"jsonrpc": "2.0", "id": request.get("id"), **answer}
 
-    def on_its_own(self) -> None:
-        """The default receive mode: take each message as it comes and hand it to whoever listens now."""
+    def pump(self) -> None:
+        """Receive as the mode says: in the default mode always, each message handed to whoever listens now; in manual
+        mode only while a client subscribed, to the subscribers."""
         while True:
-            for message in self._take(1000):
-                with self.lock:
-                    listeners = list(self.listeners)
+            with self.lock:
+                listeners = list(self.listeners if self.mode != "manual" else self.subscribed)
+            for message in self._take(1000) if listeners else []:
                 for send in listeners:
                     try:
                         send(message)
                     except OSError:
-                        with self.lock:
-                            if send in self.listeners:
-                                self.listeners.remove(send)
+                        self.forget(send)
             time.sleep(0.02)
+
+    def forget(self, send: Any) -> None:
+        """A listener is gone (its subscription with it)."""
+        with self.lock:
+            for group in (self.listeners, self.subscribed):
+                if send in group:
+                    group.remove(send)
 
 
 def serve_socket(daemon: Daemon, path: str) -> None:
@@ -125,19 +136,24 @@ def serve_socket(daemon: Daemon, path: str) -> None:
                     self.wfile.flush()
 
             def notify(message: dict[str, Any]) -> None:
-                send({"jsonrpc": "2.0", "method": "receive", "params": message})
+                params = {"subscription": 0, "result": message} if notify in daemon.subscribed else message
+                send({"jsonrpc": "2.0", "method": "receive", "params": params})
 
             with daemon.lock:
                 daemon.listeners.append(notify)
             try:
                 for line in self.rfile:
-                    send(daemon.call(json.loads(line)))
+                    request = json.loads(line)
+                    if request.get("method") == "subscribeReceive" and daemon.mode == "manual":
+                        with daemon.lock:
+                            daemon.subscribed.append(notify)
+                        send({"jsonrpc": "2.0", "id": request.get("id"), "result": 0})
+                        continue
+                    send(daemon.call(request))
             except (OSError, ValueError):
                 pass
             finally:
-                with daemon.lock:
-                    if notify in daemon.listeners:
-                        daemon.listeners.remove(notify)
+                daemon.forget(notify)
 
     if os.path.exists(path):
         os.unlink(path)
@@ -189,6 +205,8 @@ def serve_http(daemon: Daemon, port: int) -> None:
 
             with daemon.lock:
                 daemon.listeners.append(sse)
+                if daemon.mode == "manual":
+                    daemon.subscribed.append(sse)
             try:
                 while not gone.wait(15):
                     with lock:
@@ -197,9 +215,7 @@ def serve_http(daemon: Daemon, port: int) -> None:
             except OSError:
                 pass
             finally:
-                with daemon.lock:
-                    if sse in daemon.listeners:
-                        daemon.listeners.remove(sse)
+                daemon.forget(sse)
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
@@ -221,10 +237,7 @@ def main() -> None:
     if args.http:
         serve_http(daemon, args.http)
     (args.folder / "daemon.ready").write_text(str(os.getpid()))
-    if args.mode == "on-start":
-        daemon.on_its_own()
-    else:
-        threading.Event().wait()
+    daemon.pump()
 
 
 def free_port() -> int:
