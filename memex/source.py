@@ -189,6 +189,17 @@ class Pushing(Protocol):
         ...
 
 
+class Paced(Protocol):
+    """Optional: a poller that ``memex watch`` polls at its own pace (Teams: delta polling within Graph's throttling).
+
+    The watcher polls it every ``watch_interval_seconds`` instead of the source's ``interval`` (which stays cron's),
+    and after a poll whose line carries ``retry_after_s`` (the server's Retry-After it had no time to wait out) not
+    before that many seconds.
+    """
+
+    watch_interval_seconds: float
+
+
 class Settling(Protocol):
     """Optional: a poller that leaves files changed less than ``settle_seconds`` ago for a later poll.
 

@@ -112,6 +112,7 @@ def plan(cfg: Config, name: str, settle: float) -> Plan:
                 config_logger(cfg, name).warning("watch.unavailable", reason=str(exc))
                 paths = []
         own = getattr(poller, "settle_seconds", None)  # memex.source.Settling
+        paced = getattr(poller, "watch_interval_seconds", None)  # memex.source.Paced
         make_listener = getattr(poller, "listener", None)  # memex.source.Pushing
         listener = make_listener() if callable(make_listener) else None
     finally:
@@ -121,7 +122,8 @@ def plan(cfg: Config, name: str, settle: float) -> Plan:
             pass
     if isinstance(own, int | float) and own > 0:
         settle = max(settle, float(own) + MARGIN)
-    return Plan(name, targets(paths or []), paths is not None, settle, float(conf.interval), listener)
+    interval = float(paced) if isinstance(paced, int | float) and paced > 0 else float(conf.interval)
+    return Plan(name, targets(paths or []), paths is not None, settle, interval, listener)
 
 
 @dataclass
@@ -214,6 +216,9 @@ class SourceWatch:
                 backoff = 0.0
                 if result is not None and result.stopped == "deadline" and result.status != "error":
                     note = {"trigger": "more"}
+                wait = result.extra.get("retry_after_s") if result is not None else None
+                if isinstance(wait, int | float) and wait > 0:  # memex.source.Paced: the server asked for a pause
+                    next_interval, note = max(next_interval, now + float(wait)), None
             if note is None:
                 note = self._next(next_interval, retry_at)
 
