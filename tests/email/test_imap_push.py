@@ -20,11 +20,14 @@ import pytest
 from tests.conftest import read_log, run_cli, wait_until, write_config
 from tests.core.test_watch import STORED_WITHIN, polls, started, stop, stored_ids, watching
 from tests.email.test_imap import PASSWORD_ENV, mail
+from tests.email.test_imap_oauth import account, idp, microsoft, oauth_dovecot, sign_in
+from tests.email.test_imap_oauth import load as oauth_load
 from tests.servers import dovecot as dovecot_servers
 from tests.servers.dovecot import PASSWORD, Dovecot, dovecot_server
+from tests.servers.identity import IdentityServer
 from tests.servers.imap_proxy import ImapProxy, imap_proxy
 
-__all__ = ["dovecot_server"]  # the `dovecot` fixture
+__all__ = ["account", "dovecot_server", "idp", "oauth_dovecot"]  # fixtures
 
 FAST = {"interval": 3600, "timeout": 2, "push_renew": 1}  # only push stores within the test; dead within ~3 s
 
@@ -242,3 +245,26 @@ def test_a_cron_poll_at_the_same_moment_as_a_push_poll_stores_each_mail_once(tmp
         stop(proc)
     assert all(c.returncode == 0 for c in cron)
     once_each(state, 5)
+
+
+def test_an_oauth2_connection_is_reopened_with_a_fresh_token_before_the_old_one_is_refused(
+    tmp_path: Path, idp: IdentityServer, oauth_dovecot: Dovecot, account: str
+) -> None:
+    """Signed in with OAuth2 (Microsoft, at the identity stand-in), the push connection is reopened every
+    ``push_reopen`` seconds (2 here): after the access token expired under the open connection, the reopening finds it
+    refused, refreshes it once and signs in again; no ``down`` line, and the next mail is pushed in."""
+    cfg = oauth_load(tmp_path, microsoft(oauth_dovecot, idp, account, interval=3600, timeout=10, push_renew=1, push_reopen=2))
+    sign_in(cfg)
+    state = tmp_path / "state"
+    env = {**{k: v for k, v in os.environ.items() if k != "MEMEX_CONFIG"}, "REQUESTS_CA_BUNDLE": str(idp.cert)}
+    with watching(cfg.path, "mail", env=env) as proc:
+        started(state, "mail")
+        up(state, 1)
+        idp.expire_access()  # the token the connection signed in with is no longer good; the client still holds it valid
+        wait_until(lambda: idp.grants("refresh_token") >= 1 and len(push_lines(state, state="up")) >= 2, STORED_WITHIN,
+                   "the connection reopened with a refreshed token")  # fmt: skip
+        oauth_dovecot.append(account, "INBOX", mail(1))
+        wait_until(lambda: stored_ids(state) == ["m1@example.com"], STORED_WITHIN, "the mail after the refresh")
+        stop(proc)
+    assert not push_lines(state, state="down")
+    once_each(state, 1)
