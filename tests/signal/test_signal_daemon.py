@@ -153,9 +153,10 @@ def test_a_daemon_in_its_default_mode_is_warned_about_and_what_it_pushes_is_kept
 
 @pytest.mark.parametrize("via", ["unix", "http"])
 def test_the_watcher_stores_within_seconds_and_survives_the_daemon_killed_and_restarted(tmp_path: Path, via: str) -> None:
-    """Under ``memex watch`` (interval an hour) the listener receives back to back: a message is stored within
-    seconds; the daemon killed (SIGKILL) and started again is reconnected with backoff, and what was queued while it
-    was down is stored; a cron poll beside the watcher leaves the receiving to it; each message once."""
+    """Under ``memex watch`` (interval an hour) the listener subscribes (the socket's ``subscribeReceive``, or the HTTP
+    event stream): a message is stored within seconds; the daemon killed (SIGKILL) and started again is reconnected
+    with backoff, and what was queued while it was down is stored; a cron poll beside the watcher leaves the receiving
+    to it; each message once."""
     with daemon(tmp_path) as d:
         address = f"unix:{d.socket}" if via == "unix" else f"http://127.0.0.1:{d.port}"
         cfg = config(tmp_path, address, interval=3600)
