@@ -35,7 +35,7 @@ from memex.errors import MemexError
 from memex.push import Link, backoff
 from pollers.email import utf7
 from pollers.email.session import ImapSession, Settings, cut, shutdown
-from pollers.email.wire import quote, reply_text
+from pollers.email.wire import quote, reply_text, server_text
 
 MODES = ("auto", "idle", "off")
 MAX_RENEW = 1740  # 29 minutes: RFC 2177 lets a server log out a client idle for 30
@@ -159,6 +159,9 @@ class ImapListener:
                 try:
                     names = session._mailbox_names()
                     offered = capabilities(conn)
+                    if self.push.mode == "auto" and "NOTIFY" in offered and (refusal := notify_refusal(conn, names)):
+                        link.log.warning("watch.push_notify_refused", reason=refusal, fallback="idle")
+                        offered = offered - {"NOTIFY"}
                 finally:
                     self._forget(conn)
                     session.close()
@@ -333,6 +336,25 @@ class ImapListener:
     def _forget(self, conn: imaplib.IMAP4) -> None:
         with self._lock:
             self._socks.discard(conn)
+
+
+def notify_refusal(conn: imaplib.IMAP4, names: list[str]) -> str | None:
+    """Why the server refuses ``NOTIFY SET`` for ``names`` though it offers NOTIFY (then IDLE is used), or None.
+
+    Tried on the planning connection, which is closed after: a server whose NOTIFY does not take these mailboxes (a
+    name it cannot watch, a NOTIFY that is only advertised) is found before any push connection depends on it.
+    """
+    spec = "(mailboxes (" + " ".join(quote(n) for n in names) + ") (MessageNew MessageExpunge))"
+    try:
+        typ, data = conn.xatom("NOTIFY", "SET " + spec)
+    except imaplib.IMAP4.abort:
+        raise
+    except imaplib.IMAP4.error as exc:  # BAD
+        typ, data = "BAD", [server_text(exc).encode()]
+    if typ == "OK":
+        conn.xatom("NOTIFY", "NONE")
+        return None
+    return f"NOTIFY SET refused ({reply_text(data)}); watching with IDLE instead"
 
 
 def capabilities(conn: imaplib.IMAP4) -> frozenset[str]:

@@ -139,6 +139,20 @@ def test_idle_watches_the_live_mailboxes_within_the_connection_cap(tmp_path: Pat
     once_each(state, 4)
 
 
+def test_a_server_refusing_the_notify_it_offers_is_watched_with_idle(tmp_path: Path, dovecot: Dovecot, proxy: ImapProxy) -> None:
+    """A server that advertises NOTIFY but answers ``NOTIFY SET`` with BAD (here: the proxy garbles the command) is
+    said so once (``watch.push_notify_refused``) and watched with IDLE on INBOX; a mail is pushed in."""
+    proxy.rewrite = lambda line: line.replace(b" NOTIFY SET ", b" NOTIFY BOGUS ")
+    user = dovecot.new_user()
+    with live(tmp_path, proxy.port, user) as (proc, state):
+        deliver_and_wait(dovecot, user, state, range(1, 2))
+        stop(proc)
+    refused = [e for e in read_log(state, "mail") if e["event"] == "watch.push_notify_refused"]
+    assert len(refused) == 1 and "NOTIFY SET refused" in refused[0]["reason"]
+    assert plan_line(state)["how"] == "idle"
+    once_each(state, 1)
+
+
 def test_a_black_holed_connection_is_found_dead_within_its_deadline_and_reopened(tmp_path: Path, dovecot: Dovecot,
                                                                                   proxy: ImapProxy) -> None:  # fmt: skip
     """The proxy stops forwarding without closing, and a mail arrives that the dead connection never reports: the next
