@@ -30,9 +30,9 @@ def _open(ctx: click.Context) -> Any:
 
 def _one(people: Any, ref: str) -> Any:
     """The one person ``ref`` names, or exit 2 saying why not."""
-    from memex.people.decide import one
+    from memex.people.decide import only
 
-    return one(people.book, ref, people.settings.rules)
+    return only(people.find(ref), ref)
 
 
 @click.group(invoke_without_command=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 _BLOCK = re.compile(rb"^BEGIN:VCARD\n.*?^END:VCARD$", re.IGNORECASE | re.MULTILINE | re.DOTALL)
+_CHARSET = re.compile(rb";CHARSET=([A-Za-z0-9_.:-]{1,40})", re.IGNORECASE)
 _HANDLE_PROPS = ("tel", "email", "impp", "x-signal", "x-teams")
 _IGNORED = frozenset({"PHOTO", "LOGO", "SOUND", "KEY", "PROFILE"})
 
@@ -49,17 +50,22 @@ def read_vcards(path: Path, out: Read) -> None:
     except OSError as exc:
         out.warnings.append(f"{path}: cannot read the contacts file ({exc.strerror}); check people.vcards")
         return
-    data = _utf8(data)
-    data = data.replace(b"\r\r\n", b"\n").replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # iOS writes CR CR LF
-    blocks = _BLOCK.findall(data)
-    if not blocks:
+    found = cards_in(data, path.name)
+    if not found:
         out.warnings.append(f"{path}: no vCard in it (no BEGIN:VCARD ... END:VCARD); check people.vcards")
-    for n, block in enumerate(blocks, 1):
-        card = _card(block, f"{path.name}#{n}")
+    for n, card in enumerate(found, 1):
         if card is None:
             out.warnings.append(f"{path}: card {n} is not a vCard memex can read; it is left out")
         elif card.handles:
             out.cards.append(card)
+
+
+def cards_in(data: bytes, name: str) -> list[Card | None]:
+    """Every vCard in a ``.vcf`` file's bytes (``name``: the file's, for each card's origin), in order; None for one
+    memex cannot read. UTF-16 and a byte order mark are read as :func:`_utf8` says, each card as :func:`text_of`."""
+    data = _utf8(data)
+    data = data.replace(b"\r\r\n", b"\n").replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # iOS writes CR CR LF
+    return [_card(block, f"{name}#{n}") for n, block in enumerate(_BLOCK.findall(data), 1)]
 
 
 def _card(block: bytes, origin: str) -> Card | None:
@@ -93,13 +99,25 @@ def _utf8(data: bytes) -> bytes:
 
 
 def text_of(data: bytes) -> str:
-    """Bytes of a card as text: UTF-8 when they are valid UTF-8, else Windows-1252 (cp1252, a superset of Latin-1's
-    printable characters): Apple's and Outlook's legacy exports write a card in their charset without ``CHARSET``,
-    and text in another charset is almost never valid UTF-8 by chance."""
+    """Bytes of a card as text: UTF-8 when they are valid UTF-8; else in the charset one of its properties names
+    (``LABEL;CHARSET=Windows-1253``: Outlook and FolkerKinzel's exports name it on a quoted-printable line and write
+    the rest in it too); else Windows-1252 (cp1252, a superset of Latin-1's printable characters): Apple's and
+    Outlook's legacy exports write a card in their charset without ``CHARSET``, and text in another charset is almost
+    never valid UTF-8 by chance."""
+    import codecs
+
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        return data.decode("cp1252", errors="replace")
+        pass
+    for name in _CHARSET.findall(data):
+        try:
+            codec = codecs.lookup(name.decode("ascii"))
+        except LookupError:
+            continue
+        if codec.name not in ("utf-8", "utf-16", "utf-32"):
+            return data.decode(codec.name, errors="replace")
+    return data.decode("cp1252", errors="replace")
 
 
 def _is_handle(prop: str, value: str) -> bool:

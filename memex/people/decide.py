@@ -36,7 +36,11 @@ class Change:
 
 def one(book: Book, ref: str, rules: Rules) -> Person:
     """The one person ``ref`` (an ID, a name or a handle) names, or PersonError saying why not."""
-    found = book.find(ref, rules)
+    return only(book.find(ref, rules), ref)
+
+
+def only(found: list[Person], ref: str) -> Person:
+    """The one person of those ``ref`` names (``found``), or PersonError saying why not."""
     if not found:
         raise PersonError(f"no person matches {ref!r}; `memex people` lists everyone (an ID, a name or a handle)")
     if len(found) > 1:
