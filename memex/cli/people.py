@@ -12,12 +12,11 @@ from typing import Any
 import click
 
 from memex.cli.common import json_option, load_config, reports_errors
-from memex.observe.safe_text import json_text
+from memex.observe.safe_text import json_text, visible
 
 
 def _open(ctx: click.Context) -> Any:
     from memex.cli.poll import warn
-    from memex.observe.safe_text import visible
     from memex.people import open_people
     from memex.search import index_path
 
@@ -59,10 +58,13 @@ def people(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(json_text(rows, indent=2))
         return
+    lines = []
     for row in rows:
         counts = ", ".join(f"{s} {n}" for s, n in sorted(row["messages"].items())) or "no messages"
         shown = ", ".join(row["handles"][:3]) + (f" +{len(row['handles']) - 3}" if len(row["handles"]) > 3 else "")
-        click.echo(_safe(f"{_cut(row['id'], 20):<20} {_cut(row['name'] or '-', 24):<24} {shown}  ({counts})"))
+        lines.append(_safe(f"{_cut(row['id'], 20):<20} {_cut(row['name'] or '-', 24):<24} {shown}  ({counts})"))
+    if lines:  # one write: 200,000 people are one call, not 200,000
+        click.echo("\n".join(lines))
 
 
 @people.command("show")
@@ -174,6 +176,4 @@ def _cut(text: str, width: int) -> str:
 
 def _safe(text: str) -> str:
     """Names and handles come from cards and messages: control characters are shown, never sent to the terminal."""
-    from memex.observe.safe_text import visible
-
     return visible(text)

@@ -60,11 +60,11 @@ def load(conn: sqlite3.Connection, made_from: str) -> tuple[Book, list[str]] | N
                 return None
             (warnings,) = conn.execute("SELECT value FROM meta WHERE key = 'book_warnings'").fetchone()
             book = Book()
-            for pid, name, origins in conn.execute("SELECT id, name, origins FROM persons ORDER BY rowid"):
-                book.people[pid] = Person(pid, name, set(), origins.split("\n") if origins else [])
-            for handle, pid in conn.execute("SELECT handle, pid FROM owners ORDER BY rowid"):
-                book.owner[handle] = pid
-                book.people[pid].handles.add(handle)
+            people, owner = book.people, book.owner
+            for pid, name, origins, handles in conn.execute("SELECT id, name, origins, handles FROM persons ORDER BY rowid"):
+                mine = set(handles.split("\n")) if handles else set()
+                people[pid] = Person(pid, name, mine, origins.split("\n") if origins else [])
+                owner.update(dict.fromkeys(mine, pid))
             book.conflicts = [
                 Conflict(h, tuple(json.loads(c))) for h, c in conn.execute("SELECT handle, claimants FROM conflicts ORDER BY rowid")
             ]
@@ -103,9 +103,8 @@ def find(conn: sqlite3.Connection, made_from: str, ref: str, rules: Rules) -> li
                 ids = [pid for pid, name in conn.execute("SELECT id, name FROM persons ORDER BY rowid") if words and words_in(words, name)]
             out = []
             for pid in ids:
-                ((name, origins),) = conn.execute("SELECT name, origins FROM persons WHERE id = ?", (pid,))
-                handles = {h for (h,) in conn.execute("SELECT handle FROM owners WHERE pid = ?", (pid,))}
-                out.append(Person(pid, name, handles, origins.split("\n") if origins else []))
+                ((name, origins, handles),) = conn.execute("SELECT name, origins, handles FROM persons WHERE id = ?", (pid,))
+                out.append(Person(pid, name, set(handles.split("\n")) if handles else set(), origins.split("\n") if origins else []))
             return out
     except (sqlite3.Error, ValueError):
         return None
@@ -118,7 +117,8 @@ def store(conn: sqlite3.Connection, made_from: str, book: Book, warnings: list[s
         for table in ("persons", "owners", "conflicts"):
             conn.execute(f"DELETE FROM {table}")
         conn.executemany(
-            "INSERT INTO persons VALUES (?, ?, ?, ?)", [(p.id, p.name, fold(p.name), "\n".join(p.origins)) for p in book.people.values()]
+            "INSERT INTO persons VALUES (?, ?, ?, ?, ?)",
+            [(p.id, p.name, fold(p.name), "\n".join(p.origins), "\n".join(sorted(p.handles))) for p in book.people.values()],
         )
         conn.executemany("INSERT INTO owners VALUES (?, ?)", book.owner.items())
         conn.executemany(

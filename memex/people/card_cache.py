@@ -28,14 +28,13 @@ from memex.people.cards import Card, Read, read_vcards
 from memex.people.handles import Rules, normalize
 
 FILE = "cache.sqlite"
-VERSION = "1"  # the rows' layout and the reading rules: a new one makes every file read again
+VERSION = "2"  # the rows' layout and the reading rules: a new one makes every file read again
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, stamp TEXT NOT NULL, cards TEXT NOT NULL, warnings TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS persons(id TEXT PRIMARY KEY, name TEXT, fold TEXT, origins TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS persons(id TEXT PRIMARY KEY, name TEXT, fold TEXT, origins TEXT NOT NULL, handles TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS persons_fold ON persons(fold);
 CREATE TABLE IF NOT EXISTS owners(handle TEXT PRIMARY KEY, pid TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS owners_pid ON owners(pid);
 CREATE TABLE IF NOT EXISTS conflicts(handle TEXT NOT NULL, claimants TEXT NOT NULL);
 """
 

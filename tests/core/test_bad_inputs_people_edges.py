@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from memex.errors import ConfigError
+from memex.people import Settings, write_decisions
+from memex.people.book import Decision
 from memex.people.handles import Rules
 from memex.people.seen import _handles
 from tests.conftest import run_cli
@@ -139,3 +142,18 @@ def test_a_recipient_with_a_display_name_is_one_handle_as_a_sender_is() -> None:
     assert [h for h, _, _ in partly] == ["email:me@example.com", "email:yan@example.com", "email:bob@example.com"]
     chat = list(_handles("", "Anna Berg", "Bob Stone\nCarla Diaz", Rules()))
     assert [h for h, _, _ in chat] == ["name:anna berg", "name:bob stone", "name:carla diaz"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [Decision("Bad ID!", None, ("anna@example.com",), ()), Decision('x"] evil = ["', None, (), ()), Decision("anna", "", (), ()),
+     Decision("anna", None, ("+++",), ()), Decision("anna", None, (), ("@",)), Decision("anna", None, ("",), ())],
+    ids=["id", "id-injection", "name-empty", "handle-plus", "not-at", "handle-empty"],
+)  # fmt: skip
+def test_the_writer_refuses_a_value_memex_could_not_read_back(tmp_path: Path, bad: Decision) -> None:
+    """Whatever a caller hands the people-file writer (the CLI checks first; a script or another front end may not),
+    a value the reading rule refuses is a ConfigError naming it, and no file is written."""
+    s = Settings(Rules(), (), None, tmp_path / "people.toml")
+    with pytest.raises(ConfigError, match="nothing was written"):
+        write_decisions(s, [Decision("bob", "Bob", ("bob@example.com",), ()), bad])
+    assert not s.file.exists()
