@@ -75,6 +75,7 @@ def listing(work: Path, messages: int, cards: int, rounds: int) -> None:
     """Part 3: ``memex people`` at ``cards`` cards, warm and cold card cache."""
     cfg = setup(work, messages, cards)
     memex = [sys.executable, "-m", "memex", "--config", str(cfg)]
+    shutil.rmtree(cfg.parent / "state" / "people", ignore_errors=True)  # cold: every card parsed
     first = run([*memex, "people"])
     print(
         f"\nmemex people, {cards:,} cards, cold card cache: {first.wall:.2f}s (CPU {first.cpu:.2f}s), peak RSS {first.rss_mib:.0f} MiB",
