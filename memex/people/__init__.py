@@ -30,7 +30,19 @@ from memex.people.handles import Rules, valid_region
 DEFAULT_FILE = PEOPLE_FILE
 _KEYS = ("vcards", "address_book", "region", "gmail_rules", "file")
 
-__all__ = ["Book", "People", "Person", "Settings", "handles_of", "open_people", "read_decisions", "settings", "write_decisions"]
+__all__ = [
+    "Book",
+    "People",
+    "Person",
+    "Settings",
+    "handles_of",
+    "open_people",
+    "read_decisions",
+    "settings",
+    "summaries",
+    "summary",
+    "write_decisions",
+]
 
 
 @dataclass(frozen=True)
