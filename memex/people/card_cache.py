@@ -99,10 +99,13 @@ def stamp_of(file: Path, rules: Rules) -> str | None:
 
 def open_cache(state_dir: Path, *, read_only: bool = False) -> sqlite3.Connection | None:
     """The cache of ``state_dir``, made (0600) where missing and made again where unreadable; None where it cannot
-    be written (then everything is read afresh). ``read_only`` (``memex mcp``): opened as it is, never written."""
+    be written, or where the state folder does not exist yet (then everything is read afresh). ``read_only``
+    (``memex mcp``): opened as it is, never written."""
     from memex.state.files import ensure_private_dir
 
     file = path(state_dir)
+    if not state_dir.is_dir():  # no state folder yet: a people command does not make one for a cache
+        return None
     if read_only:
         try:
             conn = sqlite3.connect(f"{file.as_uri()}?mode=ro", uri=True, timeout=10, isolation_level=None)

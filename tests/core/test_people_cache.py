@@ -21,8 +21,9 @@ CARDS = "".join(f"BEGIN:VCARD\nVERSION:3.0\nFN:Person {i}\nTEL:+49 170 {i:07d}\n
 
 
 def setup_world(tmp: Path) -> Path:
-    """50 cards in a contacts file under [people]; the config's path."""
+    """50 cards in a contacts file under [people], and the state folder (a poll would have made it); the config's path."""
     (tmp / "contacts.vcf").write_text(CARDS)
+    (tmp / "state").mkdir(mode=0o700)
     cfg = tmp / "config.toml"
     cfg.write_text(f'state_dir = "{tmp / "state"}"\n[people]\nvcards = ["{tmp / "contacts.vcf"}"]\nregion = "DE"\n')
     return cfg
@@ -52,7 +53,8 @@ def names(cfg: Path) -> dict[str, str | None]:
 
 def test_cards_are_parsed_once_and_again_when_their_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first command parses the 50 cards, the second none (the book read whole from the cache); a change of one
-    name that keeps the file's size is seen at once; the cache is 0600 in a 0700 folder."""
+    name that keeps the file's size is seen at once; the cache is 0600 in a 0700 folder. Without a state folder, no
+    cache (a people command makes no state folder for it)."""
     cfg = setup_world(tmp_path)
     count = parsed(monkeypatch)
     assert names(cfg)["person-7"] == "Person 7" and len(count) == 50
@@ -62,6 +64,10 @@ def test_cards_are_parsed_once_and_again_when_their_file_changes(tmp_path: Path,
     vcf = tmp_path / "contacts.vcf"
     vcf.write_text(CARDS.replace("FN:Person 7\n", "FN:Persen 7\n"))  # the same size
     assert names(cfg).get("persen-7") == "Persen 7" and len(count) == 100
+    (tmp_path / "state" / "people" / "cache.sqlite").unlink()
+    (tmp_path / "state" / "people").rmdir()
+    (tmp_path / "state").rmdir()
+    assert names(cfg).get("persen-7") == "Persen 7" and len(count) == 150 and not (tmp_path / "state").exists()
 
 
 def test_an_unreadable_cache_is_made_again(tmp_path: Path) -> None:
