@@ -1491,6 +1491,14 @@ MUTANTS = [
     ),
     # ---- end of i37-plugins ----
     pytest.param(
+        "memex/people/book.py",
+        [('    decisions_from(doc, "people.toml", rules)  # the reading rule, before a byte is made\n', ""),
+         ('    if decisions_from(tomllib.loads(text), "people.toml", rules) != [Decision(d.id, d.name, d.handles, d.never) for d in ordered]:\n',
+          "    if False:\n")],
+        ["tests/core/test_bad_inputs_people_edges.py::test_the_writer_refuses_a_value_memex_could_not_read_back"],
+        id="people-file-written-unchecked",
+    ),
+    pytest.param(
         "pollers/email/imap_push.py",
         [('        conn.sock.sendall(b"DONE\\r\\n")\n        end = time.monotonic() + self.settings.timeout\n',
           '        conn.sock.sendall(b"DONE\\r\\n")\n        end = time.monotonic() + 3600\n')],
