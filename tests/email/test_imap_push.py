@@ -229,21 +229,29 @@ def test_the_server_restarted_under_the_watcher_loses_nothing(tmp_path: Path) ->
         dovecot_servers.stop(server)
 
 
-def test_a_watcher_stopped_like_a_sleeping_laptop_catches_up_when_continued(tmp_path: Path, dovecot: Dovecot) -> None:
-    """SIGSTOP (a laptop's sleep) while mails arrive, then SIGCONT: the connection's news (or its re-IDLE's failure and
-    the reconnection's poll) brings every mail in, once."""
+def test_a_watcher_stopped_like_a_sleeping_laptop_catches_up_when_continued(tmp_path: Path, dovecot: Dovecot,
+                                                                          proxy: ImapProxy) -> None:  # fmt: skip
+    """SIGSTOP (a laptop's sleep) while mails arrive, long enough that the server drops the silent connection (the
+    proxy's idle limit, 1 s, stands in for the minutes a real sleep lasts), then SIGCONT: the watcher finds its
+    connection gone, opens it again, and the poll after the reconnection brings every mail in, once."""
     user = dovecot.new_user()
-    with live(tmp_path, dovecot.port, user) as (proc, state):
+    with live(tmp_path, proxy.port, user) as (proc, state):
         os.kill(proc.pid, signal.SIGSTOP)
         try:
+            proxy.idle_limit = 1.0  # only now: awake, the watcher's re-IDLE every second would race it
             for n in range(1, 4):
                 dovecot.append(user, "INBOX", mail(n))
+            wait_until(lambda: proxy.dropped >= 1, STORED_WITHIN, "the server to drop the sleeping watcher's connection")
+            proxy.idle_limit = None
             assert stored_ids(state) == []
         finally:
             os.kill(proc.pid, signal.SIGCONT)
         wait_until(lambda: len(stored_ids(state)) >= 3, STORED_WITHIN, "the mails that came during the sleep")
+        up(state, 2)  # the dropped connection was opened again
+        deliver_and_wait(dovecot, user, state, range(4, 5))
         stop(proc)
-    once_each(state, 3)
+    assert push_lines(state, state="down")
+    once_each(state, 4)
 
 
 def test_a_cron_poll_at_the_same_moment_as_a_push_poll_stores_each_mail_once(tmp_path: Path, dovecot: Dovecot) -> None:
