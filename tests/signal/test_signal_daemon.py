@@ -180,3 +180,12 @@ def test_the_watcher_stores_within_seconds_and_survives_the_daemon_killed_and_re
     assert texts(tmp_path) == ["after", "first", "while down"]
     assert sum(e["new"] for e in polls(tmp_path)) == 3
     assert not (tmp_path / "state" / "spool" / "sig" / "listening").exists()  # the watcher's mark is gone with it
+
+
+@pytest.mark.parametrize("address", ["ftp://127.0.0.1:21", "tcp:7583", "unix:", "http://127.0.0.1:8080/api"])
+def test_a_daemon_address_memex_cannot_use_is_a_config_error_naming_the_key(tmp_path: Path, address: str) -> None:
+    """``daemon`` must be ``unix:PATH``, ``tcp:HOST:PORT`` or ``http://HOST:PORT``: anything else is exit 2 with one line
+    naming the file and the key, before anything runs."""
+    out = run_cli("poll", "sig", config=config(tmp_path, address))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "sources.sig.daemon" in out.stderr and "unix:/path/to/socket" in out.stderr

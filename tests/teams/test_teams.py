@@ -358,6 +358,7 @@ def test_config_rejects_bad_teams_keys(tmp_path: Path, graph: GraphServer) -> No
         ({"page_size": 51}, "page_size"),
         ({"graph_url": "http://graph.example"}, "graph_url"),
         ({"chanels": True}, "chanels"),
+        ({"watch_interval": 0}, "watch_interval"),
     ):
         cfg = config_mod.load(write_config(tmp_path, graph, **extra))
         with pytest.raises(config_mod.ConfigError, match=key):
