@@ -60,7 +60,7 @@ def parse_address(text: str) -> Address | None:
         return Address("unix", path=os.path.expanduser(text[5:]))
     if text.startswith("tcp:"):
         host, _, port = text[4:].rpartition(":")
-        return Address("tcp", host=host.strip("[]"), port=int(port)) if host and port.isdigit() else None
+        return Address("tcp", host=host.strip("[]"), port=int(port)) if host and port.isdigit() and 0 < int(port) < 65536 else None
     if text.startswith("http://"):
         parts = urlsplit(text)
         if parts.hostname and (parts.path or "/") == "/":
@@ -109,7 +109,7 @@ class Client:
     def _stream(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         """One request over the socket or TCP connection; notifications read before the answer are kept."""
         a = self.address
-        sock = socket.socket(socket.AF_UNIX) if a.kind == "unix" else socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
+        sock = self._socket()
         self._sock = sock
         try:
             sock.settimeout(timeout)
@@ -125,6 +125,13 @@ class Client:
         finally:
             self._sock = None
             sock.close()
+
+    def _socket(self) -> socket.socket:
+        """A new socket of the daemon's family (UNIX, IPv4, IPv6)."""
+        a = self.address
+        if a.kind == "unix":
+            return socket.socket(socket.AF_UNIX)
+        return socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
 
     def _http(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         conn = http.client.HTTPConnection(self.address.host, self.address.port, timeout=timeout)
@@ -160,7 +167,7 @@ class Client:
                         self._keep({"method": "receive", "params": json.loads(raw[5:])})
                         self._hand(each)
                 return
-            sock = socket.socket(socket.AF_UNIX) if a.kind == "unix" else socket.socket(socket.AF_INET)
+            sock = self._socket()
             self._sock = sock
             with sock:
                 sock.settimeout(SSE_IDLE)
