@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from memex.observe.health import parse_ts
 from memex.observe.watch_state import KEEP, WatchLog, watching
 
 NOW = 1_800_000_000.0
@@ -11,8 +16,6 @@ NOW = 1_800_000_000.0
 
 def line(event: str, at: float, **fields: Any) -> dict[str, Any]:
     """A log line ``event`` written ``at`` seconds before :data:`NOW`."""
-    from datetime import UTC, datetime
-
     ts = datetime.fromtimestamp(NOW - at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return {"event": event, "ts": ts, **fields}
 
@@ -56,3 +59,29 @@ def test_the_followed_log_keeps_the_start_line_and_a_bounded_tail() -> None:
         log.add(line("poll", 80, trigger="interval", new=0))
     assert log.lines[0]["event"] == "watch.start" and len(log.lines) == KEEP + 1
     assert (s := log.state(NOW)) is not None and s.cell() == "push 80s"
+
+
+def test_the_dashboard_shows_a_mode_column_only_while_memex_watch_serves_a_source(tmp_path: Path) -> None:
+    """Two sources, one served by a watcher with push up (from its log lines): the dashboard shows MODE, ``push`` for
+    it and ``-`` for the other; once the watcher wrote ``watch.stop``, the column is gone."""
+    from memex import config as config_mod
+    from memex.observe.dashboard import render_text
+    from tests.conftest import write_config
+    from tests.core.test_dashboard_fit import header, rows
+
+    path = write_config(
+        tmp_path, {"a": {"type": "maildir", "path": str(tmp_path / "a")}, "b": {"type": "maildir", "path": str(tmp_path / "b")}}
+    )
+    logs = tmp_path / "state" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    lines = [line("watch.start", 60, mode="push"), line("watch.push", 59, state="up", connection="notify")]
+    for event in lines:  # the helper's clock is NOW; shift the stamps to the real one
+        event["ts"] = datetime.fromtimestamp(now - (NOW - (parse_ts(event["ts"]) or NOW)), UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    (logs / "a.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    text = render_text(config_mod.load(path), width=160)
+    assert "MODE" in header(text)
+    assert rows(text)["a"][header(text).index("MODE")].startswith("push") and rows(text)["b"][header(text).index("MODE")] == "-"
+    with (logs / "a.jsonl").open("a") as f:
+        f.write(json.dumps({"event": "watch.stop", "ts": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}) + "\n")
+    assert "MODE" not in header(render_text(config_mod.load(path), width=160))
