@@ -38,6 +38,7 @@ from __future__ import annotations
 import ipaddress
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -114,19 +115,9 @@ def make(source: SourceConfig) -> ImapPoller:
     keys.finish()
     ca = str(ca_file) if ca_file is not None else None
     settings = Settings(
-        host,
-        port,
-        security,
-        user,
-        password_cmd,
-        password_env,
-        tuple(mailboxes),
-        float(timeout),
-        ca,
-        oauth,
-        source.state_dir,
-        None if push.mode == "off" else push,
+        host, port, security, user, password_cmd, password_env, tuple(mailboxes), float(timeout), ca, oauth, source.state_dir
     )
+    settings = replace(settings, push=None if push.mode == "off" else push)  # memex watch's IDLE or NOTIFY
     return ImapPoller(source.name, settings)
 
 
