@@ -1498,6 +1498,28 @@ MUTANTS = [
         ["tests/core/test_bad_inputs_people_edges.py::test_the_writer_refuses_a_value_memex_could_not_read_back"],
         id="people-file-written-unchecked",
     ),
+    pytest.param(
+        "pollers/email/imap_push.py",
+        [('        conn.sock.sendall(b"DONE\\r\\n")\n        end = time.monotonic() + self.settings.timeout\n',
+          '        conn.sock.sendall(b"DONE\\r\\n")\n        end = time.monotonic() + 3600\n')],
+        ["tests/email/test_imap_push.py::test_a_black_holed_connection_is_found_dead_within_its_deadline_and_reopened"],
+        id="imap-push-waits-for-ever-on-a-dead-connection",
+    ),
+    pytest.param(
+        "pollers/email/imap_push.py",
+        [('                link.wake("connected")', '                pass')],
+        ["tests/email/test_imap_push.py::test_a_black_holed_connection_is_found_dead_within_its_deadline_and_reopened"],
+        id="imap-push-reconnects-without-a-catch-up-poll",
+    ),
+    pytest.param(
+        "pollers/signal/cli.py",
+        [("        spool_messages(self.spool, (client.pushed if client else []) + (list(got) if isinstance(got, list) else []))\n",
+          "        self._records.extend(json.dumps(m).encode() for m in (list(got) if isinstance(got, list) else []))\n"),
+         ("            if self._entry is None:\n                if self._claim is None:\n",
+          "            if self._entry is None and not self._records:\n                if self._claim is None:\n")],
+        ["tests/signal/test_signal_daemon.py::test_a_poll_killed_after_the_daemon_handed_over_keeps_the_messages_in_the_spool"],
+        id="signal-daemon-messages-held-in-memory-not-spooled-before-rendering",
+    ),
 ]  # fmt: skip
 
 
