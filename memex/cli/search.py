@@ -46,7 +46,7 @@ def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, o
 
 def _summaries(cfg: Any, text: str, limit: int, *, output: str, count_only: bool, group_by: str | None, as_json: bool) -> None:
     """``--count``, ``--group-by`` and ``--output=threads`` (:mod:`memex.read.conversations`)."""
-    from memex.cli.find import _cut, _when
+    from memex.cli.find import _cut, _when, served
     from memex.observe.safe_text import json_text, visible
     from memex.read.archive import Archive
 
@@ -56,11 +56,15 @@ def _summaries(cfg: Any, text: str, limit: int, *, output: str, count_only: bool
         raise ConfigError("--count and --group-by: give one of them (--group-by prints a count per group)")
     archive = Archive(cfg)
     if count_only:
-        n = archive.count(text, conversations=output == "threads", people=False)
+        n = served(cfg, "count", query=text, conversations=output == "threads")
+        if n is None:
+            n = archive.count(text, conversations=output == "threads", people=False)
         click.echo(json.dumps({"count": n}) if as_json else str(n))
         return
     if group_by:
-        groups = archive.group_counts(text, group_by, limit)
+        groups = served(cfg, "group_counts", query=text, by=group_by, limit=limit)
+        if groups is None:
+            groups = archive.group_counts(text, group_by, limit)
         if as_json:
             click.echo(json_text(groups, indent=2))
             return
@@ -69,7 +73,9 @@ def _summaries(cfg: Any, text: str, limit: int, *, output: str, count_only: bool
             shown = f"{g['name']} <{label}>" if group_by == "sender" and g["name"] else (g["name"] or label)
             click.echo(f"{g['count']:>8}  {visible(_cut(shown, 80))}")
         return
-    found = archive.threads(text, limit)
+    found = served(cfg, "threads", query=text, limit=limit)
+    if found is None:
+        found = archive.threads(text, limit)
     if as_json:
         click.echo(json_text(found, indent=2))
         return
@@ -96,13 +102,20 @@ def show(ctx: click.Context, ref: str, whole: bool, as_json: bool) -> None:
     if not whole:
         run_show(cfg, ref, as_json)
         return
-    from memex.cli.show import conversation, find, human
+    from memex.cli.find import served
+    from memex.cli.show import human
     from memex.observe.safe_text import json_text
-    from memex.store import open_store
 
-    store = open_store(cfg.store)
-    key, record = find(cfg, store, ref)
-    messages = conversation(cfg, store, key, record)
+    found = served(cfg, "thread", ref=ref)
+    if found is not None:
+        messages = [(k, d, [(rk, rd) for rk, rd in r]) for k, d, r in found]
+    else:
+        from memex.cli.show import conversation, find
+        from memex.store import open_store
+
+        store = open_store(cfg.store)
+        key, record = find(cfg, store, ref)
+        messages = conversation(cfg, store, key, record)
     if as_json:
         click.echo(json_text({"thread": [{"key": k, "record": d, "revisions": [{"key": rk, "record": rd} for rk, rd in r]}
                                          for k, d, r in messages]}, indent=2, sort_keys=True))  # fmt: skip
