@@ -324,7 +324,7 @@ def _cut(text: str, width: int) -> str:
 
 
 def _result(row: Any) -> dict[str, Any]:
-    from memex.search.query import HIGHLIGHT
+    from memex.search.parse import HIGHLIGHT
 
     snippet = row["snippet"] if row["snippet"] is not None else _cut(row["text"], SNIPPET_CHARS)
     if not snippet and row["subject"]:
@@ -356,7 +356,7 @@ def _rich(results: list[dict[str, Any]]) -> None:
     from rich.text import Text
 
     from memex.observe.safe_text import visible
-    from memex.search.query import HIGHLIGHT
+    from memex.search.parse import HIGHLIGHT
 
     console = Console(highlight=False)
     for r in results:
