@@ -179,14 +179,19 @@ def check_query(words: tuple[str, ...]) -> None:
 def run_search(cfg: Config, words: tuple[str, ...], limit: int, rank: bool, as_json: bool) -> None:
     """``memex search``: the messages ``words`` (a query) finds, newest first or best first, as lines or JSON."""
     text = " ".join(words)
-    rows = served(cfg, "search", query=text, limit=limit, rank=rank)
-    if rows is None:
+    answer = served(cfg, "search", query=text, limit=limit, rank=rank)
+    notes: list[str] = []
+    if answer is None:
         from memex.read.archive import Archive
 
-        rows = Archive(cfg, follow_people=True).search_rows(text, limit, rank=rank)
-    results = [_result(row) for row in rows]
+        rows = Archive(cfg, follow_people=True).search_rows(text, limit, rank=rank, notes=notes)
+    else:
+        rows, notes = answer["rows"], answer["notes"]
     from memex.observe.safe_text import json_text, visible
 
+    for note in notes:  # with:VALUE naming nobody: matched as words, and said so
+        sys.stderr.write(visible(note) + "\n")
+    results = [_result(row) for row in rows]
     if as_json:
         for r in results:
             r["snippet"] = r.pop("_plain")

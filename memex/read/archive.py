@@ -136,7 +136,7 @@ class Archive:
         db.row_factory = sqlite3.Row
         return db
 
-    def compile(self, query: str, *, people: bool = True) -> Any:
+    def compile(self, query: str, *, people: bool = True, notes: list[str] | None = None) -> Any:
         """``query`` compiled for the open index (call inside :meth:`reading`): stemmed when it has the stemmed table,
         person terms (``with:``, ``from:``/``to:`` naming someone set up) through the people layer, read-only."""
         from memex.search.persons import Lookup
@@ -149,20 +149,23 @@ class Archive:
             return parse(query, stemmed=self.stemmed, people=lookup)
         finally:
             lookup.close()
+            if notes is not None:
+                notes += lookup.notes  # what to tell the user: a with: value naming nobody (matched as words)
 
     # search
 
     def search_rows(self, query: str, limit: int, *, rank: bool = False, before_id: int | None = None,
-                    offset: int = 0) -> list[dict[str, Any]]:  # fmt: skip
+                    offset: int = 0, notes: list[str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
         """The index's rows ``query`` matches (the ``memex search`` language), newest first (``rank``: best first),
         at most ``limit`` after ``offset``; ``before_id``: only rows below that row id (the next page, newest first).
         Each row a dict of the index's columns and ``snippet`` (matched words between
-        :data:`memex.search.query.HIGHLIGHT`'s marks; None for a query without words)."""
+        :data:`memex.search.query.HIGHLIGHT`'s marks; None for a query without words). ``notes``: given a list,
+        what the user should be told is added to it (a ``with:`` value naming nobody, matched as words)."""
         from memex.search.query import parse
 
         parse(query)  # a query that cannot be read is refused before the index is opened
         with self.reading() as db:
-            q = self.compile(query)
+            q = self.compile(query, notes=notes)
             if before_id is not None:
                 q.where.append("{rowid} < ?")
                 q.params.append(int(before_id))

@@ -126,7 +126,9 @@ class SocketServer:
 def answer(archive: Archive, op: str, args: dict[str, Any]) -> Any:
     """The read model's data for one operation of ``memex search`` or ``memex show`` (JSON-able)."""
     if op == "search":
-        return archive.search_rows(str(args["query"]), int(args["limit"]), rank=bool(args["rank"]))
+        notes: list[str] = []
+        rows = archive.search_rows(str(args["query"]), int(args["limit"]), rank=bool(args["rank"]), notes=notes)
+        return {"rows": rows, "notes": notes}
     if op == "count":
         return archive.count(str(args["query"]), conversations=bool(args["conversations"]), people=False)
     if op == "group_counts":
