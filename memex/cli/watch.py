@@ -30,7 +30,9 @@ def watch(ctx: click.Context, sources: tuple[str, ...], settle: float, max_secon
     with its lock: cron may keep polling beside the watcher, and whichever
     finds the source busy logs `poll skipped` (the watcher retries). Runs as a
     service (systemd, launchd: see docs/deploy.md). SIGTERM or Ctrl-C stops a poll
-    in progress with its progress saved; exit 0.
+    in progress with its progress saved; exit 0. While it runs, `memex search`
+    and `memex show` ask it (a socket in the state folder) instead of opening
+    the archive themselves.
     """
     from memex.watch import watch as run_watch
 

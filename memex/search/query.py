@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from memex.errors import MemexError
-from memex.search.parse import Filter, Node, QueryError, Term, tree
+from memex.search.parse import HIGHLIGHT, Filter, Node, QueryError, Term, tree
 
 __all__ = ["FIELDS", "HIGHLIGHT", "Query", "QueryError", "parse", "phrase"]
 
 RANK_WINDOW = 200  # a ranked search ranks this many best matches first (Query.run)
-HIGHLIGHT = ("\x02", "\x03")  # snippet() marks around a matched word; the CLI renders them
 FIELDS = {
     "from": "sender",
     "to": "recipients",
@@ -91,7 +90,7 @@ class Query:
 
     def matching(self, select: str) -> tuple[str, list[Any]]:
         """``SELECT <select>`` over the rows ``m`` this query matches, unordered and unlimited (counts, group-by,
-        threads: :mod:`memex.search.threads` adds its GROUP BY and ORDER BY)."""
+        threads: :mod:`memex.read.conversations` adds its GROUP BY and ORDER BY)."""
         return self.sql(0, select=select)
 
     def sql(self, limit: int, *, rank: bool = False, window: int | None = None, select: str | None = None) -> tuple[str, list[Any]]:

@@ -1098,7 +1098,7 @@ MUTANTS = [
     # ---- end of i32-host ----
     # ---- rows of branch i32-term: append below ----
     pytest.param(
-        "memex/search/show.py",
+        "memex/cli/show.py",
         [("    lines = [f\"{name + ':':<13} {visible(value)}\" for name, value in head]\n",
           "    lines = [f\"{name + ':':<13} {value}\" for name, value in head]\n"),
          ('    lines += ["", visible(doc.get("text") or "(no text)", multiline=True)]\n', '    lines += ["", doc.get("text") or "(no text)"]\n'),
@@ -1444,7 +1444,7 @@ MUTANTS = [
     # ---- end of i35-people ----
     # ---- rows of branch i36-mcp: append below ----
     pytest.param(
-        "memex/assistant/archive.py",
+        "memex/read/archive.py",
         [('?mode=ro"', '?mode=rwc"'), ('"PRAGMA query_only = ON"', '"PRAGMA query_only = OFF"')],
         ["tests/core/test_mcp.py::test_the_index_connection_refuses_writes"],
         id="mcp-index-opened-read-write",
@@ -1520,6 +1520,31 @@ MUTANTS = [
         ["tests/signal/test_signal_daemon.py::test_a_poll_killed_after_the_daemon_handed_over_keeps_the_messages_in_the_spool"],
         id="signal-daemon-messages-held-in-memory-not-spooled-before-rendering",
     ),
+        "memex/uploader.py",
+        [('    return b"\\xef\\xbf\\xbd" not in body\n', "    return True\n")],
+        ["tests/core/test_search_follow.py::test_a_record_handed_over_as_its_dict_gives_the_row_its_stored_bytes_give"],
+        id="index-handed-a-dict-its-bytes-do-not-read-back-as",
+    ),
+    # ---- rows of branch i42-read: append below ----
+    pytest.param(
+        "memex/read/socket.py",
+        [("    old = os.umask(0o177)\n", "    old = os.umask(0o022)\n"), ("    os.chmod(path, 0o600)\n", "")],
+        ["tests/core/test_read_socket.py::test_the_socket_is_owner_only_and_a_live_one_is_left_alone"],
+        id="read-socket-open-to-other-users",
+    ),
+    pytest.param(
+        "memex/read/socket.py",
+        [("        if request.get(\"config\") != self.identity:\n", "        if False:\n")],
+        ["tests/core/test_read_socket.py::test_a_stale_socket_is_answered_in_process_and_replaced"],
+        id="read-socket-answers-another-config",
+    ),
+    pytest.param(
+        "memex/read/socket.py",
+        [("        if _listening(path):\n            return SocketServer(archive, path, None)\n", "")],
+        ["tests/core/test_read_socket.py::test_the_socket_is_owner_only_and_a_live_one_is_left_alone"],
+        id="read-socket-steals-a-live-servers-socket",
+    ),
+    # ---- end of i42-read ----
 ]  # fmt: skip
 
 
