@@ -20,6 +20,7 @@ from memex.cli.deploy import cron, launchd
 from memex.cli.people import people
 from memex.cli.schema import schema
 from memex.cli.search import index, search, show
+from memex.cli.serve import serve
 from memex.cli.verify import verify
 from memex.cli.watch import watch
 
@@ -410,5 +411,6 @@ main.add_command(search)
 main.add_command(show)
 main.add_command(index)
 main.add_command(mcp)
+main.add_command(serve)
 main.add_command(schema)
 main.add_command(people)

@@ -43,9 +43,11 @@ def serve(ctx: click.Context, host: str, port: int, use_token: bool, allow_hosts
 
 
 def _importable(name: str) -> bool:
-    import importlib.util
+    """Whether the module ``name`` can be imported (imported to find out: the command uses it next)."""
+    import importlib
 
     try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
+        importlib.import_module(name)
+    except ImportError:
         return False
+    return True

@@ -45,7 +45,7 @@ def html_part(raw: bytes) -> str | None:
 
     try:
         msg = email.message_from_bytes(raw, policy=email.policy.default)
-        part: Any = msg.get_body(preferencelist=("html",))  # type: ignore[attr-defined]
+        part: Any = msg.get_body(preferencelist=("html",))
         if part is None:
             return None
         content = part.get_content()
@@ -54,9 +54,28 @@ def html_part(raw: bytes) -> str | None:
     return content if isinstance(content, str) and content.strip() else None
 
 
-def sanitise(html: str, cid_urls: dict[str, str] | None = None) -> str:
-    """``html`` cleaned by nh3 with memex's allow-list; ``cid:`` images pointed at this server's attachment URLs."""
+_REMOTE_URL = re.compile(r"url\s*\([^)]*\)", re.IGNORECASE)
+
+
+def _local_only(tag: str, attribute: str, value: str) -> str | None:
+    """nh3's attribute filter without remote content: no remote image source, no ``url(...)`` in a style, so the
+    browser is never asked for them (a tracking pixel is not even requested, let alone loaded)."""
+    if attribute == "src":
+        return value if value.lower().startswith("cid:") else None
+    if attribute == "style":
+        return _REMOTE_URL.sub("none", value)
+    return value
+
+
+def sanitise(html: str, cid_urls: dict[str, str] | None = None, *, remote: bool = False) -> str:
+    """``html`` cleaned by nh3 with memex's allow-list; ``cid:`` images pointed at this server's attachment URLs.
+
+    Without ``remote``, remote image sources and style URLs are removed (the user has not asked for them). Its
+    text keeps no terminal control or bidi override raw: they are shown as the CLI shows them (``\\u202e``).
+    """
     import nh3
+
+    from memex.observe.safe_text import visible
 
     cleaned = nh3.clean(
         html,
@@ -66,7 +85,9 @@ def sanitise(html: str, cid_urls: dict[str, str] | None = None) -> str:
         link_rel="noopener noreferrer nofollow",
         strip_comments=True,
         set_tag_attribute_values={"a": {"target": "_blank"}},
+        attribute_filter=None if remote else _local_only,
     )
+    cleaned = visible(cleaned, multiline=True)
     urls = cid_urls or {}
 
     def point(match: re.Match[str]) -> str:

@@ -131,9 +131,12 @@ def month_chart(per_source: dict[str, dict[str, int]], *, width: int = 640, heig
     sources = sorted(per_source)
     totals = [sum(per_source[s].get(m, 0) for s in sources) for m in months]
     top = max(totals) or 1
-    bar = width / len(months)
+    bar = min(width / len(months), 48.0)
+    width = max(int(bar * len(months)), 120)
     label = f"Messages per month per source, {months[0]} to {months[-1]}, at most {top} in a month"
-    parts = [f'<svg class="chart" viewBox="0 0 {width} {height + 20}" role="img" aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg">']
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {width} {height + 20}" role="img" aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg">'
+    ]
     for i, month in enumerate(months):
         y = float(height)
         tip = ", ".join(f"{s}: {per_source[s].get(month, 0)}" for s in sources if per_source[s].get(month))
@@ -143,20 +146,25 @@ def month_chart(per_source: dict[str, dict[str, int]], *, width: int = 640, heig
             if n:
                 h = n / top * height
                 y -= h
-                parts.append(f'<rect x="{i * bar:.1f}" y="{y:.1f}" width="{max(bar - 1, 0.5):.1f}" height="{h:.1f}" fill="{colour(s, sources)}"/>')
+                parts.append(
+                    f'<rect x="{i * bar:.1f}" y="{y:.1f}" width="{max(bar - 1, 0.5):.1f}" height="{h:.1f}" fill="{colour(s, sources)}"/>'
+                )
         parts.append("</g>")
     for i, month in enumerate(months):
-        if month.endswith("-01") or i == 0:
+        if month.endswith("-01") or i == 0 or len(months) <= 8:
             parts.append(f'<text x="{i * bar:.1f}" y="{height + 15}" class="axis">{escape(month)}</text>')
     parts.append("</svg>")
-    legend = "".join(f'<li><svg class="swatch" viewBox="0 0 10 10" aria-hidden="true"><rect width="10" height="10" fill="{colour(s, sources)}"/></svg>'
-        f"{escape(visible(s))}</li>" for s in sources)
+    legend = "".join(
+        f'<li><svg class="swatch" viewBox="0 0 10 10" aria-hidden="true"><rect width="10" height="10" fill="{colour(s, sources)}"/></svg>'
+        f"{escape(visible(s))}</li>"
+        for s in sources
+    )
     return Markup("".join(parts) + f'<ul class="legend">{legend}</ul>')
 
 
 def _month_range(first: str, last: str) -> list[str]:
     year, month = int(first[:4]), int(first[5:7])
-    out = []
+    out: list[str] = []
     while f"{year:04d}-{month:02d}" <= last and len(out) < 1200:
         out.append(f"{year:04d}-{month:02d}")
         month += 1

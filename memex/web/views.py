@@ -57,7 +57,9 @@ class Views:
         """One conversation, a page of it (the latest, or before/after a cursor, or around a message), by day."""
         key = request.path_params["key"]
         around = _text(request, "around") or None
-        found = self.archive.conversation(key, around=around, before=_cursor(request, "before"), after=_cursor(request, "after"), limit=PAGE)
+        found = self.archive.conversation(
+            key, around=around, before=_cursor(request, "before"), after=_cursor(request, "after"), limit=PAGE
+        )
         if found is None:
             raise NotFound("No such conversation (or that message is not in it).")
         quoted = self._quoted(found.messages)
@@ -70,7 +72,9 @@ class Views:
         if view is None:
             raise NotFound("No such message.")
         has_html = key.endswith(".json") and self._mail_html(key) is not None
-        return self.page("message.html", request, view=view, rec=view.record, has_html=has_html, remote=request.query_params.get("remote") == "1")
+        return self.page(
+            "message.html", request, view=view, rec=view.record, has_html=has_html, remote=request.query_params.get("remote") == "1"
+        )
 
     def mail_body(self, request: Request) -> Response:
         """A mail's HTML part, sanitised, for its sandboxed frame; remote content only with ``remote=1``."""
@@ -84,7 +88,9 @@ class Views:
         cids = {str(a.get("id", "")).strip("<>"): f"/attachment/{a_index}/{present.url_part(key)}"
                 for a_index, a in enumerate(view.record.get("attachments") or []) if isinstance(a, dict) and a.get("id")}  # fmt: skip
         remote = request.query_params.get("remote") == "1"
-        return HTMLResponse(document(sanitise(html, cids)), headers={"content-security-policy": MAIL_CSP_REMOTE if remote else MAIL_CSP})
+        return HTMLResponse(
+            document(sanitise(html, cids, remote=remote)), headers={"content-security-policy": MAIL_CSP_REMOTE if remote else MAIL_CSP}
+        )
 
     def attachment(self, request: Request) -> Response:
         """An attachment's bytes: images, audio and video of safe types inline, everything else as a download."""
