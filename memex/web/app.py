@@ -91,14 +91,20 @@ def _guarded(views: Any, handler: Callable[[Any], Any]) -> Callable[[Any], Await
     return endpoint
 
 
-def serve(app: ASGIApp, host: str, port: int, *, ready: Callable[[], None] | None = None) -> Any:
-    """Run ``app`` on ``host``:``port`` under uvicorn until stopped (Ctrl-C, SIGTERM); ``ready`` is called once it
-    listens. Returns the uvicorn server (its ``should_exit`` stops it from another thread)."""
+def server_for(app: ASGIApp, host: str, port: int) -> Any:
+    """A uvicorn server for ``app`` on ``host``:``port``: no access log, no ``Server`` header, no proxy headers
+    trusted. Its ``run()`` serves until stopped (Ctrl-C, SIGTERM, or ``should_exit`` set from another thread)."""
     import uvicorn
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off", server_header=False,
                             date_header=False, proxy_headers=False)  # fmt: skip
-    server = uvicorn.Server(config)
+    return uvicorn.Server(config)
+
+
+def serve(app: ASGIApp, host: str, port: int, *, ready: Callable[[], None] | None = None) -> Any:
+    """Run ``app`` on ``host``:``port`` under uvicorn until stopped (Ctrl-C, SIGTERM); ``ready`` is called once it
+    listens. Returns the uvicorn server."""
+    server = server_for(app, host, port)
     if ready is not None:
         original = server.startup
 

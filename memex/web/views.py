@@ -55,7 +55,7 @@ class Views:
 
     def conversation(self, request: Request) -> Response:
         """One conversation, a page of it (the latest, or before/after a cursor, or around a message), by day."""
-        key = request.path_params["key"]
+        key = _key(request)
         around = _text(request, "around") or None
         found = self.archive.conversation(
             key, around=around, before=_cursor(request, "before"), after=_cursor(request, "after"), limit=PAGE
@@ -67,7 +67,7 @@ class Views:
 
     def message(self, request: Request) -> Response:
         """One message whole: its text, attachments, its HTML as mailed (framed), its history of edits and unsends."""
-        key = request.path_params["key"]
+        key = _key(request)
         view = self.archive.message(key)
         if view is None:
             raise NotFound("No such message.")
@@ -78,7 +78,7 @@ class Views:
 
     def mail_body(self, request: Request) -> Response:
         """A mail's HTML part, sanitised, for its sandboxed frame; remote content only with ``remote=1``."""
-        key = request.path_params["key"]
+        key = _key(request)
         if self.archive.message(key) is None:
             raise NotFound("No such message.")
         html = self._mail_html(key)
@@ -94,7 +94,7 @@ class Views:
 
     def attachment(self, request: Request) -> Response:
         """An attachment's bytes: images, audio and video of safe types inline, everything else as a download."""
-        key = request.path_params["key"]
+        key = _key(request)
         try:
             index = int(request.path_params["index"])
         except ValueError:
@@ -108,7 +108,7 @@ class Views:
         inline = kind != "file" and request.query_params.get("download") != "1"
         mime = (blob.meta.mime or "").split(";")[0].strip().lower() if inline else "application/octet-stream"
         headers = {"content-disposition": present.content_disposition(blob.meta.name, inline=inline),
-                   "content-security-policy": "default-src 'none'; sandbox"}  # fmt: skip
+                   "content-security-policy": "default-src 'none'; object-src 'none'; base-uri 'none'; frame-ancestors 'self'; sandbox"}  # fmt: skip
         return Response(body, media_type=mime, headers=headers)
 
     def search(self, request: Request) -> Response:
@@ -153,6 +153,8 @@ class Views:
         span = _choice(request, "span", ["day", "week"]) or "day"
         default = self._newest_day()
         start = present.parse_day(request.query_params.get("day"), default)
+        if not 1900 <= start.year <= 9000:
+            raise BadRequest("The day is from the year 1900 to 9000.")
         if span == "week":
             start -= timedelta(days=start.weekday())
         end = start + timedelta(days=6 if span == "week" else 0)
@@ -201,6 +203,14 @@ class Views:
         found = self.archive.search("*", limit=1, total=False)
         sent = found.hits[0].sent if found.hits else None
         return sent.date() if sent is not None else datetime.now(UTC).date()
+
+
+def _key(request: Request) -> str:
+    """The store key a URL names (a message's): never one that climbs out of its folder or is absolute."""
+    key = request.path_params["key"]
+    if not key or key.startswith("/") or "\\" in key or "\x00" in key or ".." in key.split("/") or len(key) > 2000:
+        raise BadRequest("That is not a message's key: follow the pages' own links.")
+    return str(key)
 
 
 def _text(request: Request, name: str, limit: int = 500) -> str:

@@ -27,8 +27,7 @@ class Served:
     """An application served by uvicorn on 127.0.0.1 in a thread: its base URL, config, archive and state folder."""
 
     def __init__(self, cfg: Path, store: Any = None, *, token: bool = False, allow_hosts: tuple[str, ...] = ()) -> None:
-        import uvicorn
-
+        from memex.web.app import server_for
         from memex.web.run import build
 
         self.cfg = memex_config.load(cfg)
@@ -36,8 +35,7 @@ class Served:
         self.app, self.archive, self.token, _ = build(self.cfg, host="127.0.0.1", use_token=token, allow_hosts=allow_hosts)
         if store is not None:
             self.archive._store = store
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False, lifespan="off")
-        self.server = uvicorn.Server(config)
+        self.server = server_for(self.app, "127.0.0.1", self.port)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         wait_until(lambda: self.server.started, patience(30), "the web server listening")
