@@ -35,18 +35,32 @@ class Views:
     def __init__(self, archive: Any, env: Any, sources: list[str]) -> None:
         self.archive = archive
         self.env = env
-        self.sources = sources
+        self.configured = sources
+        self._known: tuple[float, list[str]] | None = None
 
     def page(self, name: str, request: Request, status: int = 200, **context: Any) -> HTMLResponse:
         """``name`` rendered with ``context`` (and what every page needs) as an HTML response."""
-        html = self.env.get_template(name).render(request=request, path=request.url.path, sources=self.sources, **context)
+        html = self.env.get_template(name).render(request=request, path=request.url.path, sources=self.sources(), **context)
         return HTMLResponse(html, status_code=status)
+
+    def sources(self) -> list[str]:
+        """The sources to filter by: the configured ones and those in the index (counted again every 5 minutes)."""
+        import time
+
+        now = time.monotonic()
+        if self._known is None or now - self._known[0] > 300:
+            try:
+                indexed = [c.key or c.label for c in self.archive.counts("*", by="source", limit=1000)]
+            except Exception:  # no index yet: the configured ones; the page says what is wrong
+                indexed = []
+            self._known = (now, sorted(set(self.configured) | set(indexed)))
+        return self._known[1]
 
     # the pages
 
     def conversations(self, request: Request) -> Response:
         """Every conversation, the latest first, filtered by source and person; paged by the last one's cursor."""
-        source = _choice(request, "source", self.sources)
+        source = _text(request, "source", 200) or None
         person = _text(request, "person") or None
         before = _cursor(request, "before")
         found = self.archive.conversations(source=source, person=person, limit=PAGE + 1, before=before)
@@ -145,8 +159,8 @@ class Views:
         term = f'with:"{view.summary.id}"' if '"' not in view.summary.id else f"with:{view.summary.id}"
         per_source = {s: {c.key or c.label: c.n for c in self.archive.counts(f"{term} source:{s}", by="month", limit=1200)}
                       for s in view.sources if '"' not in s and " " not in s}  # fmt: skip
-        convs = [self.archive.conversation(k, limit=1) for k in view.conversations[:PAGE]]
-        return self.page("person.html", request, view=view, chart=present.month_chart(per_source), convs=[c for c in convs if c], term=term)
+        convs = self.archive.conversations(person=view.summary.id, limit=PAGE)
+        return self.page("person.html", request, view=view, chart=present.month_chart(per_source), convs=convs, term=term)
 
     def timeline(self, request: Request) -> Response:
         """One day or one week across every source, in time order."""
