@@ -136,22 +136,10 @@ def check_query(words: tuple[str, ...]) -> None:
 
 def run_search(cfg: Config, words: tuple[str, ...], limit: int, rank: bool, as_json: bool) -> None:
     """``memex search``: the messages ``words`` (a query) finds, newest first or best first, as lines or JSON."""
-    from memex.search.index import SearchIndex
-    from memex.search.query import parse
-    from memex.search.schema import STEM
+    from memex.read.archive import Archive
 
-    text = " ".join(words)
-    parse(text)  # a query that cannot be read is refused before the index is opened
-    from memex.search import index_path
-    from memex.search.persons import Lookup
-
-    with SearchIndex.open(cfg.state_dir, create=False) as index:
-        people = Lookup(cfg, index_path(cfg.state_dir))  # opened only by a with:, from: or to: term
-        try:
-            q = parse(text, stemmed=STEM in index.tables, people=people)
-        finally:
-            people.close()
-        results = [_result(row) for row in q.run(index.select, limit, rank=rank)]
+    rows = Archive(cfg, follow_people=True).search_rows(" ".join(words), limit, rank=rank)
+    results = [_result(row) for row in rows]
     from memex.observe.safe_text import json_text, visible
 
     if as_json:
@@ -171,7 +159,7 @@ def run_search(cfg: Config, words: tuple[str, ...], limit: int, rank: bool, as_j
 
 def run_show(cfg: Config, ref: str, as_json: bool) -> None:
     """``memex show``: one message with its revisions and attachment list, read from the store."""
-    from memex.search.show import find, human, revisions
+    from memex.cli.show import find, human, revisions
     from memex.store import open_store
 
     store = open_store(cfg.store)
@@ -190,7 +178,7 @@ def run_index_status(cfg: Config, as_json: bool) -> None:
     """``memex index status``: per source, indexed, in the store, behind, pending."""
     import json
 
-    from memex.search.show import status_rows, status_table
+    from memex.cli.show import status_rows, status_table
     from memex.store import open_store
 
     rows = status_rows(cfg, open_store(cfg.store))

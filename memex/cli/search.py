@@ -48,35 +48,31 @@ def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, o
 
 
 def _summaries(cfg: Any, text: str, limit: int, *, output: str, count_only: bool, group_by: str | None, as_json: bool) -> None:
-    """``--count``, ``--group-by`` and ``--output=threads`` (:mod:`memex.search.threads`)."""
+    """``--count``, ``--group-by`` and ``--output=threads`` (:mod:`memex.read.conversations`)."""
     from memex.cli.find import _cut, _when
     from memex.observe.safe_text import json_text, visible
-    from memex.search import threads as conv
-    from memex.search.index import SearchIndex
-    from memex.search.query import parse
-    from memex.search.schema import STEM
+    from memex.read.archive import Archive
 
     if count_only and group_by:
         from memex.errors import ConfigError
 
         raise ConfigError("--count and --group-by: give one of them (--group-by prints a count per group)")
-    with SearchIndex.open(cfg.state_dir, create=False) as index:
-        q = parse(text, stemmed=STEM in index.tables)
-        if count_only:
-            n = conv.count(index, q, threads=output == "threads")
-            click.echo(json.dumps({"count": n}) if as_json else str(n))
+    archive = Archive(cfg)
+    if count_only:
+        n = archive.count(text, conversations=output == "threads", people=False)
+        click.echo(json.dumps({"count": n}) if as_json else str(n))
+        return
+    if group_by:
+        groups = archive.group_counts(text, group_by, limit)
+        if as_json:
+            click.echo(json_text(groups, indent=2))
             return
-        if group_by:
-            groups = conv.group_counts(index, q, group_by, limit)
-            if as_json:
-                click.echo(json_text(groups, indent=2))
-                return
-            for g in groups:
-                label = g["group"] or "(none)"
-                shown = f"{g['name']} <{label}>" if group_by == "sender" and g["name"] else (g["name"] or label)
-                click.echo(f"{g['count']:>8}  {visible(_cut(shown, 80))}")
-            return
-        found = conv.threads(index, q, limit)
+        for g in groups:
+            label = g["group"] or "(none)"
+            shown = f"{g['name']} <{label}>" if group_by == "sender" and g["name"] else (g["name"] or label)
+            click.echo(f"{g['count']:>8}  {visible(_cut(shown, 80))}")
+        return
+    found = archive.threads(text, limit)
     if as_json:
         click.echo(json_text(found, indent=2))
         return
@@ -103,8 +99,8 @@ def show(ctx: click.Context, ref: str, whole: bool, as_json: bool) -> None:
     if not whole:
         run_show(cfg, ref, as_json)
         return
+    from memex.cli.show import conversation, find, human
     from memex.observe.safe_text import json_text
-    from memex.search.show import conversation, find, human
     from memex.store import open_store
 
     store = open_store(cfg.store)

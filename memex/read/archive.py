@@ -18,10 +18,12 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import IO, Any
 
 from memex.config import Config
 from memex.errors import MemexError
+from memex.read.conversations import first_row
 from memex.read.errors import IndexMissing, IndexOtherVersion, IndexUnreadable, ReadError
 from memex.read.models import (
     AttachmentBlob,
@@ -54,10 +56,13 @@ PEOPLE_FOLD = 1000  # counts by person fold this many of the busiest senders int
 class Archive:
     """The index and store of one configuration, read-only. Open one with :func:`open_archive`; close it when done."""
 
-    def __init__(self, cfg: Config, store: ObjectStore | None = None) -> None:
-        """Read ``cfg``'s archive (``store``: its store, opened on first use when not given)."""
+    def __init__(self, cfg: Config, store: ObjectStore | None = None, *, follow_people: bool = False) -> None:
+        """Read ``cfg``'s archive (``store``: its store, opened on first use when not given). ``follow_people``: a
+        person term brings the people layer's handles file up to date first, as ``memex search`` does (that file is
+        the people layer's own, derived from the index; the index and the store are never written either way)."""
         self.cfg = cfg
         self._store = store
+        self.follow_people = follow_people
         self.stemmed = True  # whether the index has the stemmed table (set by :meth:`reading`)
 
     @property
@@ -97,22 +102,39 @@ class Archive:
         except OSError as exc:
             raise _unreadable(exc, path) from None
         try:
-            db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=10.0, check_same_thread=False)
-            try:
-                db.execute("PRAGMA query_only = ON")
-                version = db.execute("PRAGMA user_version").fetchone()[0]
-                if version != SCHEMA_VERSION:
-                    raise IndexOtherVersion(f"made by another version of memex (format {version}, this one reads {SCHEMA_VERSION}); "
-                                            "run `memex index rebuild` to make it again from the store", path=path, version=version)  # fmt: skip
-                self.stemmed = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'fts_stem'").fetchone() is not None
-                db.row_factory = sqlite3.Row
-                yield db
-            finally:
-                db.close()
-        except (sqlite3.Error, OSError) as exc:
+            db = self._connect(path)
+        except BaseException:
+            os.close(lock)
+            raise
+        try:
+            yield db
+        except sqlite3.Error as exc:  # a statement's fault (a damaged page, a lost disk): the index, not the caller
             raise _unreadable(exc, path) from None
         finally:
+            db.close()
             os.close(lock)
+
+    def _connect(self, path: Path) -> sqlite3.Connection:
+        """A read-only connection to the index at ``path`` of this version's format, rows by name."""
+        try:
+            db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=10.0, check_same_thread=False)
+        except (sqlite3.Error, OSError) as exc:
+            raise _unreadable(exc, path) from None
+        try:
+            db.execute("PRAGMA query_only = ON")
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                raise IndexOtherVersion(f"made by another version of memex (format {version}, this one reads {SCHEMA_VERSION}); "
+                                        "run `memex index rebuild` to make it again from the store", path=path, version=version)  # fmt: skip
+            self.stemmed = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'fts_stem'").fetchone() is not None
+        except (sqlite3.Error, OSError) as exc:
+            db.close()
+            raise _unreadable(exc, path) from None
+        except BaseException:
+            db.close()
+            raise
+        db.row_factory = sqlite3.Row
+        return db
 
     def compile(self, query: str, *, people: bool = True) -> Any:
         """``query`` compiled for the open index (call inside :meth:`reading`): stemmed when it has the stemmed table,
@@ -122,7 +144,7 @@ class Archive:
 
         if not people:
             return parse(query, stemmed=self.stemmed)
-        lookup = Lookup(self.cfg, index_path(self.cfg.state_dir), read_only=True)
+        lookup = Lookup(self.cfg, index_path(self.cfg.state_dir), read_only=not self.follow_people)
         try:
             return parse(query, stemmed=self.stemmed, people=lookup)
         finally:
@@ -171,15 +193,15 @@ class Archive:
             rows = [dict(r) for r in db.execute(sql, params).fetchall()][offset:]
             return _with_ids(db, rows)
 
-    def count(self, query: str, *, conversations: bool = False) -> int:
-        """How many messages (or with ``conversations``, conversations) ``query`` matches."""
+    def count(self, query: str, *, conversations: bool = False, people: bool = True) -> int:
+        """How many messages (or with ``conversations``, conversations) ``query`` matches (``people``: person terms
+        through the people layer; else as words, as ``memex search --count`` reads them)."""
+        from memex.read.conversations import count
         from memex.search.query import parse
 
         parse(query)
         with self.reading() as db:
-            sql, params = self.compile(query).matching("count(DISTINCT m.thread)" if conversations else "count(*)")
-            n: int = db.execute(sql, params).fetchone()[0]
-            return n
+            return count(db, self.compile(query, people=people), threads=conversations)
 
     def counts(self, query: str, by: str, limit: int = 50) -> list[Count]:
         """How many messages ``query`` matches per ``by`` (:data:`BY`): most first (months and days newest first),
@@ -204,7 +226,7 @@ class Archive:
                     ).fetchone()
                     out.append(Count(label=(found[0] if found else None) or g or "?", key=g or None, n=n))
                 elif by == "conversation":
-                    first = _first(db, g)
+                    first = first_row(db, g)
                     out.append(Count(label=_title(first) if first else "?", key=str(g), n=n))
                 else:
                     out.append(Count(label=g or "no time", key=g or None, n=n))
@@ -349,7 +371,7 @@ class Archive:
 
     def _summary(self, db: sqlite3.Connection, thread: int, n: int | None = None, last: int | None = None) -> ConversationSummary:
         """A conversation's summary: named after its first row, its people, its last message."""
-        first = _first(db, thread)
+        first = first_row(db, thread)
         if n is None or last is None:
             n, last = db.execute("SELECT count(*), max(id) FROM messages WHERE thread = ? AND deleted = 0", (thread,)).fetchone()
         people = list(dict.fromkeys(_who(r["sender_name"], r["sender_id"], r["is_me"]) for r in db.execute(
@@ -405,11 +427,24 @@ class Archive:
     def thread_keys(self, key: str) -> list[str]:
         """The keys of every message in the conversation of the message at ``key``, oldest first (messages with no
         time last); deleted ones too. Empty when ``key`` is not indexed."""
+        from memex.read.conversations import thread_keys
+
         with self.reading() as db:
-            found = db.execute("SELECT thread FROM messages WHERE key = ?", (key,)).fetchone()
-            if found is None:
-                return []
-            return [r[0] for r in db.execute("SELECT key FROM messages WHERE thread = ? ORDER BY id < 0, id", (found[0],))]
+            return thread_keys(db, key)
+
+    def group_counts(self, query: str, by: str, limit: int) -> list[dict[str, Any]]:
+        """``memex search --group-by``: :func:`memex.read.conversations.group_counts` (person terms as words)."""
+        from memex.read.conversations import group_counts
+
+        with self.reading() as db:
+            return group_counts(db, self.compile(query, people=False), by, limit)
+
+    def threads(self, query: str, limit: int) -> list[dict[str, Any]]:
+        """``memex search --output=threads``: :func:`memex.read.conversations.threads` (person terms as words)."""
+        from memex.read.conversations import threads
+
+        with self.reading() as db:
+            return threads(db, self.compile(query, people=False), limit)
 
     def _summaries(self, db: sqlite3.Connection, rows: list[Any], *, records: bool = True) -> list[MessageSummary]:
         """Rows as message summaries; with ``records``, each completed from its stored record (attachments, the
@@ -487,6 +522,28 @@ class Archive:
                     (json.dumps(ids),))]  # fmt: skip
         return PersonView(summary=who, handles=who.handles, sources=who.messages, conversations=conversations)
 
+    # what the index holds
+
+    def index_counts(self) -> dict[str, dict[str, Any]]:
+        """Per source: rows indexed, of them deleted and edited, when records were last added and rebuilt."""
+        out: dict[str, dict[str, Any]] = {}
+        with self.reading() as db:
+            for source, n, deleted, edited in db.execute(
+                "SELECT source, COUNT(*), SUM(deleted), SUM(edited) FROM messages GROUP BY source"
+            ):
+                out[source] = {"indexed": n, "deleted": deleted or 0, "edited": edited or 0, "added_at": None, "rebuilt_at": None}
+            for source, added_at, rebuilt_at in db.execute("SELECT source, added_at, rebuilt_at FROM sources"):
+                entry = out.setdefault(source, {"indexed": 0, "deleted": 0, "edited": 0})
+                entry.update(added_at=added_at, rebuilt_at=rebuilt_at)
+        return out
+
+    def store_count(self, source: str) -> int:
+        """How many message records the store holds for ``source`` (one listing of ``messages/<source>/``)."""
+        from memex.records import encode_id
+        from memex.search.rows import is_record_key
+
+        return sum(1 for key in self.store.list_keys(f"messages/{encode_id(source)}/") if is_record_key(key))
+
     # the sources
 
     def sources(self) -> list[SourceHealth]:
@@ -526,14 +583,6 @@ def _with_ids(db: sqlite3.Connection, rows: list[dict[str, Any]]) -> list[dict[s
         found = db.execute("SELECT id, thread FROM messages WHERE key = ?", (r["key"],)).fetchone()
         r["id"], r["thread"] = (found[0], found[1]) if found else (None, None)
     return rows
-
-
-def _first(db: sqlite3.Connection, thread: int) -> sqlite3.Row | None:
-    """The row a conversation is named after: its lowest row id (its first message, or one with no time)."""
-    found: sqlite3.Row | None = db.execute(
-        "SELECT key, source, conv_id, conv_name, subject FROM messages WHERE id = ?", (thread,)
-    ).fetchone()
-    return found
 
 
 def _title(first: Any) -> str:

@@ -31,7 +31,7 @@ from memex.config import Config
 from memex.errors import MemexError, StateError
 from memex.hold import point_from_env
 from memex.records import encode_id
-from memex.search import index_path, journal_path
+from memex.search import index_path, journal_keys, journal_path
 from memex.search.index import SIDE_FILES, SearchIndex
 from memex.search.locks import OPEN_LOCK, REBUILD_LOCK, REBUILD_WAIT, SWAP_WAIT, RebuildRunning
 from memex.search.rows import is_record_key, load_record
@@ -67,15 +67,6 @@ def journal_drop(path: Path, upto: int) -> None:
         fh.seek(upto)
         rest = fh.read()
     atomic_replace(path, rest)
-
-
-def journal_keys(path: Path) -> list[str]:
-    """The keys a journal holds, each once, in order."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    return list(dict.fromkeys(k for k in text.splitlines() if k))
 
 
 def read_bodies(store: ObjectStore, keys: Iterator[str] | list[str], workers: int) -> Iterator[tuple[str, bytes]]:
@@ -212,11 +203,6 @@ def _stopped(exc: sqlite3.Error | OSError, new: Path) -> MemexError:
     if isinstance(exc, OSError):
         return StateError(f"rebuild stopped: {exc.strerror or type(exc).__name__}; {fix}", path=exc.filename or new)
     return StateError(f"rebuild stopped: SQLite {getattr(exc, 'sqlite_errorname', type(exc).__name__)}; {fix}", path=new)
-
-
-def store_counts(store: ObjectStore, source: str) -> int:
-    """How many message records the store holds for ``source`` (one listing of ``messages/<source>/``)."""
-    return sum(1 for key in store.list_keys(f"messages/{encode_id(source)}/") if is_record_key(key))
 
 
 class Follower:

@@ -185,7 +185,7 @@ class SearchIndex:
             n += self._add_staged(batch)
             if tick is not None:
                 tick(n)
-        from memex.search.threads import join_all
+        from memex.search.join import join_all
 
         join_all(self.db)
         self.db.execute("PRAGMA cache_size = -8192")  # the indexes' sorts keep 8 MiB in memory, whatever the size
@@ -275,7 +275,7 @@ class SearchIndex:
         ids = free_ids([time_id(row.ts, row.key) for row in rows], self._taken, self._highest)
         pairs = sorted(zip(ids, rows, strict=True), key=lambda pair: pair[0])
         self.db.executemany(_INSERT_ID, [(i, *_values(row), i) for i, row in pairs])  # each its own thread, then joined
-        if fresh:  # a rebuild joins every thread once, at its end (:func:`memex.search.threads.join_all`)
+        if fresh:  # a rebuild joins every thread once, at its end (:func:`memex.search.join.join_all`)
             self.db.executemany(_INSERT_LINK, [(ref, i) for i, row in pairs for ref in row.links])
         words = [(i, *_fts(row)) for i, row in pairs]
         for t in self.tables:
@@ -370,26 +370,9 @@ class SearchIndex:
             self.db.execute("INSERT INTO sources(source, rebuilt_at) VALUES (?, ?) "
                             "ON CONFLICT(source) DO UPDATE SET rebuilt_at = excluded.rebuilt_at", (source, now))  # fmt: skip
 
-    # reading
-
-    def status(self) -> dict[str, dict[str, Any]]:
-        """Per source: rows indexed, of them deleted and edited, revisions, when records were last added and rebuilt."""
-        out: dict[str, dict[str, Any]] = {}
-        for source, n, deleted, edited in self.db.execute(
-                "SELECT source, COUNT(*), SUM(deleted), SUM(edited) FROM messages GROUP BY source"):  # fmt: skip
-            out[source] = {"indexed": n, "deleted": deleted or 0, "edited": edited or 0, "added_at": None, "rebuilt_at": None}
-        for source, added_at, rebuilt_at in self.db.execute("SELECT source, added_at, rebuilt_at FROM sources"):
-            entry = out.setdefault(source, {"indexed": 0, "deleted": 0, "edited": 0})
-            entry.update(added_at=added_at, rebuilt_at=rebuilt_at)
-        return out
-
-    def keys_for(self, ref: str) -> list[str]:
-        """The keys of the messages ``ref`` names: a stored key, or a native ID (in any source)."""
-        rows = self.db.execute("SELECT key FROM messages WHERE key = ? OR native_id = ? ORDER BY key", (ref, ref)).fetchall()
-        return [r[0] for r in rows]
-
     def select(self, sql: str, params: list[Any]) -> Iterator[sqlite3.Row]:
-        """Run a query built by :mod:`memex.search.query` (rows by column name)."""
+        """Run a query built by :mod:`memex.search.query` (rows by column name): the tests' look at a file being
+        written; every front end reads through :mod:`memex.read`."""
         self.db.row_factory = sqlite3.Row
         try:
             yield from self.db.execute(sql, params)

@@ -91,7 +91,7 @@ class Query:
 
     def matching(self, select: str) -> tuple[str, list[Any]]:
         """``SELECT <select>`` over the rows ``m`` this query matches, unordered and unlimited (counts, group-by,
-        threads: :mod:`memex.search.threads` adds its GROUP BY and ORDER BY)."""
+        threads: :mod:`memex.read.conversations` adds its GROUP BY and ORDER BY)."""
         return self.sql(0, select=select)
 
     def sql(self, limit: int, *, rank: bool = False, window: int | None = None, select: str | None = None) -> tuple[str, list[Any]]:

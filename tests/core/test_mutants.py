@@ -1098,7 +1098,7 @@ MUTANTS = [
     # ---- end of i32-host ----
     # ---- rows of branch i32-term: append below ----
     pytest.param(
-        "memex/search/show.py",
+        "memex/cli/show.py",
         [("    lines = [f\"{name + ':':<13} {visible(value)}\" for name, value in head]\n",
           "    lines = [f\"{name + ':':<13} {value}\" for name, value in head]\n"),
          ('    lines += ["", visible(doc.get("text") or "(no text)", multiline=True)]\n', '    lines += ["", doc.get("text") or "(no text)"]\n'),
@@ -1444,7 +1444,7 @@ MUTANTS = [
     # ---- end of i35-people ----
     # ---- rows of branch i36-mcp: append below ----
     pytest.param(
-        "memex/assistant/archive.py",
+        "memex/read/archive.py",
         [('?mode=ro"', '?mode=rwc"'), ('"PRAGMA query_only = ON"', '"PRAGMA query_only = OFF"')],
         ["tests/core/test_mcp.py::test_the_index_connection_refuses_writes"],
         id="mcp-index-opened-read-write",

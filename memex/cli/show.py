@@ -1,49 +1,40 @@
-"""``memex show`` (one message, its revisions and attachments, read from the store) and ``memex index status``."""
+"""``memex show`` (one message, its revisions and attachments, read from the store) and ``memex index status``:
+what the read model (:mod:`memex.read`) answers, as text."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memex.config import Config
 from memex.errors import ConfigError, StateError
 from memex.observe.safe_text import visible
-from memex.records import message_key
-from memex.search import index_path, journal_path
-from memex.search.build import journal_keys, store_counts
-from memex.search.index import SearchIndex
-from memex.search.rows import revision_parent
+from memex.search import index_path, journal_keys, journal_path
 from memex.store.objects import ObjectStore
 
+if TYPE_CHECKING:
+    from memex.read.archive import Archive
 
-def _load(store: ObjectStore, key: str) -> dict[str, Any] | None:
-    body = store.get(key)
-    if body is None:
-        return None
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        raise StateError("the stored object is not JSON; `memex verify --repair` replaces a damaged one", path=key) from None
-    return doc if isinstance(doc, dict) else None
+
+def _archive(cfg: Config, store: ObjectStore) -> Archive:
+    from memex.read.archive import Archive
+
+    return Archive(cfg, store)
 
 
 def find(cfg: Config, store: ObjectStore, ref: str) -> tuple[str, dict[str, Any]]:
     """The key and record ``ref`` names: a key (``messages/...json``, or a revision's, meaning its message), or a native ID.
 
-    A native ID is looked up in the search index when there is one, else at its key in each configured source.
+    A native ID is looked up in the search index when there is one, else at its key in each configured source
+    (:meth:`memex.read.archive.Archive.resolve`).
     """
+    archive = _archive(cfg, store)
+    keys = archive.resolve(ref)
     if ref.startswith(("messages/", "revisions/")) and ref.endswith(".json"):
-        key = revision_parent(ref) or ref
-        doc = _load(store, key)
+        doc = _load(store, keys[0])
         if doc is None:
-            raise ConfigError(f"{key}: not in the store; check the key (`memex search --json` lists keys)")
-        return key, doc
-    keys: list[str] = []
-    if index_path(cfg.state_dir).exists():
-        with SearchIndex.open(cfg.state_dir, create=False) as index:
-            keys = index.keys_for(ref)
-    if not keys:
-        keys = [k for k in (message_key(source, ref) for source in sorted(cfg.sources)) if store.exists(k)]
+            raise ConfigError(f"{keys[0]}: not in the store; check the key (`memex search --json` lists keys)")
+        return keys[0], doc
     if not keys:
         raise ConfigError(f"no stored message has the native ID {ref!r}; give a key or a native ID (`memex search --json` lists both)")
     if len(keys) > 1:
@@ -54,18 +45,28 @@ def find(cfg: Config, store: ObjectStore, ref: str) -> tuple[str, dict[str, Any]
     return keys[0], doc
 
 
+def _load(store: ObjectStore, key: str) -> dict[str, Any] | None:
+    """The record at ``key`` (None when absent); a stored object that is not JSON is a StateError."""
+    body = store.get(key)
+    if body is None:
+        return None
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise StateError("the stored object is not JSON; `memex verify --repair` replaces a damaged one", path=key) from None
+    return doc if isinstance(doc, dict) else None
+
+
 def conversation(
     cfg: Config, store: ObjectStore, key: str, doc: dict[str, Any]
 ) -> list[tuple[str, dict[str, Any], list[tuple[str, dict[str, Any]]]]]:
     """Every message of the conversation of the message at ``key`` (its record ``doc``), oldest first, each with its
-    revisions, read from the store (the index says which: :func:`memex.search.threads.thread_keys`). A message the
-    index lists but the store lacks is left out; one the index lacks (not indexed yet) is shown alone."""
-    from memex.search.threads import thread_keys
-
+    revisions, read from the store (the index says which: :meth:`memex.read.archive.Archive.thread_keys`). A message
+    the index lists but the store lacks is left out; one the index lacks (not indexed yet) is shown alone."""
     if not index_path(cfg.state_dir).exists():
         raise StateError("no search index yet, and --thread needs it; build it with `memex index rebuild`", path=index_path(cfg.state_dir))
-    with SearchIndex.open(cfg.state_dir, create=False) as index:
-        keys = thread_keys(index, key) or [key]
+    archive = _archive(cfg, store)
+    keys = archive.thread_keys(key) or [key]
     out = []
     for k in keys:
         found = doc if k == key else _load(store, k)
@@ -118,13 +119,13 @@ def human(key: str, doc: dict[str, Any], revs: list[tuple[str, dict[str, Any]]])
 def status_rows(cfg: Config, store: ObjectStore) -> list[dict[str, Any]]:
     """Per source (configured or indexed): indexed, edited, deleted, in the store, behind, pending, last added/rebuilt."""
     indexed: dict[str, dict[str, Any]] = {}
+    archive = _archive(cfg, store)
     if index_path(cfg.state_dir).exists():
-        with SearchIndex.open(cfg.state_dir, create=False) as index:
-            indexed = index.status()
+        indexed = archive.index_counts()
     rows = []
     for source in sorted(set(cfg.sources) | set(indexed)):
         entry = indexed.get(source, {"indexed": 0, "deleted": 0, "edited": 0, "added_at": None, "rebuilt_at": None})
-        in_store = store_counts(store, source)
+        in_store = archive.store_count(source)
         pending = sum(len(journal_keys(journal_path(cfg.state_dir, source, w))) for w in ("poll", "backfill"))
         rows.append({"source": source, **entry, "in_store": in_store, "behind": max(0, in_store - entry["indexed"]), "pending": pending})
     return rows
