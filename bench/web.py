@@ -28,8 +28,8 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.search import config, generated
 from bench._common import run
+from bench.search import config, generated
 
 TYPED = ["lease", "meeting", "w12", "photos", "from:person7", "birthday", "contract", "w1999", "dinner", "invoice"]
 
@@ -115,7 +115,7 @@ def measure(work: Path, n: int, repeat: int) -> None:
         print(server.stdout.readline().strip(), flush=True)
         urls = pages(port, cfg)
         times: dict[str, list[float]] = {name: [] for name in urls}
-        for name, path in urls.items():  # warm-up
+        for path in urls.values():  # warm-up
             first_byte(port, path)
         for _ in range(repeat):
             for name, path in urls.items():

@@ -112,6 +112,6 @@ def serve(app: ASGIApp, host: str, port: int, *, ready: Callable[[], None] | Non
             await original(sockets=sockets)
             ready()
 
-        server.startup = startup  # type: ignore[method-assign]
+        server.startup = startup
     server.run()
     return server

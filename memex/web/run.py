@@ -49,7 +49,9 @@ def _socket_server(cfg: Config, archive: Any) -> Callable[[], None]:
     a function that stops it. Without one in this version of the read model, nothing."""
     try:
         from memex.read.socket import serve_socket  # type: ignore[import-not-found, unused-ignore]
-    except ModuleNotFoundError:
+    except ModuleNotFoundError as exc:
+        if exc.name != "memex.read.socket":
+            raise
         return lambda: None
     stop: Callable[[], None] = serve_socket(cfg, archive)
     return stop

@@ -36,7 +36,7 @@ class Views:
         self.archive = archive
         self.env = env
         self.configured = sources
-        self._known: tuple[float, list[str]] | None = None
+        self._known: list[str] | None = None
 
     def page(self, name: str, request: Request, status: int = 200, **context: Any) -> HTMLResponse:
         """``name`` rendered with ``context`` (and what every page needs) as an HTML response."""
@@ -44,17 +44,16 @@ class Views:
         return HTMLResponse(html, status_code=status)
 
     def sources(self) -> list[str]:
-        """The sources to filter by: the configured ones and those in the index (counted again every 5 minutes)."""
-        import time
+        """The sources to filter by: the configured ones and those in the index (counted once, at the first page)."""
+        if self._known is None:
+            from memex.errors import MemexError
 
-        now = time.monotonic()
-        if self._known is None or now - self._known[0] > 300:
             try:
                 indexed = [c.key or c.label for c in self.archive.counts("*", by="source", limit=1000)]
-            except Exception:  # no index yet: the configured ones; the page says what is wrong
+            except MemexError:  # no index yet: the configured ones (the page itself says what is wrong)
                 indexed = []
-            self._known = (now, sorted(set(self.configured) | set(indexed)))
-        return self._known[1]
+            self._known = sorted(set(self.configured) | set(indexed))
+        return self._known
 
     # the pages
 
@@ -133,14 +132,15 @@ class Views:
         if not query.strip():
             return self.page("search.html", request, query="", order=order, results=None, counts=None, offset=0)
         results = self.archive.search(query, limit=PAGE, offset=offset, order=order)
-        counts = {by: self.archive.counts(query, by=by, limit=12) for by in ("source", "person", "month")}
+        # by sender, not by person: the read model's counts by person cost seconds at 100,000 messages (docs/web.md)
+        counts = {by: self.archive.counts(query, by=by, limit=12) for by in ("source", "sender", "month")}
         return self.page("search.html", request, query=query, order=order, results=results, counts=counts, offset=offset)
 
     def search_live(self, request: Request) -> Response:
         """The results part of the search page alone, for search-as-you-type (no counts: those come with the page)."""
         query = _text(request, "q", MAX_QUERY)
         order = _choice(request, "order", ["newest", "oldest", "rank"]) or "newest"
-        results = self.archive.search(query, limit=PAGE, order=order) if query.strip() else None
+        results = self.archive.search(query, limit=PAGE, order=order, total=False) if query.strip() else None
         return self.page("_results.html", request, query=query, order=order, results=results, offset=0)
 
     def people(self, request: Request) -> Response:

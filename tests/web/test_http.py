@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import json
 import os
 import stat
 import subprocess
@@ -230,3 +231,41 @@ def test_without_the_web_extra_memex_serve_says_how_to_install_it(tmp_path: Path
                          env={**os.environ, "MEMEX_CONFIG": str(cfg)})  # fmt: skip
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip().splitlines() == [out.stderr.strip()] and "pip install 'memex[web]'" in out.stderr
+
+
+FORBIDDEN = ("memex.runner", "memex.uploader", "memex.backfill", "memex.search.build", "memex.search.bulk", "memex.search.index",
+             "memex.state.cursors", "memex.state.s3state", "memex.verify", "memex.cli.poll", "memex.watch", "memex.oauth", "pollers")  # fmt: skip
+DRIVE = """
+import asyncio, json, sys
+from urllib.parse import unquote
+from memex.config import load
+from memex.web.run import build
+app, archive, _, _ = build(load(sys.argv[1]), host="127.0.0.1", use_token=False)
+async def get(path):
+    sent = []
+    async def receive(): return {"type": "http.request", "body": b"", "more_body": False}
+    async def send(m): sent.append(m)
+    p, _, q = path.partition("?")
+    await app({"type": "http", "method": "GET", "path": unquote(p), "raw_path": p.encode(), "query_string": q.encode(), "root_path": "",
+               "headers": [(b"host", b"127.0.0.1:8765")], "scheme": "http", "server": ("127.0.0.1", 8765), "http_version": "1.1"},
+              receive, send)
+    return sent[0]["status"]
+statuses = [asyncio.run(get(p)) for p in json.loads(sys.argv[2])]
+print(json.dumps([statuses, sorted(sys.modules)]))
+"""
+
+
+def test_the_server_imports_nothing_that_writes(web_cfg: Path) -> None:
+    """Building the application and answering every page loads none of what polls, backfills, moves cursors,
+    verifies or writes the index: no route can reach it. (The sources page is left out: it reads the status as
+    ``memex status`` does, which loads each source's type to describe its cursor; the hostile-parameter test shows it
+    changes nothing.)"""
+    paths = ["/", "/search?q=lease", "/search/results?q=lea", "/people", "/person/anna-berg", "/timeline",
+             f"/message/{HOSTILE_KEY}", f"/mail/{HOSTILE_KEY}", f"/attachment/0/{HOSTILE_KEY}"]  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", DRIVE, str(web_cfg), json.dumps(paths)], capture_output=True, text=True, cwd=ROOT,
+                         timeout=patience(60))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    statuses, modules = json.loads(out.stdout)
+    assert statuses == [200] * len(paths) and "memex.web.views" in modules
+    reached = [m for m in modules if m.startswith(FORBIDDEN)]
+    assert not reached, reached
