@@ -26,7 +26,7 @@ def run(cfg: Config, *, host: str, port: int, use_token: bool, allow_hosts: Iter
 
     app, archive, token, made = build(cfg, host=host, use_token=use_token, allow_hosts=allow_hosts)
     shown_host = f"[{host}]" if ":" in host else host
-    stop_socket = _socket_server(cfg, archive)
+    stop_socket = _socket_server(cfg)
 
     def ready() -> None:
         url = f"http://{shown_host}:{port}/"
@@ -44,14 +44,18 @@ def run(cfg: Config, *, host: str, port: int, use_token: bool, allow_hosts: Iter
         archive.close()
 
 
-def _socket_server(cfg: Config, archive: Any) -> Callable[[], None]:
-    """The read model's Unix socket server (``memex search`` and ``memex show`` ask it while this runs), in a thread;
-    a function that stops it. Without one in this version of the read model, nothing."""
+def _socket_server(cfg: Config) -> Callable[[], None]:
+    """The read model's Unix socket server (``memex search`` and ``memex show`` ask it while this runs), on an archive
+    of its own (it answers from its own thread); a function that stops it. Without one in this version of the read
+    model, nothing."""
     try:
         from memex.read.socket import serve_socket  # type: ignore[import-not-found, unused-ignore]
     except ModuleNotFoundError as exc:
         if exc.name != "memex.read.socket":
             raise
         return lambda: None
-    stop: Callable[[], None] = serve_socket(cfg, archive)
+    from memex.read import open_archive
+
+    server = serve_socket(open_archive(cfg), cfg.state_dir)
+    stop: Callable[[], None] = server.close
     return stop

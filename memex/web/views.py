@@ -6,7 +6,6 @@ query memex cannot read the parser's line (400), an archive that cannot answer (
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -92,12 +91,12 @@ class Views:
     def mail_body(self, request: Request) -> Response:
         """A mail's HTML part, sanitised, for its sandboxed frame; remote content only with ``remote=1``."""
         key = _key(request)
-        if self.archive.message(key) is None:
+        view = self.archive.message(key)
+        if view is None:
             raise NotFound("No such message.")
         html = self._mail_html(key)
         if html is None:
             raise NotFound("This message has no HTML part.")
-        view = self.archive.message(key)
         cids = {str(a.get("id", "")).strip("<>"): f"/attachment/{a_index}/{present.url_part(key)}"
                 for a_index, a in enumerate(view.record.get("attachments") or []) if isinstance(a, dict) and a.get("id")}  # fmt: skip
         remote = request.query_params.get("remote") == "1"
@@ -256,5 +255,3 @@ def _number(request: Request, name: str, default: int, low: int, high: int) -> i
         raise BadRequest(f"The parameter {name} is a whole number from {low} to {high}.")
     return int(value)
 
-
-Handler = Callable[[Request], Response]
