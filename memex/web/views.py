@@ -254,4 +254,3 @@ def _number(request: Request, name: str, default: int, low: int, high: int) -> i
     if not value.isdigit() or not low <= int(value) <= high:
         raise BadRequest(f"The parameter {name} is a whole number from {low} to {high}.")
     return int(value)
-
