@@ -92,6 +92,7 @@ def test_the_same_by_keyboard(served: Served, page: Watched) -> None:
     _clean(page, served.url)
 
 
+@pytest.mark.slow
 def test_a_conversation_of_100000_messages_pages_both_ways(long_served: Served, page: Watched) -> None:
     """The latest page first; "Older messages" pages back and "Newer messages" forward, each page 50 messages in
     order without gaps; a message in the middle opens with its neighbours on both sides."""
