@@ -247,6 +247,7 @@ def watch(
     observer.start()  # first, so that scheduling a folder that cannot be watched fails here, for that folder
     watched: dict[str, list[str]] = {s.plan.name: [] for s in sources}
     died: list[str] = []  # the line of each watcher thread that died (memex.watch._run_or_stop)
+    reads = _read_socket(cfg)
     try:
         for (folder, recursive), pairs in by_folder.items():
             try:
@@ -280,10 +281,25 @@ def watch(
             while thread.is_alive():
                 thread.join(0.2)
     finally:
+        if reads is not None:
+            reads.close()
         observer.stop()
         observer.join(5)
     if died:
         raise WatcherDied(died[0])
+
+
+def _read_socket(cfg: Config) -> Any:
+    """The read socket (:func:`memex.read.socket.serve_socket`): while this watch runs, ``memex search`` and ``memex
+    show`` ask it instead of opening the archive themselves. None when it cannot be made (the commands then answer
+    in-process, as without a server): a watch never stops for it."""
+    from memex.read.archive import Archive
+    from memex.read.socket import serve_socket
+
+    try:
+        return serve_socket(Archive(cfg, follow_people=True), cfg.state_dir)
+    except OSError:
+        return None
 
 
 class WatcherDied(MemexError):

@@ -136,9 +136,12 @@ def check_query(words: tuple[str, ...]) -> None:
 
 def run_search(cfg: Config, words: tuple[str, ...], limit: int, rank: bool, as_json: bool) -> None:
     """``memex search``: the messages ``words`` (a query) finds, newest first or best first, as lines or JSON."""
-    from memex.read.archive import Archive
+    text = " ".join(words)
+    rows = served(cfg, "search", query=text, limit=limit, rank=rank)
+    if rows is None:
+        from memex.read.archive import Archive
 
-    rows = Archive(cfg, follow_people=True).search_rows(" ".join(words), limit, rank=rank)
+        rows = Archive(cfg, follow_people=True).search_rows(text, limit, rank=rank)
     results = [_result(row) for row in rows]
     from memex.observe.safe_text import json_text, visible
 
@@ -159,12 +162,18 @@ def run_search(cfg: Config, words: tuple[str, ...], limit: int, rank: bool, as_j
 
 def run_show(cfg: Config, ref: str, as_json: bool) -> None:
     """``memex show``: one message with its revisions and attachment list, read from the store."""
-    from memex.cli.show import find, human, revisions
-    from memex.store import open_store
+    from memex.cli.show import human
 
-    store = open_store(cfg.store)
-    key, record = find(cfg, store, ref)
-    revs = revisions(store, key)
+    found = served(cfg, "show", ref=ref)
+    if found is not None:
+        key, record, revs = found["key"], found["record"], [(k, d) for k, d in found["revisions"]]
+    else:
+        from memex.cli.show import find, revisions
+        from memex.store import open_store
+
+        store = open_store(cfg.store)
+        key, record = find(cfg, store, ref)
+        revs = revisions(store, key)
     if as_json:
         from memex.observe.safe_text import json_text
 
@@ -172,6 +181,18 @@ def run_show(cfg: Config, ref: str, as_json: bool) -> None:
                        indent=2, sort_keys=True))  # fmt: skip
         return
     echo(human(key, record, revs))
+
+
+def served(cfg: Config, op: str, **args: Any) -> Any:
+    """What a running ``memex watch`` or ``memex serve`` answers to ``op`` over the read socket, or None: then the
+    command answers in-process (:mod:`memex.read.client`; the same output either way). ``MEMEX_NO_SERVER`` set: None."""
+    import os
+
+    if os.environ.get("MEMEX_NO_SERVER"):
+        return None
+    from memex.read.client import ask
+
+    return ask(cfg.state_dir, cfg.path, op, **args)
 
 
 def run_index_status(cfg: Config, as_json: bool) -> None:

@@ -17,9 +17,10 @@ import click
 from memex.cli.assistant import mcp
 from memex.cli.common import fail, json_option, load_config, reports_errors, stop_on_signals
 from memex.cli.deploy import cron, launchd
+from memex.cli.index import index
 from memex.cli.people import people
 from memex.cli.schema import schema
-from memex.cli.search import index, search, show
+from memex.cli.search import search, show
 from memex.cli.serve import serve
 from memex.cli.verify import verify
 from memex.cli.watch import watch

@@ -17,15 +17,19 @@ from tests.conftest import ROOT, patience, run_cli, write_config
 from tests.core.test_search import sources
 
 
-@pytest.fixture(scope="module")
-def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A config whose Maildir ``md`` and iMessage ``imessage`` sources were polled (its path)."""
-    tmp = tmp_path_factory.mktemp("read")
-    cfg = write_config(tmp, sources(tmp, count=60))
+def polled(tmp: Path, count: int) -> Path:
+    """A config in ``tmp`` whose Maildir ``md`` and iMessage ``imessage`` (``count`` messages) were polled (its path)."""
+    cfg = write_config(tmp, sources(tmp, count=count))
     for name in ("md", "imessage"):
         out = run_cli("poll", name, "--max-seconds", "600", config=cfg)
         assert out.returncode == 0, out.stderr
     return cfg
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A polled archive (:func:`polled`) of 60 chat messages and the search tests' mails."""
+    return polled(tmp_path_factory.mktemp("read"), 60)
 
 
 def _open(cfg: Path) -> Archive:
