@@ -101,17 +101,24 @@ def server_for(app: ASGIApp, host: str, port: int) -> Any:
     return uvicorn.Server(config)
 
 
-def serve(app: ASGIApp, host: str, port: int, *, ready: Callable[[], None] | None = None) -> Any:
-    """Run ``app`` on ``host``:``port`` under uvicorn until stopped (Ctrl-C, SIGTERM); ``ready`` is called once it
-    listens. Returns the uvicorn server."""
+def serve(app: ASGIApp, host: str, port: int, *, ready: Callable[[], None], stopping: Callable[[], None]) -> Any:
+    """Run ``app`` on ``host``:``port`` under uvicorn until stopped (Ctrl-C, SIGTERM). ``ready`` is called once it
+    listens, ``stopping`` once it has stopped serving: uvicorn raises the signal that stopped it again when it is done
+    (so a SIGTERM still ends the process as a SIGTERM), and no ``finally`` after :meth:`run` would be reached."""
     server = server_for(app, host, port)
-    if ready is not None:
-        original = server.startup
+    started, finished = server.startup, server.shutdown
 
-        async def startup(sockets: Any = None) -> None:
-            await original(sockets=sockets)
-            ready()
+    async def startup(sockets: Any = None) -> None:
+        await started(sockets=sockets)
+        ready()
 
-        server.startup = startup
+    async def shutdown(sockets: Any = None) -> None:
+        try:
+            await finished(sockets=sockets)
+        finally:
+            stopping()
+
+    server.startup = startup
+    server.shutdown = shutdown
     server.run()
     return server

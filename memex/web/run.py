@@ -37,25 +37,27 @@ def run(cfg: Config, *, host: str, port: int, use_token: bool, allow_hosts: Iter
         else:
             say(f"memex serve: {url} (Ctrl-C stops it)")
 
-    try:
-        serve(app, host, port, ready=ready)
-    finally:
+    def stopping() -> None:
         stop_socket()
         archive.close()
 
+    try:
+        serve(app, host, port, ready=ready, stopping=stopping)
+    finally:
+        stopping()  # again (each step does nothing the second time): when uvicorn failed before its shutdown
+
 
 def _socket_server(cfg: Config) -> Callable[[], None]:
-    """The read model's Unix socket server (``memex search`` and ``memex show`` ask it while this runs), on an archive
-    of its own (it answers from its own thread); a function that stops it. Without one in this version of the read
-    model, nothing."""
-    try:
-        from memex.read.socket import serve_socket  # type: ignore[import-not-found, unused-ignore]
-    except ModuleNotFoundError as exc:
-        if exc.name != "memex.read.socket":
-            raise
-        return lambda: None
+    """The read model's Unix socket server (:func:`memex.read.socket.serve_socket`): while this runs, ``memex search``
+    and ``memex show`` ask it instead of opening the archive themselves. It answers from a thread of its own, on an
+    archive of its own. A function that stops it; when the socket cannot be made the commands answer in-process, as
+    without a server, and the web view goes on."""
     from memex.read import open_archive
+    from memex.read.socket import serve_socket
 
-    server = serve_socket(open_archive(cfg), cfg.state_dir)
+    try:
+        server = serve_socket(open_archive(cfg), cfg.state_dir)
+    except OSError:
+        return lambda: None
     stop: Callable[[], None] = server.close
     return stop

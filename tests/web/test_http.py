@@ -16,6 +16,7 @@ from urllib.parse import quote, unquote
 
 import pytest
 
+from memex import config as memex_config
 from tests.conftest import ROOT, free_port, patience, run_cli, wait_until, write_config
 from tests.web.archive import HOSTILE_HTML
 from tests.web.conftest import Served
@@ -199,8 +200,9 @@ def test_no_route_with_hostile_parameters_changes_a_byte(served: Served, web_cfg
 
 
 def test_memex_serve_starts_and_answers_and_refuses_an_open_address_without_the_token(web_cfg: Path, tmp_path: Path) -> None:
-    """``memex serve`` as a command: it says where it listens and answers there; ``--host 0.0.0.0`` without
-    ``--token`` is one line naming --token, exit 2, and nothing listens."""
+    """``memex serve`` as a command: it says where it listens and answers there, and opens the read socket, through
+    which ``memex search`` answers the same bytes as in-process after it stops (the socket then removed);
+    ``--host 0.0.0.0`` without ``--token`` is one line naming --token, exit 2, and nothing listens."""
     refused = run_cli("serve", "--host", "0.0.0.0", "--port", str(free_port()), config=web_cfg)
     assert refused.returncode == 2 and refused.stdout == "" and "--token" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
@@ -217,10 +219,16 @@ def test_memex_serve_starts_and_answers_and_refuses_an_open_address_without_the_
         resp = conn.getresponse()
         assert resp.status == 200 and b"lease" in resp.read()
         conn.close()
+        sock = memex_config.load(web_cfg).state_dir / "read" / "read.sock"
+        assert sock.is_socket()
+        through = run_cli("search", "--json", "lease", config=web_cfg)
     finally:
         proc.terminate()
         proc.wait(patience(30))
     assert "Traceback" not in log.read_text()
+    assert not sock.exists()
+    alone = run_cli("search", "--json", "lease", config=web_cfg)
+    assert through.returncode == alone.returncode == 0 and through.stdout == alone.stdout and "lease" in alone.stdout
 
 
 def test_without_the_web_extra_memex_serve_says_how_to_install_it(tmp_path: Path) -> None:
