@@ -37,13 +37,16 @@ def make_app(archive: Any, sources: list[str], *, hosts: frozenset[str], token: 
     ``token`` on every request when given."""
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import Response
+    from starlette.responses import FileResponse, Response
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
     from memex.web.views import Views
 
     views = Views(archive, environment(), sources)
+
+    async def favicon(request: Request) -> Response:
+        return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
 
     def route(path: str, handler: Callable[[Request], Response]) -> Route:
         return Route(path, _guarded(views, handler), methods=["GET", "HEAD"])
@@ -60,6 +63,7 @@ def make_app(archive: Any, sources: list[str], *, hosts: frozenset[str], token: 
         route("/person/{ref:path}", views.person),
         route("/timeline", views.timeline),
         route("/sources", views.sources_page),
+        Route("/favicon.ico", favicon, methods=["GET", "HEAD"]),  # what a browser asks for on a page that names none (an image)
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
 

@@ -18,6 +18,15 @@ from memex.web.security import MAIL_CSP, MAIL_CSP_REMOTE
 
 PAGE = 50  # messages or conversations on a page
 MAX_QUERY = 2000  # characters of a search a page reads
+# An attachment opened on its own: a download runs nothing (``sandbox``: no script, an opaque origin). An image, audio
+# or video of the short list (nosniff: never read as anything else) is shown by the browser's own viewer, which loads
+# it again from this origin (so no sandbox: an opaque origin is refused by Cross-Origin-Resource-Policy) and may
+# style itself inline; nothing else.
+ATTACHMENT_CSP = "default-src 'none'; object-src 'none'; base-uri 'none'; frame-ancestors 'self'; sandbox"
+ATTACHMENT_CSP_INLINE = (
+    "default-src 'none'; img-src 'self'; media-src 'self'; style-src 'unsafe-inline'; object-src 'none'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
+)
 
 
 class BadRequest(Exception):
@@ -120,7 +129,7 @@ class Views:
         inline = kind != "file" and request.query_params.get("download") != "1"
         mime = (blob.meta.mime or "").split(";")[0].strip().lower() if inline else "application/octet-stream"
         headers = {"content-disposition": present.content_disposition(blob.meta.name, inline=inline),
-                   "content-security-policy": "default-src 'none'; object-src 'none'; base-uri 'none'; frame-ancestors 'self'; sandbox"}  # fmt: skip
+                   "content-security-policy": ATTACHMENT_CSP_INLINE if inline else ATTACHMENT_CSP}  # fmt: skip
         return Response(body, media_type=mime, headers=headers)
 
     def search(self, request: Request) -> Response:
