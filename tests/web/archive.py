@@ -86,7 +86,7 @@ def hostile_mail() -> bytes:
         + part(
             "application/pdf", "invoice.pdf", b"%PDF-1.4\n1 0 obj << /OpenAction << /S /JavaScript /JS (app.alert(1)) >> >> endobj\n%%EOF\n"
         )
-        + part("image/png", "photo.png", png())
+        + part("image/png", "photo.png", png(48, 32))
         + "--B--\n"
     ).encode()
 
