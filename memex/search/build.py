@@ -40,6 +40,7 @@ from memex.state.locks import exclusive
 from memex.store.objects import ObjectStore
 
 T = TypeVar("T")
+Stored = bytes | dict[str, Any]  # a stored record handed over (memex.uploader.Uploader.stored): its bytes, or its dict
 FIRST, BATCH = 2000, 20000  # records inserted together (batch_sizes)
 
 
@@ -244,7 +245,7 @@ class Follower:
         self.log.info("search.caught_up", keys=len(keys), records=n)
         return n
 
-    def before_commit(self, stored: list[tuple[str, bytes]]) -> None:
+    def before_commit(self, stored: list[tuple[str, Stored]]) -> None:
         """Journal the keys of ``stored`` (before the store's commit makes them durable); a failure is a warning only:
         the poll goes on, and only a crash before the index update would then leave those records to `memex index rebuild`."""
         with self._lock:
@@ -254,7 +255,7 @@ class Follower:
             except OSError as exc:
                 _journal_failed(self.log, self.journal, exc)
 
-    def after_commit(self, stored: list[tuple[str, bytes]], store: ObjectStore) -> None:
+    def after_commit(self, stored: list[tuple[str, Stored]], store: ObjectStore) -> None:
         """Add ``stored`` (now durable) to the index, then empty the journal unless keys were journaled after them;
         a failure keeps it for the next run. In the background, a thread does it once the previous update is done
         (updates stay in order, one at a time), and :meth:`finish` waits for it."""
@@ -277,7 +278,7 @@ class Follower:
             self._update.join()
             self._update = None
 
-    def _in_background(self, stored: list[tuple[str, bytes]], store: ObjectStore, seen: int) -> None:
+    def _in_background(self, stored: list[tuple[str, Stored]], store: ObjectStore, seen: int) -> None:
         try:
             self._update_index(stored, store, seen)
         except Exception as exc:  # one the update does not turn into a warning itself: a warning too, never a traceback
@@ -286,7 +287,7 @@ class Follower:
                 "search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc, index_path(self.cfg.state_dir))
             )
 
-    def _update_index(self, stored: list[tuple[str, bytes]], store: ObjectStore, seen: int) -> None:
+    def _update_index(self, stored: list[tuple[str, Stored]], store: ObjectStore, seen: int) -> None:
         hold = point_from_env("index")
         if hold is not None:
             hold.reached(None)
@@ -295,7 +296,7 @@ class Follower:
             return
         try:
             with SearchIndex.open(self.cfg.state_dir, writer=True, stemming=self.cfg.search_stemming) as index:  # durable once closed
-                index.add((key, json.loads(body)) for key, body in stored)
+                index.add((key, record if isinstance(record, dict) else json.loads(record)) for key, record in stored)
         except RebuildRunning:
             self.log.info("search.rebuild_running", keys=len(stored))  # the journal is kept for the next run
             self.whole = False

@@ -23,6 +23,7 @@ from memex.errors import MemexError
 FIELD_OPS = ("from", "to", "with", "subject", "body", "attachment", "in")  # with: either side (a person, memex.people)
 FILTER_OPS = ("source", "has", "after", "before", "date", "is", "id")
 OPERATORS = ("and", "or", "xor", "not")
+HIGHLIGHT = ("\x02", "\x03")  # snippet() marks around a matched word (memex.search.query); renderers split on them
 _TOKEN = re.compile(r'\s*(?:([()])|(-)(?=[^\s)])|(?:([A-Za-z]+):)?("(?:[^"]|"")*"?|[^\s"()]*))')
 _WORD = re.compile(r"\w", re.UNICODE)
 

@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from memex.errors import MemexError
-from memex.search.parse import Filter, Node, QueryError, Term, tree
+from memex.search.parse import HIGHLIGHT, Filter, Node, QueryError, Term, tree
 
 __all__ = ["FIELDS", "HIGHLIGHT", "Query", "QueryError", "parse", "phrase"]
 
 RANK_WINDOW = 200  # a ranked search ranks this many best matches first (Query.run)
-HIGHLIGHT = ("\x02", "\x03")  # snippet() marks around a matched word; the CLI renders them
 FIELDS = {
     "from": "sender",
     "to": "recipients",

@@ -1490,6 +1490,12 @@ MUTANTS = [
         id="start-now-without-head-is-an-internal-error",
     ),
     # ---- end of i37-plugins ----
+    pytest.param(
+        "memex/uploader.py",
+        [('    return b"\\xef\\xbf\\xbd" not in body\n', "    return True\n")],
+        ["tests/core/test_search_follow.py::test_a_record_handed_over_as_its_dict_gives_the_row_its_stored_bytes_give"],
+        id="index-handed-a-dict-its-bytes-do-not-read-back-as",
+    ),
     # ---- i42-web ----
     pytest.param(
         "memex/web/security.py",

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from memex import config as memex_config
 from memex.read.archive import Archive
 from memex.read.client import ask, socket_path
 from memex.read.socket import SocketServer, serve_socket
-from tests.conftest import run_cli, wait_until
+from tests.conftest import patience, run_cli, wait_until
 from tests.core.test_read import polled
 from tests.core.test_watch import STORED_WITHIN, started, stop, watching
 
@@ -117,3 +119,17 @@ def test_memex_watch_serves_the_socket_while_it_runs(archive: Path) -> None:
         assert run_cli("search", "lease", config=archive).stdout == expected.stdout
         stop(proc)
     assert not Path(socket_path(state)).exists()
+
+
+def test_the_new_fast_forms_say_what_click_says_and_import_no_click(archive: Path) -> None:
+    """--count, --group-by, --output=threads, a query after -- and show --thread, now parsed without click: the same
+    bytes and exit code as through click (--debug); a search after -- and a count import neither click nor rich."""
+    for form in [f for f in FORMS if set(f) & {"--count", "--group-by", "--group-by=month", "--output", "--", "--thread"}]:
+        plain, via_click = run_cli(*form, config=archive, env=OFF), run_cli("--debug", *form, config=archive, env=OFF)
+        assert (plain.returncode, plain.stdout, plain.stderr) == (via_click.returncode, via_click.stdout, via_click.stderr), form
+    for form in (("search", "--", "-lunch", "lease"), ("search", "--count", "--output=threads", "*")):
+        out = subprocess.run([sys.executable, "-X", "importtime", "-m", "memex", "--config", str(archive), *form],
+                             capture_output=True, text=True, timeout=patience(60), env={**os.environ, **OFF})  # fmt: skip
+        assert out.returncode == 0 and out.stdout, out.stderr[-500:]
+        imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+        assert not imported & {"click", "rich"}, form
