@@ -91,6 +91,15 @@ def _guarded(views: Any, handler: Callable[[Any], Any]) -> Callable[[Any], Await
             return views.page("error.html", request, status=404, message=str(exc))
         except MemexError as exc:
             return views.page("error.html", request, status=503, message=str(exc))
+        except (
+            Exception
+        ) as exc:  # a bug: one line in the log (the page and the exception's type, never its text or the address: they may quote a message)
+            import logging
+
+            logging.getLogger("memex.web").error(
+                "memex serve: the %s page failed on %s (a bug in memex)", handler.__name__, type(exc).__name__
+            )
+            return views.page("error.html", request, status=500, message=f"This page failed ({type(exc).__name__}): a bug in memex.")
 
     return endpoint
 

@@ -17,6 +17,7 @@ from memex.web.mail import document, html_part, sanitise
 from memex.web.security import MAIL_CSP, MAIL_CSP_REMOTE
 
 PAGE = 50  # messages or conversations on a page
+TIMELINE = 500  # messages of a timeline page at most (each is read from the store); a busier day says so
 MAX_QUERY = 2000  # characters of a search a page reads
 # An attachment opened on its own: a download runs nothing (``sandbox``: no script, an opaque origin). An image, audio
 # or video of the short list (nosniff: never read as anything else) is shown by the browser's own viewer, which loads
@@ -180,9 +181,9 @@ class Views:
         if span == "week":
             start -= timedelta(days=start.weekday())
         end = start + timedelta(days=6 if span == "week" else 0)
-        messages = self.archive.timeline(start, end, limit=1000)
+        messages = self.archive.timeline(start, end, limit=TIMELINE)
         step = timedelta(days=7 if span == "week" else 1)
-        return self.page("timeline.html", request, span=span, start=start, end=end, days=present.days(messages), count=len(messages),
+        return self.page("timeline.html", request, span=span, start=start, end=end, days=present.days(messages), count=len(messages), full=len(messages) >= TIMELINE,
                          prev=(start - step).isoformat(), next=(start + step).isoformat())  # fmt: skip
 
     def sources_page(self, request: Request) -> Response:

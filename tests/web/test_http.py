@@ -277,3 +277,24 @@ def test_the_server_imports_nothing_that_writes(web_cfg: Path) -> None:
     assert statuses == [200] * len(paths) and "memex.web.views" in modules
     reached = [m for m in modules if m.startswith(FORBIDDEN)]
     assert not reached, reached
+
+
+def test_a_bug_in_a_page_is_a_500_page_of_one_line_never_a_traceback(web_cfg: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A page whose read fails on an unexpected error answers 500 with one line naming the exception's type (never
+    its text, which may quote a message), the headers still on, the server still serving; the log has no traceback."""
+    s = Served(web_cfg)
+    try:
+        secret = "text of a message"
+
+        def broken() -> None:
+            raise RuntimeError(secret)
+
+        s.archive.sources = broken
+        status, headers, body = get(s, "/sources")
+        assert status == 500 and b"RuntimeError" in body and secret.encode() not in body
+        _secure(headers)
+        assert get(s, "/")[0] == 200
+    finally:
+        s.stop()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and secret not in err
