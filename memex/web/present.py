@@ -135,7 +135,7 @@ def month_chart(per_source: dict[str, dict[str, int]], *, width: int = 640, heig
     width = max(int(bar * len(months)), 120)
     label = f"Messages per month per source, {months[0]} to {months[-1]}, at most {top} in a month"
     parts = [
-        f'<svg class="chart" viewBox="0 0 {width} {height + 20}" role="img" aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg">'
+        f'<svg class="chart" width="{width}" height="{height + 20}" viewBox="0 0 {width} {height + 20}" role="img" aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg">'
     ]
     for i, month in enumerate(months):
         y = float(height)
