@@ -154,7 +154,7 @@ def test_a_hostile_mail_runs_nothing_and_fetches_nothing(served: Served, page: W
     """The hostile mail, in its conversation, alone with its HTML framed, and in search: no script runs (no dialog, no
     error, the title untouched), the browser asks nothing of any other origin (the tracking pixel and the CSS URLs
     are not even requested), terminal escapes and the bidi override are shown as escapes, the fence as text; its
-    HTML, SVG and PDF attachments come only as downloads."""
+    HTML, SVG and PDF attachments come only as downloads. Clicking "Load remote content" asks for the images then."""
     p = page.page
     p.goto(served.url + HOSTILE_URL)
     frame = p.frame_locator("iframe")
@@ -177,6 +177,14 @@ def test_a_hostile_mail_runs_nothing_and_fetches_nothing(served: Served, page: W
     p.locator("#results .hits a").first.click()
     p.wait_for_url(re.compile(r"/conversation/"))
     _clean(page, served.url)
+    # "Load remote content" is the user's choice for this message: then (and only then) the images are asked for
+    p.route(f"http://{web_archive.EVIL}/**", lambda route: route.abort())
+    p.goto(served.url + HOSTILE_URL)
+    p.click("#load-remote")
+    p.wait_for_url(re.compile(r"remote=1"))
+    p.frame_locator("iframe").locator("img").first.wait_for(state="attached")
+    assert f"http://{web_archive.EVIL}/pixel.gif" in page.requests
+    assert p.frame_locator("iframe").locator("script").count() == 0
 
 
 def test_another_origin_cannot_read_the_archive(served: Served, browser: Any) -> None:
