@@ -83,6 +83,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=21, help="runs of each command per query (alternated)")
     ap.add_argument("--install", choices=("regular", "dev"), default="regular",
                     help="regular: memex as pip installs it (default); dev: this venv's editable install")  # fmt: skip
+    ap.add_argument("--forms-only", action="store_true", help="only the forms of one search, without a server")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="memex-bench-notmuch-"))
     dev = shutil.which("memex", path=str(Path(sys.executable).parent)) or "memex"
@@ -93,6 +94,9 @@ def main() -> None:
         nm_env = notmuch_index(work, maildir)
         cfg = write_config(work, {"mail": {"type": "maildir", "path": str(maildir), "settle_seconds": 0}})
         assert run_cli("poll", "mail", config=cfg).returncode == 0
+        if args.forms_only:
+            forms(memex, cfg, {k: v for k, v in os.environ.items() if k != "MEMEX_CONFIG"} | {"MEMEX_NO_SERVER": "1"}, args.runs)
+            return
         served = {
             k: v for k, v in os.environ.items() if k not in ("MEMEX_CONFIG", "MEMEX_DEBUG", "PYTHONDONTWRITEBYTECODE", "MEMEX_NO_SERVER")
         }
@@ -149,17 +153,19 @@ FORMS = {"plain": ["test"], "--json": ["--json", "test"], "-n 5": ["-n", "5", "t
 
 
 def forms(memex: str, cfg: Path, env: dict[str, str], runs: int) -> None:
-    """Each form of one search without a server, alternated, against the plain form (the goal: within 10%)."""
+    """Each form of one search without a server, alternated, against the plain form (the goal: within 10%); CPU too,
+    the steadier figure on a loaded machine."""
     cmds = {name: [memex, "--config", str(cfg), "search", *words] for name, words in FORMS.items()}
     for cmd in cmds.values():
         wall(cmd, env)
-    times: dict[str, list[float]] = {k: [] for k in cmds}
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
     for i in range(runs * 2):
         for name in list(cmds) if i % 2 == 0 else list(cmds)[::-1]:
-            times[name].append(wall(cmds[name], env)[0])
-    plain = statistics.median(times["plain"])
-    shown = ", ".join(f"{k} {statistics.median(v) * 1000:.1f} ms ({statistics.median(v) / plain:.2f}x)" for k, v in times.items())
-    print(f"forms without a server (medians of {runs * 2}): {shown}")
+            times[name].append(wall(cmds[name], env))
+    med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in times.items()}
+    pw, pc = med["plain"]
+    shown = ", ".join(f"{k} {w * 1000:.1f} ms ({w / pw:.2f}x; cpu {c * 1000:.1f} ms, {c / pc:.2f}x)" for k, (w, c) in med.items())
+    print(f"forms without a server (medians of {runs * 2}): {shown}", flush=True)
 
 
 def in_process(state: Path, runs: int) -> None:

@@ -8,7 +8,9 @@ SQL for the index's tables (``tools/check_sql.py``, run by ``make lint``, fails 
 
 The API (agreed with the web view; names are kept, fields may be added)::
 
-    from memex.read import Archive, open_archive      # open_archive(cfg) -> Archive (index mode=ro, per call)
+    from memex.read import Archive, open_archive      # open_archive(cfg, store=None) -> Archive (index mode=ro, per call)
+    Archive(cfg, store=None, *, follow_people=False)  # follow_people: a with: term updates the handles file first, as
+                                                      # `memex search` does (the index and the store: never written)
     a.search(query, *, limit=50, offset=0, order="newest"|"oldest"|"rank") -> SearchPage(total, hits: list[Hit])
         # Hit: key, source, conversation (thread key, int), sender (display), sent (datetime UTC | None), subject,
         # snippet: Snippet(text, highlights: ((start, end), ...)), plus native_id, edited, deleted, attachments
@@ -34,7 +36,12 @@ Errors: :class:`ReadError` (one line, what to do; a :class:`memex.errors.StateEr
 that cannot be read: the parser's line, exit 2).
 
 While ``memex watch`` or ``memex serve`` runs, :func:`memex.read.socket.serve_socket` answers ``memex search`` and
-``memex show`` over a Unix socket in the state folder (:mod:`memex.read.client` asks it).
+``memex show`` over a Unix socket in the state folder (:mod:`memex.read.client` asks it)::
+
+    from memex.read.socket import serve_socket
+    handle = serve_socket(Archive(cfg, follow_people=True), cfg.state_dir)   # its own daemon thread
+    ...
+    handle.close()                                   # handle.serving: False when another live server holds it
 
 This module imports its names lazily, so the socket's thin client (:mod:`memex.read.client`) loads nothing else.
 """

@@ -1496,6 +1496,26 @@ MUTANTS = [
         ["tests/core/test_search_follow.py::test_a_record_handed_over_as_its_dict_gives_the_row_its_stored_bytes_give"],
         id="index-handed-a-dict-its-bytes-do-not-read-back-as",
     ),
+    # ---- rows of branch i42-read: append below ----
+    pytest.param(
+        "memex/read/socket.py",
+        [("    old = os.umask(0o177)\n", "    old = os.umask(0o022)\n"), ("    os.chmod(path, 0o600)\n", "")],
+        ["tests/core/test_read_socket.py::test_the_socket_is_owner_only_and_a_live_one_is_left_alone"],
+        id="read-socket-open-to-other-users",
+    ),
+    pytest.param(
+        "memex/read/socket.py",
+        [("        if request.get(\"config\") != self.identity:\n", "        if False:\n")],
+        ["tests/core/test_read_socket.py::test_a_stale_socket_is_answered_in_process_and_replaced"],
+        id="read-socket-answers-another-config",
+    ),
+    pytest.param(
+        "memex/read/socket.py",
+        [("        if _listening(path):\n            return SocketServer(archive, path, None)\n", "")],
+        ["tests/core/test_read_socket.py::test_the_socket_is_owner_only_and_a_live_one_is_left_alone"],
+        id="read-socket-steals-a-live-servers-socket",
+    ),
+    # ---- end of i42-read ----
     # ---- i42-web ----
     pytest.param(
         "memex/web/security.py",

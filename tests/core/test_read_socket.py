@@ -21,25 +21,16 @@ from tests.conftest import patience, run_cli, wait_until
 from tests.core.test_read import polled
 from tests.core.test_watch import STORED_WITHIN, started, stop, watching
 
-FORMS = [
+FORMS = [  # each option of search and show at least once
     ("search", "lease"),
-    ("search", "-n", "1", "lease"),
-    ("search", "--json", "lease"),
     ("search", "--rank", "--json", "-n", "3", "lease", "OR", "lunch"),
-    ("search", "--count", "lease"),
     ("search", "--count", "--output=threads", "*"),
-    ("search", "--count", "--json", "source:imessage"),
-    ("search", "--group-by", "sender", "*"),
-    ("search", "--group-by=month", "--json", "*"),
-    ("search", "-n", "5", "--group-by", "conversation", "*"),
+    ("search", "--group-by", "sender", "--json", "*"),
+    ("search", "-n", "5", "--group-by=conversation", "*"),
     ("search", "--output", "threads", "lease"),
-    ("search", "--output=threads", "--json", "*"),
-    ("search", "--", "lease"),
-    ("search", "from:anna", "-lunch"),
-    ("show", "lunch@example.net"),
-    ("show", "--json", "messages/md/lease2%40example.com.json"),
+    ("search", "--", "-lunch", "from:anna"),
+    ("show", "--json", "lunch@example.net"),
     ("show", "--thread", "lease2@example.com"),
-    ("show", "--thread", "--json", "lease1@example.com"),
 ]
 OFF = {"MEMEX_NO_SERVER": "1"}
 
@@ -124,7 +115,7 @@ def test_memex_watch_serves_the_socket_while_it_runs(archive: Path) -> None:
 def test_the_new_fast_forms_say_what_click_says_and_import_no_click(archive: Path) -> None:
     """--count, --group-by, --output=threads, a query after -- and show --thread, now parsed without click: the same
     bytes and exit code as through click (--debug); a search after -- and a count import neither click nor rich."""
-    for form in [f for f in FORMS if set(f) & {"--count", "--group-by", "--group-by=month", "--output", "--", "--thread"}]:
+    for form in [f for f in FORMS if set(f) & {"--count", "--group-by", "--group-by=conversation", "--output", "--", "--thread"}]:
         plain, via_click = run_cli(*form, config=archive, env=OFF), run_cli("--debug", *form, config=archive, env=OFF)
         assert (plain.returncode, plain.stdout, plain.stderr) == (via_click.returncode, via_click.stdout, via_click.stderr), form
     for form in (("search", "--", "-lunch", "lease"), ("search", "--count", "--output=threads", "*")):
