@@ -76,6 +76,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/maildir_scale.py --strace
 	$(BIN)/python bench/mbox_import.py
 	PYTHONPATH=. $(BIN)/python bench/health_overhead.py
+	$(BIN)/python bench/web.py --messages 100000 --repeat 10
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache .flake-hunt site

@@ -21,6 +21,7 @@ from memex.cli.index import index
 from memex.cli.people import people
 from memex.cli.schema import schema
 from memex.cli.search import search, show
+from memex.cli.serve import serve
 from memex.cli.verify import verify
 from memex.cli.watch import watch
 
@@ -411,5 +412,6 @@ main.add_command(search)
 main.add_command(show)
 main.add_command(index)
 main.add_command(mcp)
+main.add_command(serve)
 main.add_command(schema)
 main.add_command(people)

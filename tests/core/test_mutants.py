@@ -1545,6 +1545,32 @@ MUTANTS = [
         id="read-socket-steals-a-live-servers-socket",
     ),
     # ---- end of i42-read ----
+    # ---- i42-web ----
+    pytest.param(
+        "memex/web/security.py",
+        [('        if host_name(_header(scope, b"host")) not in self.hosts:\n', "        if False:\n")],
+        ["tests/web/test_http.py::test_a_foreign_host_and_a_writing_method_are_refused"],
+        id="web-answers-any-host-dns-rebinding",
+    ),
+    pytest.param(
+        "memex/web/security.py",
+        [("            if not (offered and hmac.compare_digest(offered.encode(), self.token.encode())):\n", "            if False:\n")],
+        ["tests/web/test_http.py::test_off_loopback_every_request_needs_the_token"],
+        id="web-token-not-checked",
+    ),
+    pytest.param(
+        "memex/web/mail.py",
+        [("        attribute_filter=None if remote else _local_only,\n", "        attribute_filter=None,\n")],
+        ["tests/web/test_http.py::test_the_sanitiser_keeps_text_and_drops_everything_active"],
+        id="web-mail-fetches-remote-images-unasked",
+    ),
+    pytest.param(
+        "memex/web/views.py",
+        [('        inline = kind != "file" and request.query_params.get("download") != "1"\n', '        inline = request.query_params.get("download") != "1"\n')],
+        ["tests/web/test_http.py::test_attachments_a_browser_could_run_are_downloads_and_names_are_safe"],
+        id="web-serves-html-and-svg-attachments-inline",
+    ),
+    # ---- end of i42-web ----
 ]  # fmt: skip
 
 
