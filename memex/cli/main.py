@@ -17,6 +17,7 @@ import click
 from memex.cli.assistant import mcp
 from memex.cli.common import fail, json_option, load_config, reports_errors, stop_on_signals
 from memex.cli.deploy import cron, launchd
+from memex.cli.lake import lake, sql
 from memex.cli.people import people
 from memex.cli.schema import schema
 from memex.cli.search import index, search, show
@@ -412,3 +413,5 @@ main.add_command(index)
 main.add_command(mcp)
 main.add_command(schema)
 main.add_command(people)
+main.add_command(lake)
+main.add_command(sql)
