@@ -18,6 +18,7 @@ from memex.cli.assistant import mcp
 from memex.cli.common import fail, json_option, load_config, reports_errors, stop_on_signals
 from memex.cli.deploy import cron, launchd
 from memex.cli.index import index
+from memex.cli.lake import lake, sql
 from memex.cli.people import people
 from memex.cli.schema import schema
 from memex.cli.search import search, show
@@ -415,3 +416,5 @@ main.add_command(mcp)
 main.add_command(serve)
 main.add_command(schema)
 main.add_command(people)
+main.add_command(lake)
+main.add_command(sql)

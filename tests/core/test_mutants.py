@@ -1520,6 +1520,7 @@ MUTANTS = [
         ["tests/signal/test_signal_daemon.py::test_a_poll_killed_after_the_daemon_handed_over_keeps_the_messages_in_the_spool"],
         id="signal-daemon-messages-held-in-memory-not-spooled-before-rendering",
     ),
+    pytest.param(
         "memex/uploader.py",
         [('    return b"\\xef\\xbf\\xbd" not in body\n', "    return True\n")],
         ["tests/core/test_search_follow.py::test_a_record_handed_over_as_its_dict_gives_the_row_its_stored_bytes_give"],
@@ -1571,6 +1572,27 @@ MUTANTS = [
         id="web-serves-html-and-svg-attachments-inline",
     ),
     # ---- end of i42-web ----
+    # ---- rows of branch i44-lake: append below ----
+    pytest.param(
+        "memex/lake/table.py",
+        [("todo = sorted(k for k in record_keys(store) if k not in known.keys)", "todo = sorted(record_keys(store))")],
+        ["tests/core/test_lake.py::test_kill_9_at_any_point_of_an_update_then_an_update_leaves_every_record_once",
+         "tests/core/test_lake.py::test_an_update_adds_only_what_is_new_and_a_new_revision_ends_the_old_ones_currency"],
+        id="lake-update-adds-what-the-table-has",
+    ),
+    pytest.param(
+        "memex/lake/table.py",
+        [("            elif v.current != now:\n", "            elif False:\n")],
+        ["tests/core/test_lake.py::test_an_update_adds_only_what_is_new_and_a_new_revision_ends_the_old_ones_currency"],
+        id="lake-old-revision-stays-current",
+    ),
+    pytest.param(
+        "memex/lake/sql.py",
+        [('    con.execute("SET enable_external_access = false")\n', "")],
+        ["tests/core/test_lake.py::test_memex_sql_reads_but_cannot_write_and_bad_queries_are_one_line"],
+        id="lake-sql-writes-where-it-is-told",
+    ),
+    # ---- end of i44-lake ----
 ]  # fmt: skip
 
 

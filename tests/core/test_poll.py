@@ -114,6 +114,10 @@ IDLE_POLL_NEVER_IMPORTS = frozenset(
         "uvicorn",
         "jinja2",
         "nh3",
+        "memex.lake",  # the lake (memex lake, memex sql) and what it needs: only those commands import them
+        "deltalake",
+        "pyarrow",
+        "duckdb",
     }
 )
 
