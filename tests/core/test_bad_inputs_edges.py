@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -95,11 +96,48 @@ CASES = [
 ]  # fmt: skip
 
 
+def _token_cmd(command: str) -> Callable[[Path], Path]:
+    """An IMAP source whose OAuth2 token comes from ``command`` (nothing listens at its server: the token fails first)."""
+
+    def setup(tmp: Path) -> Path:
+        return write_config(tmp, {"mail": {"type": "imap", "host": "127.0.0.1", "port": 9, "security": "none", "user": "me@example.com",
+                                           "auth": "oauth2", "provider": "command", "token_cmd": command}})  # fmt: skip
+
+    return setup
+
+
+def _google(tmp: Path) -> Path:
+    return write_config(tmp, {"mail": {"type": "imap", "host": "127.0.0.1", "port": 9, "security": "none", "user": "me@gmail.com",
+                                       "auth": "oauth2", "provider": "google", "client_id": "1-abc.apps.googleusercontent.com",
+                                       "client_secret": "GOCSPX-x"}})  # fmt: skip
+
+
+def _teams_offline(tmp: Path) -> Path:
+    """A Teams source never signed in, whose identity platform cannot be reached (nothing listens there)."""
+    dead = "https://127.0.0.1:9"
+    return write_config(tmp, {"t": {"type": "teams", "authority": dead, "graph_url": dead, "timeout": 2}})
+
+
+CASES += [
+    # §4: a token helper printing 50 MB (was sent to the server as the token), or an endless stream, or not a token
+    Case("token-cmd-prints-50-mb", ("poll", "mail", "--max-seconds", "5"), 1, "token_cmd printed more than 64 KiB",
+         setup=_token_cmd("head -c 52428800 /dev/zero | tr '\\0' a")),
+    Case("token-cmd-never-stops", ("poll", "mail", "--max-seconds", "5"), 1, "token_cmd printed more than 64 KiB", setup=_token_cmd("yes")),
+    Case("token-cmd-prints-no-token", ("poll", "mail"), 1, "not an access token", setup=_token_cmd("echo 'tok\"en;'")),
+    # §4: `memex auth --no-browser` with nothing to read the address from (was click's bare "Aborted!")
+    Case("auth-with-no-terminal", ("auth", "mail", "--no-browser"), 1, "no address was pasted (the input ended)", setup=_google, lines=5),
+    # §4: a Microsoft sign-in never done, its authority unreachable: never "the login is kept" (there is none)
+    Case("auth-microsoft-never-signed-in-offline", ("auth", "t"), 1, "then run `memex auth t` (no one has signed in yet)",
+         setup=_teams_offline, lines=2),  # urllib3's retry warning, in memex's log form, and the line
+]  # fmt: skip
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_a_bad_input_at_the_edges_gets_one_line(tmp_path: Path, case: Case) -> None:
     """Each row: its exit code and its one line, no traceback, no raw escape, nothing changed outside the configured
     paths."""
-    run_case(case, tmp_path)
+    out = run_case(case, tmp_path)
+    assert "login is kept" not in out.stderr and "Aborted" not in out.stderr
 
 
 # -- the same limits over MCP ---------------------------------------------------------
@@ -129,3 +167,98 @@ def test_a_query_past_a_limit_over_mcp_names_the_limit_not_the_index(tmp_path: P
     result = call(Archive(cfg), "search", {"query": query})
     text = "".join(getattr(c, "text", "") for c in result.content)
     assert result.is_error and says in text and "rebuild" not in text and "index" not in text, text
+
+
+# -- system paths (§4): a folder memex did not make is never advice to chmod it or to become its owner -------------
+
+AS_NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+NOBODY = 65534
+
+
+def _nobody_state(tmp: Path) -> Path:
+    """A state folder of nobody's own (the shared folder is root's: nobody can make nothing in it)."""
+    state = tmp / "state"
+    state.mkdir(mode=0o700)
+    os.chown(state, NOBODY, NOBODY)
+    return state
+
+
+def _state_dir_root(tmp: Path) -> Path:
+    cfg = write_config(tmp, {"imessage": {"type": "imessage", "db": str(tmp / "chat.db")}}, state_dir="/")
+    cfg.chmod(0o644)
+    return cfg
+
+
+def _store_at_usr(tmp: Path) -> Path:
+    from pollers.imessage import samples
+
+    samples.build(tmp / "chat.db", 3, wal=False)
+    for path in tmp.glob("chat.db*"):
+        path.chmod(0o644)
+    cfg = write_config(tmp, {"imessage": {"type": "imessage", "db": str(tmp / "chat.db")}}, store={"url": "/usr"},
+                       state_dir=str(_nobody_state(tmp)))  # fmt: skip
+    cfg.chmod(0o644)
+    return cfg
+
+
+def _no_config(tmp: Path) -> None:
+    return None
+
+
+SYSTEM = [
+    Case("state-dir-is-root", ("poll", "imessage"), 1, "/: cannot use the state folder: it is root's and not one memex made",
+         setup=_state_dir_root),
+    Case("store-at-usr", ("poll", "imessage"), 1, "/usr: permission denied; it is root's and not one memex made; choose a folder of your own",
+         setup=_store_at_usr, owned=("state", "chat.db", "chat.db-wal", "chat.db-shm")),
+    Case("demo-dir-root", ("demo", "--dir", "/"), 1, "/: permission denied; it is root's and not one memex made; choose a folder of your own",
+         setup=_no_config),
+    Case("verify-repair-store-at-usr", ("verify", "--repair"), 0, "0 objects read", setup=_store_at_usr, stream="stdout", lines=2,
+         owned=("state", "chat.db", "chat.db-wal", "chat.db-shm")),
+]  # fmt: skip
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Iterator[Path]:
+    """A folder of root's that nobody can read (pytest's own are private to root): skips unless root can drop to nobody."""
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        if os.environ.get("CI"):
+            raise AssertionError("these rows need root and setpriv on CI")
+        pytest.skip("needs root and setpriv, to run memex as nobody")
+    folder = Path(tempfile.mkdtemp(prefix="memex-edges-", dir="/tmp"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("case", SYSTEM, ids=[c.id for c in SYSTEM])
+def test_a_system_folder_is_never_advice_to_chmod_it_or_become_root(shared: Path, case: Case) -> None:
+    """Run as nobody: the state folder ``/``, a store at ``/usr``, ``demo --dir /``: one line saying whose it is and
+    to choose a folder of one's own, never "chmod/chown" nor "run memex as root"; ``verify --repair`` of a store at
+    ``/usr`` reads only the store's own prefixes (walking all of ``/usr`` met a folder nobody cannot read)."""
+    case.wrap = AS_NOBODY
+    out = run_case(case, shared)
+    for never in ("chmod", "chown", "as root", "run memex as"):
+        assert never not in out.stderr, out.stderr
+
+
+def test_verify_walks_only_the_stores_own_prefixes(tmp_path: Path) -> None:
+    """A store folder that holds other files too (a store url of a shared folder): verify lists only attachments/,
+    messages/, quarantine/ and revisions/; the rest is never read, not even counted."""
+    from tests.conftest import run_cli
+
+    cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(tmp_path / "chat.db")}})
+    store = tmp_path / "state" / "store"  # write_config's default store
+    (store / "bin").mkdir(parents=True)
+    (store / "bin" / "tool").write_bytes(b"\x7fELF")
+    (store / "messages" / "x").mkdir(parents=True)
+    (store / "messages" / "x" / "odd").write_bytes(b"?")
+    out = run_cli("verify", "--json", config=cfg)
+    import json
+
+    doc = json.loads(out.stdout)
+    assert (doc["objects"], doc["other_objects"]) == (1, 0), out.stdout + out.stderr  # messages/x/odd; never bin/tool
