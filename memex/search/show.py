@@ -7,6 +7,7 @@ from typing import Any
 
 from memex.config import Config
 from memex.errors import ConfigError, StateError
+from memex.fs_errors import in_the_way
 from memex.observe.safe_text import visible
 from memex.records import message_key
 from memex.search import index_path, journal_path
@@ -42,6 +43,8 @@ def find(cfg: Config, store: ObjectStore, ref: str) -> tuple[str, dict[str, Any]
     if index_path(cfg.state_dir).exists():
         with SearchIndex.open(cfg.state_dir, create=False) as index:
             keys = index.keys_for(ref)
+    elif (fault := in_the_way(index_path(cfg.state_dir))) is not None:
+        raise fault  # a state folder that is a file: that, not "no stored message has the native ID"
     if not keys:
         keys = [k for k in (message_key(source, ref) for source in sorted(cfg.sources)) if store.exists(k)]
     if not keys:
@@ -85,6 +88,23 @@ def revisions(store: ObjectStore, key: str) -> list[tuple[str, dict[str, Any]]]:
     return sorted(out, key=lambda kv: (str((kv[1].get("revision") or {}).get("at") or ""), kv[0]))
 
 
+def when(value: Any) -> str:
+    """A record's RFC 3339 time in one format whatever its source wrote (``Z`` or an offset, microseconds or none): UTC
+    to the second, ``2024-03-01 09:30:00Z``, as ``memex status`` and ``memex tail`` write times (``--json`` keeps the
+    record's own). A time without a zone is taken as UTC; anything unreadable is shown as it is, none as ``?``."""
+    if not isinstance(value, str) or not value:
+        return "?"
+    from datetime import UTC, datetime
+
+    try:
+        at = datetime.fromisoformat(value)
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=UTC)
+        return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    except (ValueError, OverflowError):
+        return value
+
+
 def human(key: str, doc: dict[str, Any], revs: list[tuple[str, dict[str, Any]]]) -> str:
     """The message as text: its header lines, attachments, text, then each revision.
 
@@ -93,7 +113,7 @@ def human(key: str, doc: dict[str, Any], revs: list[tuple[str, dict[str, Any]]])
     """
     conv, sender, extra = doc.get("conversation") or {}, doc.get("sender") or {}, doc.get("extra") or {}
     who = " ".join(x for x in (sender.get("name"), f"<{sender.get('id')}>" if sender.get("id") else None) if x) or "?"
-    head = [("key", key), ("source", doc.get("source")), ("native id", doc.get("native_id")), ("sent", doc.get("sent_at") or "?"),
+    head = [("key", key), ("source", doc.get("source")), ("native id", doc.get("native_id")), ("sent", when(doc.get("sent_at"))),
             ("conversation", f"{conv.get('name') or '-'} ({conv.get('id') or '-'})"),
             ("from", f"{who}{' (me)' if sender.get('is_me') else ''}")]  # fmt: skip
     if extra.get("subject"):
@@ -111,7 +131,7 @@ def human(key: str, doc: dict[str, Any], revs: list[tuple[str, dict[str, Any]]])
         for _k, rev in revs:
             meta = rev.get("revision") or {}
             body = "" if meta.get("kind") == "reactions" else f": {visible(rev.get('text') or '(no text)', multiline=True)}"
-            lines.append(f"  {visible(meta.get('at') or '?')}  {visible(meta.get('kind'))}{body}")
+            lines.append(f"  {visible(when(meta.get('at')))}  {visible(meta.get('kind'))}{body}")
     return "\n".join(lines)
 
 

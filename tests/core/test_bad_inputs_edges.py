@@ -132,6 +132,18 @@ CASES += [
 ]  # fmt: skip
 
 
+def _state_dir_a_file(tmp: Path) -> Path:
+    (tmp / "state").write_text("not a folder\n")
+    return write_config(tmp, {"imessage": {"type": "imessage", "db": str(tmp / "chat.db")}}, store={"url": str(tmp / "store")})
+
+
+CASES += [
+    # §4: `memex show` with state_dir a file (was: "no stored message has the native ID")
+    Case("show-state-dir-a-file", ("show", "lunch@example.net"), 1, "state: is a file where memex needs a folder",
+         setup=_state_dir_a_file, owned=("store",)),
+]  # fmt: skip
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_a_bad_input_at_the_edges_gets_one_line(tmp_path: Path, case: Case) -> None:
     """Each row: its exit code and its one line, no traceback, no raw escape, nothing changed outside the configured
@@ -262,3 +274,74 @@ def test_verify_walks_only_the_stores_own_prefixes(tmp_path: Path) -> None:
 
     doc = json.loads(out.stdout)
     assert (doc["objects"], doc["other_objects"]) == (1, 0), out.stdout + out.stderr  # messages/x/odd; never bin/tool
+
+
+def test_cron_install_over_a_crontab_that_is_not_utf8_keeps_its_bytes(tmp_path: Path) -> None:
+    """A crontab with a Latin-1 comment (was UnicodeDecodeError, an internal error): ``cron --install`` adds memex's
+    block and keeps every byte of the user's lines as they were."""
+    from tests.conftest import run_cli
+    from tests.core.test_cron_install import install_fake_crontab
+
+    env = install_fake_crontab(tmp_path)
+    mine = b"# sauvegarde du caf\xe9\n0 3 * * * /usr/local/bin/backup --all\n"
+    Path(env["FAKE_CRONTAB"]).write_bytes(mine)
+    cfg = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(tmp_path / "chat.db")}})
+    out = run_cli("cron", "--install", config=cfg, env={**_env(), **env})
+    assert out.returncode == 0 and "internal error" not in out.stderr, out.stderr
+    after = Path(env["FAKE_CRONTAB"]).read_bytes()
+    assert after.startswith(mine) and b"# >>> memex" in after and b"poll imessage" in after, after
+
+
+def test_a_log_that_cannot_be_written_is_no_traceback_from_the_index_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk under the state folder: the background index update fails, and so does the log its warning goes
+    to (:class:`memex.observe.logs.LogUnwritable`, raised as the real logger raises it). The thread ends quietly (the
+    poll's own next log line meets the same fault and says it once); no traceback from the thread (was: the right
+    line, then a raw ``LogUnwritable`` traceback)."""
+    import threading
+
+    from memex import config as memex_config
+    from memex.observe.logs import LogUnwritable
+    from memex.search.build import Follower
+    from memex.search.index import SearchIndex
+    from memex.store import open_store
+    from pollers.imessage import samples
+    from tests.conftest import run_cli
+
+    samples.build(tmp_path / "chat.db", 3)
+    path = write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(tmp_path / "chat.db")}})
+    assert run_cli("poll", "imessage", config=path).returncode == 0
+    cfg = memex_config.load(path)
+    with SearchIndex.open(cfg.state_dir, writer=True) as index:
+        index.db.execute("PRAGMA user_version = 99")  # the update will fail, and warn
+    store = open_store(cfg.store)
+    records = [(k, store.get(k) or b"") for k in store.list_keys("messages/")]
+
+    class FullDiskLog:
+        """What :class:`memex.observe.logs.JsonLog` does when its file is on a full disk: raise on every event."""
+
+        def _emit(self, event: str, **kw: object) -> None:
+            raise LogUnwritable(f"{cfg.state_dir}/logs/imessage.jsonl: no space left on the disk holding it", said=False)
+
+        info = warning = error = debug = _emit
+
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    follower = Follower(cfg, "imessage", "poll", FullDiskLog(), background=True)  # type: ignore[arg-type]
+    follower.whole = True
+    follower.after_commit(records, store)
+    follower.finish()
+    assert raised == [] and not follower.whole
+
+
+def test_show_writes_every_time_in_one_format() -> None:
+    """A record's ``sent_at`` with ``Z`` and microseconds, another's with an offset, a revision's: ``memex show`` writes
+    each as UTC to the second (``2024-03-01 09:30:00Z``, the form of status and tail), never two formats."""
+    from memex.search.show import human
+
+    zulu = {"source": "s", "native_id": "a", "sent_at": "2024-03-01T09:30:00.123456Z", "text": "x"}
+    offset = {"source": "s", "native_id": "b", "sent_at": "2024-03-01T11:30:00+02:00", "text": "y"}
+    revision = ("revisions/s/b/r.json", {"revision": {"at": "2024-03-02T01:00:00-05:00", "kind": "edit"}, "text": "z"})
+    assert "sent:         2024-03-01 09:30:00Z" in human("messages/s/a.json", zulu, [])
+    shown = human("messages/s/b.json", offset, [revision])
+    assert "sent:         2024-03-01 09:30:00Z" in shown and "  2024-03-02 06:00:00Z  edit: z" in shown, shown
+    assert "sent:         ?" in human("messages/s/c.json", {"source": "s"}, [])
