@@ -144,6 +144,53 @@ CASES += [
 ]  # fmt: skip
 
 
+def _mbox_key_mistyped(tmp: Path) -> Path:
+    return write_config(tmp, {"mb": {"type": "mbox", "pathh": str(tmp / "mail.mbox")}})
+
+
+def _quarantined_three(tmp: Path) -> Path:
+    """A Maildir of three 0-byte files, polled once: 0 new, 3 quarantined."""
+    from memex import config as memex_config
+    from memex.runner import poll
+
+    root = tmp / "Mail"
+    for sub in ("cur", "new", "tmp"):
+        (root / sub).mkdir(parents=True)
+    for n in range(3):
+        (root / "new" / f"{n}.host").write_bytes(b"")
+    path = write_config(tmp, {"md": {"type": "maildir", "path": str(root), "settle_seconds": 0}})
+    assert poll(memex_config.load(path), "md").quarantined == 3
+    return path
+
+
+CASES += [
+    # §4: a mistyped required key is named (was only "required key is missing": the typo itself went unnamed)
+    Case("config-mistyped-required-key", ("poll", "mb"), 2, "key 'sources.mb.path': required key is missing; the table has 'pathh': "
+         "rename it to 'path'", setup=_mbox_key_mistyped),
+    # §4: status shows what the last poll quarantined (was "ok: 0 new" after 3 quarantined)
+    Case("status-shows-quarantined", ("status",), 0, "ok: 0 new, 3 quarantined", setup=_quarantined_three, stream="stdout", lines=2),
+]  # fmt: skip
+
+
+def _messenger_settling(tmp: Path) -> Path:
+    """A Messenger inbox whose one export is still being written (settle_seconds not passed), polled once."""
+    from memex import config as memex_config
+    from memex.runner import poll
+
+    (tmp / "inbox").mkdir()
+    (tmp / "inbox" / "facebook-me.zip").write_bytes(b"PK\x03\x04")
+    path = write_config(tmp, {"fb": {"type": "messenger", "inbox": str(tmp / "inbox"), "settle_seconds": 3600}})
+    assert poll(memex_config.load(path), "fb").status == "idle"
+    return path
+
+
+CASES += [
+    # §4: a Messenger export waiting to settle (was "idle: 0 new", as if nothing were coming)
+    Case("status-says-an-export-is-settling", ("status",), 0, "idle: 0 new; waiting for 1 still being written to settle",
+         setup=_messenger_settling, stream="stdout", lines=2),
+]  # fmt: skip
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_a_bad_input_at_the_edges_gets_one_line(tmp_path: Path, case: Case) -> None:
     """Each row: its exit code and its one line, no traceback, no raw escape, nothing changed outside the configured
@@ -345,3 +392,20 @@ def test_show_writes_every_time_in_one_format() -> None:
     shown = human("messages/s/b.json", offset, [revision])
     assert "sent:         2024-03-01 09:30:00Z" in shown and "  2024-03-02 06:00:00Z  edit: z" in shown, shown
     assert "sent:         ?" in human("messages/s/c.json", {"source": "s"}, [])
+
+
+def test_a_stopped_backfill_reads_without_a_repr_and_a_finished_one_hints_restart(tmp_path: Path) -> None:
+    """The log line of a backfill (``memex tail``, and the console's echo of its warning when stopped) names its
+    checkpoint as ``rowid:N``, never Python's ``{'rowid': N}``; run again after it finished, its summary says that
+    ``--restart`` reads the whole history again (it found nothing past the end)."""
+    from memex.backfill.report import BackfillResult
+    from memex.observe.logs import human_line
+
+    line = human_line({"event": "backfill.finished", "source": "im", "level": "warning", "status": "stopped", "new": 0, "dup": 16000,
+                       "quarantined": 0, "failed": 0, "checkpoint": {"rowid": 16000}})  # fmt: skip
+    assert line == "im: backfill stopped: 0 new, 16000 dup, 0 quarantined, 0 failed (checkpoint rowid:16000)"
+    other = human_line({"event": "cursor.set", "source": "m", "level": "warning", "before": {"INBOX": 3, "Sent": 1}, "after": {}})
+    assert "{" not in other and "before=INBOX:3,Sent:1 after=-" in other, other
+    again = BackfillResult(source="im", finished_before=True)
+    assert again.human().endswith("it had finished before: add --restart to read the whole history again")
+    assert "--restart" not in BackfillResult(source="im", finished_before=True, new=3).human()
