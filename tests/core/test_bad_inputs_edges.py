@@ -409,3 +409,22 @@ def test_a_stopped_backfill_reads_without_a_repr_and_a_finished_one_hints_restar
     again = BackfillResult(source="im", finished_before=True)
     assert again.human().endswith("it had finished before: add --restart to read the whole history again")
     assert "--restart" not in BackfillResult(source="im", finished_before=True, new=3).human()
+
+
+def test_a_duplicate_handed_to_the_index_again_rewrites_nothing(tmp_path: Path) -> None:
+    """A backfill hands every duplicate to the index (a crash may have kept it out): one already indexed exactly so
+    costs a read, not its words out of FTS5 and back in (a stopped backfill of 16,000 duplicates waited 13 s for
+    that before exiting); a record that did change is still refreshed."""
+    from memex.search.index import SearchIndex
+    from tests.core.test_search_query import _records
+
+    records = _records()
+    with SearchIndex(tmp_path / "index.sqlite") as index:
+        index.add(records)
+        before = index.db.total_changes
+        index.add(records)
+        assert index.db.total_changes - before == len({key.split("/")[1] for key, _ in records})  # each source's added_at
+        changed = [(key, {**doc, "text": "quokka"}) if doc["native_id"] == "a" else (key, doc) for key, doc in records]
+        index.add(changed)
+        found = index.db.execute("SELECT native_id FROM messages WHERE id IN (SELECT rowid FROM fts WHERE fts MATCH 'quokka')")
+        assert [r[0] for r in found] == ["a"]
