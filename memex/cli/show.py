@@ -14,6 +14,23 @@ from memex.store.objects import ObjectStore
 __all__ = ["conversation", "find", "human", "revisions", "status_rows", "status_table"]
 
 
+def when(value: Any) -> str:
+    """A record's RFC 3339 time in one format whatever its source wrote (``Z`` or an offset, microseconds or none): UTC
+    to the second, ``2024-03-01 09:30:00Z``, as ``memex status`` and ``memex tail`` write times (``--json`` keeps the
+    record's own). A time without a zone is taken as UTC; anything unreadable is shown as it is, none as ``?``."""
+    if not isinstance(value, str) or not value:
+        return "?"
+    from datetime import UTC, datetime
+
+    try:
+        at = datetime.fromisoformat(value)
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=UTC)
+        return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    except (ValueError, OverflowError):
+        return value
+
+
 def human(key: str, doc: dict[str, Any], revs: list[tuple[str, dict[str, Any]]]) -> str:
     """The message as text: its header lines, attachments, text, then each revision.
 
@@ -22,7 +39,7 @@ def human(key: str, doc: dict[str, Any], revs: list[tuple[str, dict[str, Any]]])
     """
     conv, sender, extra = doc.get("conversation") or {}, doc.get("sender") or {}, doc.get("extra") or {}
     who = " ".join(x for x in (sender.get("name"), f"<{sender.get('id')}>" if sender.get("id") else None) if x) or "?"
-    head = [("key", key), ("source", doc.get("source")), ("native id", doc.get("native_id")), ("sent", doc.get("sent_at") or "?"),
+    head = [("key", key), ("source", doc.get("source")), ("native id", doc.get("native_id")), ("sent", when(doc.get("sent_at"))),
             ("conversation", f"{conv.get('name') or '-'} ({conv.get('id') or '-'})"),
             ("from", f"{who}{' (me)' if sender.get('is_me') else ''}")]  # fmt: skip
     if extra.get("subject"):
@@ -40,7 +57,7 @@ def human(key: str, doc: dict[str, Any], revs: list[tuple[str, dict[str, Any]]])
         for _k, rev in revs:
             meta = rev.get("revision") or {}
             body = "" if meta.get("kind") == "reactions" else f": {visible(rev.get('text') or '(no text)', multiline=True)}"
-            lines.append(f"  {visible(meta.get('at') or '?')}  {visible(meta.get('kind'))}{body}")
+            lines.append(f"  {visible(when(meta.get('at')))}  {visible(meta.get('kind'))}{body}")
     return "\n".join(lines)
 
 

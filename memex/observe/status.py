@@ -29,6 +29,8 @@ class SourceStatus(TypedDict):
     last_status: str | None
     last_new: int | None
     last_dup: int | None
+    last_quarantined: int | None  # records of the last poll kept in quarantine (memex verify lists them)
+    settling: int | None  # files the last poll left until they stop changing (a Messenger export being written)
     last_ok_at: str | None
     last_error: str | None
     state: str  # from memex.observe.health: OK, IDLE, SKIPPED, AUTH, FAILING, STALE, STUCK, REGRESSED, SPOOL, DISABLED; REMOTE here
@@ -112,6 +114,8 @@ def collect(cfg: Config) -> list[SourceStatus]:
                 last_status=last.get("status"),
                 last_new=last.get("new"),
                 last_dup=last.get("dup"),
+                last_quarantined=last.get("quarantined"),
+                settling=last.get("settling"),
                 last_ok_at=ok.get("ts") if ok else None,
                 last_error=error,
                 state=state,
@@ -164,6 +168,10 @@ def render_table(rows: list[SourceStatus], width: int | None = None) -> str:
             result += f": {r['last_new']} new"
             if r["last_dup"]:
                 result += f", {r['last_dup']} dup"
+            if r.get("last_quarantined"):  # never hidden behind "0 new": they were read and are not in the archive
+                result += f", {r.get('last_quarantined')} quarantined"
+            if r.get("settling"):
+                result += f"; waiting for {r.get('settling')} still being written to settle"
         elif r["last_status"] == "error":
             result += f": {r['last_error']}"
         if r["state"] == CONFIG:  # the section's error is why it is not polled: say it where the result would be

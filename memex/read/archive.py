@@ -265,6 +265,10 @@ class Archive:
         if index_path(self.cfg.state_dir).is_file():
             with self.reading() as db:
                 return [r[0] for r in db.execute("SELECT key FROM messages WHERE key = ? OR native_id = ? ORDER BY key", (ref, ref))]
+        from memex.fs_errors import in_the_way
+
+        if (fault := in_the_way(index_path(self.cfg.state_dir))) is not None:
+            raise fault  # a state folder that is a file: that, not "no stored message has the native ID"
         from memex.records import message_key
 
         return [k for k in (message_key(s, ref) for s in sorted(self.cfg.sources)) if self.store.exists(k)]

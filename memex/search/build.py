@@ -282,10 +282,17 @@ class Follower:
         try:
             self._update_index(stored, store, seen)
         except Exception as exc:  # one the update does not turn into a warning itself: a warning too, never a traceback
+            from memex.observe.logs import LogUnwritable
+
             self.whole = False
-            self.log.warning(
-                "search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc, index_path(self.cfg.state_dir))
-            )
+            if isinstance(exc, LogUnwritable):
+                return  # the log is what failed (a full disk): the poll's own next line meets it and says it, once
+            try:
+                self.log.warning(
+                    "search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc, index_path(self.cfg.state_dir))
+                )
+            except LogUnwritable:
+                pass  # the same: never a traceback from this thread
 
     def _update_index(self, stored: list[tuple[str, Stored]], store: ObjectStore, seen: int) -> None:
         hold = point_from_env("index")

@@ -45,6 +45,7 @@ SIDE_FILES = ("-journal", "-wal", "-shm")  # SQLite's files beside a database, n
 
 _UPDATE = f"UPDATE messages SET {', '.join(c + ' = ?' for c in COLUMNS)} WHERE id = ?"
 _INSERT_ID = f"INSERT INTO messages(id, {', '.join(COLUMNS)}, thread) VALUES ({', '.join('?' * (len(COLUMNS) + 2))})"
+_SELECT_ROW = f"SELECT {', '.join(COLUMNS)} FROM messages WHERE id = ?"
 _INSERT_LINK = "INSERT OR IGNORE INTO links(ref, id) VALUES (?, ?)"
 _INSERT_FTS = " WHERE f.id = ?"  # after insert_fts(table): a row's words, read from the row just written
 _INSERT_WORDS = f"INSERT INTO {{}}(rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"  # new rows' words, given (_fts)
@@ -324,7 +325,10 @@ class SearchIndex:
 
     def _update(self, row: Row, rowid: int) -> None:
         """Refresh an indexed message from its record (stored again, or read back by a catch-up). Its words leave
-        FTS5 before the row changes: FTS5 reads the words to remove from the row (``fts_source``)."""
+        FTS5 before the row changes: FTS5 reads the words to remove from the row (``fts_source``). A row that already
+        holds exactly this record is left as it is (:meth:`_unchanged`)."""
+        if self._unchanged(row, rowid):
+            return
         self._unindex(rowid)
         self.db.execute(_UPDATE, (*_values(row), rowid))
         self._reindex(rowid)
@@ -333,6 +337,16 @@ class SearchIndex:
         self._join_thread(rowid, row.links)  # a link lost is not split off (a rebuild does): links only grow in practice
         if self._any_revisions and self.db.execute("SELECT 1 FROM revisions WHERE message_key = ? LIMIT 1", (row.key,)).fetchone():
             self._refresh(row.key)
+
+    def _unchanged(self, row: Row, rowid: int) -> bool:
+        """Whether indexed row ``rowid`` already holds exactly ``row``, links included: a duplicate handed again (a
+        backfill over what polls stored, every duplicate of which is handed in case a crash kept it out of the index)
+        costs a read, not its words taken out of FTS5 and put back (a stopped backfill waited seconds for that). A row
+        its revisions changed (``original`` kept, edited, deleted) never equals its record, so it is refreshed."""
+        found = self.db.execute(_SELECT_ROW, (rowid,)).fetchone()
+        if found is None or tuple(found) != _values(row):
+            return False
+        return {ref for (ref,) in self.db.execute("SELECT ref FROM links WHERE id = ?", (rowid,))} == set(row.links)
 
     def _refresh(self, message_key: str) -> None:
         """Apply a message's revisions to its row: the latest edit's text is the text searched; a delete marks it."""

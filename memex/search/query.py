@@ -215,6 +215,15 @@ def _disj(parts: list[_Part]) -> _Part:
     return out
 
 
+def _parity(parts: list[_Part]) -> _Part:
+    """``a XOR b XOR ...``: an odd number of the parts hold (as Xapian's XOR), each part written once: spelt out as
+    ``(a AND NOT b) OR (NOT a AND b)``, each nested XOR would double the SQL."""
+    conds = [p.condition() for p in parts]
+    out = _sql("((" + ") + (".join(c for c, _ in conds) + ")) % 2 = 1", [x for _, ps in conds for x in ps])
+    out.exact = [e for p in parts for e in p.exact]
+    return out
+
+
 def _negate(part: _Part) -> _Part:
     table = part.pure()
     if table is not None:
@@ -246,8 +255,7 @@ class _Compiler:
         if op == "not":
             return _negate(self.part(kids[0]))
         if op == "xor":
-            a, b = kids
-            return _disj([_conj([self.part(a), _negate(self.part(b))]), _conj([_negate(self.part(a)), self.part(b)])])
+            return _parity([self.part(k) for k in kids])
         if op == "or":
             return _disj([self.part(k) for k in kids])
         # and: juxtaposed source: and in: terms are ORed, as notmuch ORs terms of one boolean prefix

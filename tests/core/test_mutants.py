@@ -1593,6 +1593,22 @@ MUTANTS = [
         id="lake-sql-writes-where-it-is-told",
     ),
     # ---- end of i44-lake ----
+    # ---- rows of branch i40-cli: append below ----
+    pytest.param(
+        "memex/cli/poll.py",
+        [("        if reader_gone(exc):\n            raise", "        if False:\n            raise")],
+        ["tests/core/test_bad_inputs_edges.py::test_a_closed_pipe_ends_the_command_quietly[tail]",
+         "tests/core/test_bad_inputs_edges.py::test_a_closed_pipe_ends_the_command_quietly[search *]"],
+        id="closed-pipe-is-an-internal-error",
+    ),
+    pytest.param(
+        "memex/search/parse.py",
+        [("        if self.depth > MAX_DEPTH:\n", "        if False:\n")],
+        ["tests/core/test_bad_inputs_edges.py::test_a_bad_input_at_the_edges_gets_one_line[search-200-parentheses]",
+         "tests/core/test_bad_inputs_edges.py::test_a_bad_input_at_the_edges_gets_one_line[search-50-stacked-nots]"],
+        id="query-depth-unbounded",
+    ),
+    # ---- end of i40-cli ----
 ]  # fmt: skip
 
 
