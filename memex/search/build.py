@@ -31,7 +31,7 @@ from memex.config import Config
 from memex.errors import MemexError, StateError
 from memex.hold import point_from_env
 from memex.records import encode_id
-from memex.search import index_path, journal_path
+from memex.search import index_path, journal_keys, journal_path
 from memex.search.index import SIDE_FILES, SearchIndex
 from memex.search.locks import OPEN_LOCK, REBUILD_LOCK, REBUILD_WAIT, SWAP_WAIT, RebuildRunning
 from memex.search.rows import is_record_key, load_record
@@ -68,15 +68,6 @@ def journal_drop(path: Path, upto: int) -> None:
         fh.seek(upto)
         rest = fh.read()
     atomic_replace(path, rest)
-
-
-def journal_keys(path: Path) -> list[str]:
-    """The keys a journal holds, each once, in order."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    return list(dict.fromkeys(k for k in text.splitlines() if k))
 
 
 def read_bodies(store: ObjectStore, keys: Iterator[str] | list[str], workers: int) -> Iterator[tuple[str, bytes]]:
@@ -215,11 +206,6 @@ def _stopped(exc: sqlite3.Error | OSError, new: Path) -> MemexError:
     return StateError(f"rebuild stopped: SQLite {getattr(exc, 'sqlite_errorname', type(exc).__name__)}; {fix}", path=new)
 
 
-def store_counts(store: ObjectStore, source: str) -> int:
-    """How many message records the store holds for ``source`` (one listing of ``messages/<source>/``)."""
-    return sum(1 for key in store.list_keys(f"messages/{encode_id(source)}/") if is_record_key(key))
-
-
 class Follower:
     """Keeps the index in step with what one writer (``poll`` or ``backfill``) of one source stores."""
 
@@ -296,10 +282,17 @@ class Follower:
         try:
             self._update_index(stored, store, seen)
         except Exception as exc:  # one the update does not turn into a warning itself: a warning too, never a traceback
+            from memex.observe.logs import LogUnwritable
+
             self.whole = False
-            self.log.warning(
-                "search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc, index_path(self.cfg.state_dir))
-            )
+            if isinstance(exc, LogUnwritable):
+                return  # the log is what failed (a full disk): the poll's own next line meets it and says it, once
+            try:
+                self.log.warning(
+                    "search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc, index_path(self.cfg.state_dir))
+                )
+            except LogUnwritable:
+                pass  # the same: never a traceback from this thread
 
     def _update_index(self, stored: list[tuple[str, Stored]], store: ObjectStore, seen: int) -> None:
         hold = point_from_env("index")

@@ -89,3 +89,6 @@ MONTH = "substr(m.sent_at, 1, 7)"  # a row's month (YYYY-MM), as messages_month 
 COLUMNS = ("key", "source", "native_id", "sent_at", "ts", "conv_id", "conv_name", "sender_id", "sender_name", "is_me",
            "recipients", "subject", "attachments", "n_attachments", "original", "original_deleted", "text", "edited",
            "deleted", "search_text")  # fmt: skip
+
+# The people layer's follower (memex.people.seen) reads the handles of every row after the last it read
+PEOPLE_ROWS = "SELECT rowid, id, source, sender_id, sender_name, is_me, recipients FROM messages WHERE rowid > ? ORDER BY rowid LIMIT ?"
