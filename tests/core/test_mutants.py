@@ -1490,6 +1490,14 @@ MUTANTS = [
         id="start-now-without-head-is-an-internal-error",
     ),
     # ---- end of i37-plugins ----
+    # ---- rows of branch i40-guar: append below ----
+    pytest.param(
+        "memex/store/files.py",
+        [("(mtime < now - STALE_TMP_SECONDS or writer_gone(name))", "(mtime < now - STALE_TMP_SECONDS)")],
+        ["tests/core/test_store_temp_sweep.py::test_a_poll_after_kill_9_removes_the_dead_writers_temp_files_and_verify_reports_them"],
+        id="temp-files-of-a-killed-writer-kept-an-hour",
+    ),
+    # ---- end of i40-guar ----
 ]  # fmt: skip
 
 

@@ -223,7 +223,7 @@ def test_cli_exit_codes_json_and_quiet(index: Index) -> None:
     as_json = run_cli("verify", "--json", "im", config=index.config_path)
     assert as_json.returncode == 1
     doc = json.loads(as_json.stdout)
-    assert set(doc) == {"store", "whole", "objects", "other_objects", "seconds", "repair", "sources"}
+    assert set(doc) == {"store", "whole", "objects", "other_objects", "seconds", "repair", "sources", "temp_files"}
     assert doc["sources"]["im"]["damage"]["empty"] == 1 and doc["sources"]["im"]["examples"]["empty"][0]["key"] == key
     unknown = run_cli("verify", "nosuch", config=index.config_path)
     assert unknown.returncode == 2 and "nosuch" in unknown.stderr
