@@ -19,11 +19,13 @@ duplicate, and duplicates are handed over too, so it is indexed then.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Generator, Iterator
+import time
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -67,6 +69,31 @@ def journal_drop(path: Path, upto: int) -> None:
         fh.seek(upto)
         rest = fh.read()
     atomic_replace(path, rest)
+
+
+def journal_chunks(path: Path, size: int) -> list[tuple[list[str], int]]:
+    """The journal's keys (each once, in order) in chunks of ``size``, each with the byte offset just past the line of
+    its last key: dropping the journal up to there leaves every key not yet in a chunk before it."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    chunks: list[tuple[list[str], int]] = []
+    keys: list[str] = []
+    seen: set[str] = set()
+    pos = 0
+    for line in data.splitlines(keepends=True):
+        pos += len(line)
+        key = line.decode().strip()
+        if key and key not in seen:
+            seen.add(key)
+            keys.append(key)
+            if len(keys) == size:
+                chunks.append((keys, pos))
+                keys = []
+    if keys:
+        chunks.append((keys, pos))
+    return chunks
 
 
 def journal_keys(path: Path) -> list[str]:
@@ -219,8 +246,25 @@ def store_counts(store: ObjectStore, source: str) -> int:
     return sum(1 for key in store.list_keys(f"messages/{encode_id(source)}/") if is_record_key(key))
 
 
+CATCH_UP_CHUNK = 50  # journal keys a catch-up adds, then drops from the journal: cut at its cutoff, it keeps those
+# With a cutoff, an update adds its records a chunk a transaction (SQLite does its work at the insert, so the cutoff is
+# looked at between chunks): the first chunk ADD_CHUNK records, each next one sized by the last one's rate to take at
+# most a quarter of the time left (ADD_MIN to ADD_MAX, at most 4 times the last): whole batches far from the cutoff, a
+# few records at a time near it.
+ADD_CHUNK, ADD_MIN, ADD_MAX = 5, 5, 5000
+
+
+class IndexDeferred(Exception):
+    """An index update reached its cutoff (the poll's time limit): rolled back, its keys left in the journal."""
+
+
 class Follower:
-    """Keeps the index in step with what one writer (``poll`` or ``backfill``) of one source stores."""
+    """Keeps the index in step with what one writer (``poll`` or ``backfill``) of one source stores.
+
+    ``cutoff`` (the runner's: the poll's time limit plus a quarter of its grace) bounds the index work: an update still running
+    then is rolled back and its keys stay in the journal, for the next run's catch-up (:meth:`catch_up`, which keeps
+    what each chunk added), so a poll under load ends on time and the index is behind by at most one poll's records.
+    """
 
     def __init__(self, cfg: Config, source: str, writer: str, log: Any, *, background: bool = False) -> None:
         self.cfg, self.source, self.log = cfg, source, log
@@ -231,18 +275,57 @@ class Follower:
         self._appended = 0  # journal appends so far: an update empties the journal only if none came after its own
         self._ends: dict[int, int] = {}  # the journal's size after each append still in it (by its number)
         self._update: threading.Thread | None = None
+        self.cutoff: Callable[[], float | None] | None = None  # when index work stops (a monotonic time), or never
+
+    def _left(self) -> float:
+        """Seconds until the cutoff (infinite without one; 0 or less once it has come: index work then stops)."""
+        at = self.cutoff() if self.cutoff is not None else None
+        return float("inf") if at is None else at - time.monotonic()
+
+    def _add(self, index: SearchIndex, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
+        """Add ``records`` (how many were records); with a cutoff, :data:`ADD_CHUNK` a transaction, raising
+        :class:`IndexDeferred` when the cutoff comes between two (the chunks before it stay in the index)."""
+        if self.cutoff is None:
+            return index.add(records)
+        n, size = 0, ADD_CHUNK
+        it = iter(records)
+        while chunk := list(itertools.islice(it, size)):
+            if self._left() <= 0:
+                raise IndexDeferred
+            began = time.monotonic()
+            n += index.add(chunk)
+            took = max(time.monotonic() - began, 1e-4)
+            size = max(ADD_MIN, min(ADD_MAX, 4 * len(chunk), int(len(chunk) * min(self._left(), 3600.0) / 4 / took)))
+        return n
+
+    def _deferred(self, keys: int, added: int) -> None:
+        """Note an update cut at the cutoff: the journal holds its keys for the next run."""
+        self.whole = False
+        self.log.info("search.deferred", keys=keys, records=added, reason="the poll's time limit; the next poll adds them")
 
     def catch_up(self, store: ObjectStore, seen: int | None = None) -> int:
         """Add the records the journal names (read back from the store), then empty it unless keys were journaled
-        after the ``seen``-th append (by default: the last one so far); how many were records."""
+        after the ``seen``-th append (by default: the last one so far); how many were records. Added in chunks
+        (:data:`CATCH_UP_CHUNK`), each leaving the journal once in the index: cut at the cutoff, the next catch-up
+        goes on from there."""
         seen = self._appended if seen is None else seen
-        keys = journal_keys(self.journal)
+        chunks = journal_chunks(self.journal, CATCH_UP_CHUNK if self.cutoff is not None else 1 << 62)  # no cutoff: one
+        keys = [k for chunk, _ in chunks for k in chunk]
         if not keys:
             self._empty(seen)
             return 0
+        n = 0
         try:
             with SearchIndex.open(self.cfg.state_dir, writer=True, stemming=self.cfg.search_stemming) as index:
-                n = index.add(read_records(store, keys, 1))
+                dropped = 0
+                for i, (chunk, end) in enumerate(chunks):
+                    n += self._add(index, read_records(store, chunk, 1))
+                    if i < len(chunks) - 1:  # the last chunk's keys leave with the emptying below
+                        self._drop(end - dropped)
+                        dropped = end
+        except IndexDeferred:
+            self._deferred(len(keys), n)
+            return n
         except RebuildRunning:
             self.log.info("search.rebuild_running", keys=len(keys))  # the journal is kept for the next run
             self.whole = False
@@ -309,7 +392,10 @@ class Follower:
             return
         try:
             with SearchIndex.open(self.cfg.state_dir, writer=True, stemming=self.cfg.search_stemming) as index:  # durable once closed
-                index.add((key, json.loads(body)) for key, body in stored)
+                self._add(index, ((key, json.loads(body)) for key, body in stored))
+        except IndexDeferred:
+            self._deferred(len(stored), 0)
+            return
         except RebuildRunning:
             self.log.info("search.rebuild_running", keys=len(stored))  # the journal is kept for the next run
             self.whole = False
@@ -340,6 +426,16 @@ class Follower:
                 _journal_failed(self.log, self.journal, exc)
                 return
             self._ends = {n: end - upto for n, end in self._ends.items() if n > seen}
+
+    def _drop(self, upto: int) -> None:
+        """Drop the journal's first ``upto`` bytes (keys a catch-up chunk put in the index), no append falling between."""
+        with self._lock:
+            try:
+                journal_drop(self.journal, upto)
+            except OSError as exc:  # kept whole: the next catch-up adds those keys again, harmlessly
+                _journal_failed(self.log, self.journal, exc)
+                return
+            self._ends = {n: end - upto for n, end in self._ends.items() if end > upto}
 
     def _remove(self) -> None:
         """Empty the journal (kept: the next append then needs no folder sync); lost in a crash, it replays harmlessly."""

@@ -1497,6 +1497,12 @@ MUTANTS = [
         ["tests/core/test_store_temp_sweep.py::test_a_poll_after_kill_9_removes_the_dead_writers_temp_files_and_verify_reports_them"],
         id="temp-files-of-a-killed-writer-kept-an-hour",
     ),
+    pytest.param(
+        "memex/runner.py",
+        [("    follower.cutoff = cutoff\n", "    follower.cutoff = None\n")],
+        ["tests/core/test_poll_under_load.py::test_polls_beside_a_cpu_hog_end_within_the_time_limit_and_the_index_misses_nothing"],
+        id="index-work-after-the-time-limit-unbounded",
+    ),
     # ---- end of i40-guar ----
 ]  # fmt: skip
 
