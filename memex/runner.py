@@ -376,6 +376,9 @@ def _run(
     if result.slow_read_s is not None:
         _slow(name, result, log)
     result.status = "ok" if _progress(result) else "idle"
+    moved = result.positions_before and result.positions_after != result.positions_before
+    if moved and result.status == "idle" and not getattr(poller, "moves_when_idle", False):
+        result.extra["moved_idle"] = True  # the cursor moved and nothing was stored (memex.observe.health: N in a row)
 
 
 def _progress(result: PollResult) -> bool:

@@ -131,6 +131,14 @@ class Spooling(Protocol):
         ...
 
 
+class MovesWhenIdle(Protocol):
+    """Optional: a poller whose cursor moves past things that are not messages, poll after poll (signal-cli's receipts
+    and typing notices). Without it, a cursor that moved in each of :attr:`memex.observe.health.Rules.hollow_after`
+    polls in a row while nothing was stored is shown as ``STUCK`` (a plug-in that skips what it should store)."""
+
+    moves_when_idle: bool
+
+
 class DeadlineAware(Protocol):
     """Optional: a poller that waits on a network (retries, backoff) is told when the poll must end.
 

@@ -1503,6 +1503,18 @@ MUTANTS = [
         ["tests/core/test_poll_under_load.py::test_polls_beside_a_cpu_hog_end_within_the_time_limit_and_the_index_misses_nothing"],
         id="index-work-after-the-time-limit-unbounded",
     ),
+    pytest.param(
+        "memex/runner.py",
+        [('        result.extra["moved_idle"] = True', "        pass")],
+        ["tests/core/test_runner_faults.py::test_a_cursor_that_moves_while_nothing_is_stored_shows_as_stuck_after_five_polls"],
+        id="cursor-moving-while-nothing-is-stored-shown-idle",
+    ),
+    pytest.param(
+        "memex/conformance.py",
+        [("    if not moves_when_idle and (still.keys or now != was):", "    if False:")],
+        ["tests/core/test_conformance.py::test_the_kit_catches_a_poller_that_breaks_a_promise[cursor-moves-when-idle-still]"],
+        id="conformance-misses-a-cursor-moving-while-idle",
+    ),
     # ---- end of i40-guar ----
 ]  # fmt: skip
 
