@@ -142,6 +142,8 @@ class Report:
                 for ex in s.examples.get(kind, [])[:3]:
                     if shown < 12:
                         where = ex.get("key") or f"{ex.get('native_id')} (at {ex.get('ref')})"
+                        if ex.get("revision"):
+                            where += f", its revision {ex['revision']}"
                         lines.append(f"  {name}: {DESCRIBE[kind]}: {where}" + (f": {ex['reason']}" if ex.get("reason") else ""))
                     shown += 1
             for reason in s.not_repaired[:3]:

@@ -1515,6 +1515,13 @@ MUTANTS = [
         ["tests/core/test_conformance.py::test_the_kit_catches_a_poller_that_breaks_a_promise[cursor-moves-when-idle-still]"],
         id="conformance-misses-a-cursor-moving-while-idle",
     ),
+    pytest.param(
+        "memex/verify/inventory.py",
+        [("            return True, [r for r in entry.revisions or () if not reader.has(revision_key(name, entry.native_id, r))]",
+          "            return True, []")],
+        ["tests/core/test_verify.py::test_a_deleted_revision_is_found_and_restored_where_the_source_lists_revisions[file]"],
+        id="verify-blind-to-a-deleted-revision",
+    ),
     # ---- end of i40-guar ----
 ]  # fmt: skip
 
