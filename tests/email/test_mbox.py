@@ -7,6 +7,9 @@ import io
 import json
 import mailbox
 import os
+import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -389,3 +392,43 @@ def test_mbox_conforms_to_the_plugin_contract_and_a_copy_gives_the_same_records(
     ran = check_poller(lambda: make_poller(cfg.source("mb")), expected=7, add=add, copy=lambda: make_poller(copy_cfg.source("mb")))
     assert {"drain", "resume", "copy", "new", "head"} <= set(ran)
     check_poll(cfg, "cp", expected=7)
+
+
+GIT_DATA = DATA / "git"
+
+
+def _mailsplit(path: Path, tmp: Path, *, mboxrd: bool = False) -> list[bytes]:
+    """The mails ``git mailsplit`` (the reference reader) makes of ``path``, without their From_ line."""
+    out = tmp / f"split-{path.name}"
+    out.mkdir()
+    subprocess.run(["git", "mailsplit", *(["--mboxrd"] if mboxrd else []), f"-o{out}", str(path)], check=True, capture_output=True,
+                   timeout=60)  # fmt: skip
+    return [p.read_bytes().split(b"\n", 1)[1].rstrip(b"\n") for p in sorted(out.iterdir())]
+
+
+@pytest.mark.parametrize(
+    ("name", "variant", "shape"),
+    [("sample.mbox", "auto", "as written"), ("sample.mboxrd", "mboxrd", "as written"), ("sample.mbox", "auto", "cr-only"),
+     ("sample.mbox", "auto", "rfc2822-dates"), ("sample.mbox", "auto", "blank-lines-first")],
+)  # fmt: skip
+def test_gits_mailsplit_samples_read_as_mailsplit_reads_them(tmp_path: Path, name: str, variant: str, shape: str) -> None:
+    """git's own mailsplit test archives (format-patch mails, gmane news posts, mboxrd quoting) give the mails ``git
+    mailsplit`` gives, byte for byte; so do the same file with classic Mac line ends (compared with mailsplit of the LF
+    file, which mailsplit cannot read itself: memex stores LF), with RFC 2822 dates in its separators, and with blank
+    lines before its first separator (both of which mailsplit reads)."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    original = (GIT_DATA / name).read_bytes()
+    data = {
+        "as written": original,
+        "cr-only": original.replace(b"\n", b"\r"),
+        "rfc2822-dates": re.sub(rb"(?m)^From (\S+) Mon Sep 17 00:00:00 2001$", rb"From \1 Sun, 11 Nov 2007 06:58:35 +0200", original),
+        "blank-lines-first": b"\n\n\n" + original,
+    }[shape]
+    assert data != original or shape == "as written"
+    path = tmp_path / name
+    path.write_bytes(data)
+    theirs = _mailsplit(path if shape != "cr-only" else GIT_DATA / name, tmp_path, mboxrd=variant == "mboxrd")
+    mine = [m.raw.rstrip(b"\n") for m in Reader(path.open("rb"), 0, variant, chunk=256).mails()]
+    assert len(mine) == len(theirs) == {"sample.mbox": 8, "sample.mboxrd": 2}[name]
+    assert mine == theirs
