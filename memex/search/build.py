@@ -248,10 +248,10 @@ def store_counts(store: ObjectStore, source: str) -> int:
 
 CATCH_UP_CHUNK = 50  # journal keys a catch-up adds, then drops from the journal: cut at its cutoff, it keeps those
 # With a cutoff, an update adds its records a chunk a transaction (SQLite does its work at the insert, so the cutoff is
-# looked at between chunks): the first chunk ADD_CHUNK records, each next one sized by the last one's rate to take at
-# most a quarter of the time left (ADD_MIN to ADD_MAX, at most 4 times the last): whole batches far from the cutoff, a
-# few records at a time near it.
+# looked at between chunks), each sized by the last one's rate (seconds a record, kept across updates) to take at most a
+# quarter of the time left (ADD_MIN to ADD_MAX): whole batches far from the cutoff, a few records at a time near it.
 ADD_CHUNK, ADD_MIN, ADD_MAX = 5, 5, 5000
+FAR = 30.0  # seconds before the cutoff beyond which an update with no rate known yet adds a whole batch at once
 
 
 class IndexDeferred(Exception):
@@ -276,6 +276,7 @@ class Follower:
         self._ends: dict[int, int] = {}  # the journal's size after each append still in it (by its number)
         self._update: threading.Thread | None = None
         self.cutoff: Callable[[], float | None] | None = None  # when index work stops (a monotonic time), or never
+        self._rate: float | None = None  # seconds the last transaction took a record (sizes the next one near the cutoff)
 
     def _left(self) -> float:
         """Seconds until the cutoff (infinite without one; 0 or less once it has come: index work then stops)."""
@@ -287,16 +288,24 @@ class Follower:
         :class:`IndexDeferred` when the cutoff comes between two (the chunks before it stay in the index)."""
         if self.cutoff is None:
             return index.add(records)
-        n, size = 0, ADD_CHUNK
+        n = 0
         it = iter(records)
-        while chunk := list(itertools.islice(it, size)):
+        while chunk := list(itertools.islice(it, self._chunk())):
             if self._left() <= 0:
                 raise IndexDeferred
             began = time.monotonic()
             n += index.add(chunk)
-            took = max(time.monotonic() - began, 1e-4)
-            size = max(ADD_MIN, min(ADD_MAX, 4 * len(chunk), int(len(chunk) * min(self._left(), 3600.0) / 4 / took)))
+            self._rate = max(time.monotonic() - began, 1e-4) / len(chunk)
         return n
+
+    def _chunk(self) -> int:
+        """Records for the next transaction: a quarter of the time left at the last rate (:data:`ADD_MIN` to
+        :data:`ADD_MAX`); before any rate is known, whole batches while the cutoff is far (:data:`FAR`), else
+        :data:`ADD_CHUNK`."""
+        left = min(self._left(), 3600.0)
+        if self._rate is None:
+            return ADD_MAX if left > FAR else ADD_CHUNK
+        return max(ADD_MIN, min(ADD_MAX, int(left / 4 / self._rate)))
 
     def _deferred(self, keys: int, added: int) -> None:
         """Note an update cut at the cutoff: the journal holds its keys for the next run."""
