@@ -432,3 +432,38 @@ def test_gits_mailsplit_samples_read_as_mailsplit_reads_them(tmp_path: Path, nam
     mine = [m.raw.rstrip(b"\n") for m in Reader(path.open("rb"), 0, variant, chunk=256).mails()]
     assert len(mine) == len(theirs) == {"sample.mbox": 8, "sample.mboxrd": 2}[name]
     assert mine == theirs
+
+
+EMAIL_FOLDER = DATA / "email-folder"
+# The subjects Email::Folder's own test (t/01mbox.t) expects of its archives: the reference these are read against.
+EF_SUBJECTS = sorted(["R: [p5ml] karie kahimi binge...help needed", "RE: [p5ml] Re: karie kahimi binge...help needed"]
+                     + ["Re: January's meeting"] * 3 + ["Re: [p5ml] karie kahimi binge...help needed"] * 2
+                     + ["Re: [rt-users] Configuration Problem", "[p5ml] Re: karie kahimi binge...help needed",
+                        "[rt-users] Configuration Problem"])  # fmt: skip
+EF_CL2 = ["Fifteenth anniversary of Perl.", "Re: Fifteenth anniversary of Perl.", "Re: Fifteenth anniversary of Perl."]
+
+
+@pytest.mark.parametrize(
+    ("name", "subjects"),
+    [("testmbox", EF_SUBJECTS), ("testmbox.mac", EF_SUBJECTS), ("testmbox.dos", EF_SUBJECTS), ("mboxcl2", EF_CL2),
+     ("mboxcl2.lies", EF_CL2)],
+)  # fmt: skip
+def test_email_folders_archives_lf_cr_crlf_and_mboxcl2_read_whole(name: str, subjects: list[str]) -> None:
+    """Perl Email::Folder's test archives, one mailbox written with LF, classic Mac CR and DOS CRLF line ends, and two
+    mboxcl2 files (one with a Content-Length that lies): memex reads the mails that reader's own test expects (count
+    and subjects); the LF file's mails are Python ``mailbox``'s byte for byte, and the CR and CRLF files' mails are
+    the LF file's with their line ends (their writer added Content-Length and Lines to the first)."""
+    import email
+
+    mails = list(Reader((EMAIL_FOLDER / name).open("rb"), 0, chunk=256).mails())
+    assert sorted(str(email.message_from_bytes(m.raw)["Subject"]) for m in mails) == sorted(subjects)
+    assert all(m.cr == name.endswith(".mac") for m in mails)
+    lf = [m.raw.rstrip(b"\n") for m in Reader((EMAIL_FOLDER / "testmbox").open("rb"), 0).mails()]
+    if name == "testmbox":
+        box = mailbox.mbox(EMAIL_FOLDER / name, create=False)
+        assert lf == [unquote(box.get_bytes(k), "mboxrd").rstrip(b"\n") for k in box.iterkeys()]
+        box.close()
+    elif name.startswith("testmbox"):
+        ends = [m.raw.replace(b"\r\n", b"\n").rstrip(b"\n") for m in mails]
+        ends[0] = re.sub(rb"\nContent-Length: \d+\nLines: \d+\n", b"\n", ends[0], count=1)
+        assert ends == lf
