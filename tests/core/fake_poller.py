@@ -31,7 +31,7 @@ def _extra(spec: dict[str, Any], i: int) -> dict[str, Any]:
     return {"odd": {i}} if i in spec.get("unserialisable", []) else {}
 
 
-_WORDS = [f"w{n:x}q{n % 7}" for n in range(4096)]
+_WORDS = [f"w{n:x}q{n % 7}" for n in range(4096)] * 2  # twice over: a text starting near the end wraps round
 
 
 def _message(name: str, spec: dict[str, Any], i: int) -> Message:
@@ -39,8 +39,8 @@ def _message(name: str, spec: dict[str, Any], i: int) -> Message:
     ``type``, a date that is not RFC 3339, a revision of an unknown kind)."""
     text = f"body {i}"
     if spec.get("words"):  # a longer text of distinct words (the index's work grows with it), made cheaply
-        start = i * 37 % len(_WORDS)
-        text += " " + " ".join((_WORDS + _WORDS)[start : start + int(spec["words"])])
+        start = i * 37 % 4096
+        text += " " + " ".join(_WORDS[start : start + int(spec["words"])])
     message = Message(source=name, type="message", native_id=f"m{i}", sent_at=None, text=text, extra=_extra(spec, i))
     for field, value in spec.get("fields", {}).get(str(i), {}).items():
         setattr(message, field, value)
