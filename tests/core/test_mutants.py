@@ -1490,6 +1490,14 @@ MUTANTS = [
         id="start-now-without-head-is-an-internal-error",
     ),
     # ---- end of i37-plugins ----
+    pytest.param(
+        "memex/people/book.py",
+        [('    decisions_from(doc, "people.toml", rules)  # the reading rule, before a byte is made\n', ""),
+         ('    if decisions_from(tomllib.loads(text), "people.toml", rules) != [Decision(d.id, d.name, d.handles, d.never) for d in ordered]:\n',
+          "    if False:\n")],
+        ["tests/core/test_bad_inputs_people_edges.py::test_the_writer_refuses_a_value_memex_could_not_read_back"],
+        id="people-file-written-unchecked",
+    ),
     # ---- rows of branch i40-guar: append below ----
     pytest.param(
         "memex/store/files.py",
