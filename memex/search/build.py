@@ -71,15 +71,14 @@ def journal_drop(path: Path, upto: int) -> None:
     atomic_replace(path, rest)
 
 
-def journal_chunks(path: Path, size: int) -> list[tuple[list[str], int]]:
-    """The journal's keys (each once, in order) in chunks of ``size``, each with the byte offset just past the line of
-    its last key: dropping the journal up to there leaves every key not yet in a chunk before it."""
+def journal_entries(path: Path) -> list[tuple[str, int]]:
+    """The journal's keys (each once, in order), each with the byte offset just past its line: dropping the journal up
+    to there leaves every key after it (a later line naming an earlier key only names it again)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
-    chunks: list[tuple[list[str], int]] = []
-    keys: list[str] = []
+    entries: list[tuple[str, int]] = []
     seen: set[str] = set()
     pos = 0
     for line in data.splitlines(keepends=True):
@@ -87,13 +86,8 @@ def journal_chunks(path: Path, size: int) -> list[tuple[list[str], int]]:
         key = line.decode().strip()
         if key and key not in seen:
             seen.add(key)
-            keys.append(key)
-            if len(keys) == size:
-                chunks.append((keys, pos))
-                keys = []
-    if keys:
-        chunks.append((keys, pos))
-    return chunks
+            entries.append((key, pos))
+    return entries
 
 
 def journal_keys(path: Path) -> list[str]:
@@ -246,11 +240,10 @@ def store_counts(store: ObjectStore, source: str) -> int:
     return sum(1 for key in store.list_keys(f"messages/{encode_id(source)}/") if is_record_key(key))
 
 
-CATCH_UP_CHUNK = 50  # journal keys a catch-up adds, then drops from the journal: cut at its cutoff, it keeps those
 # With a cutoff, an update adds its records a chunk a transaction (SQLite does its work at the insert, so the cutoff is
 # looked at between chunks), each sized by the last one's rate (seconds a record, kept across updates) to take at most a
 # quarter of the time left (ADD_MIN to ADD_MAX): whole batches far from the cutoff, a few records at a time near it.
-ADD_CHUNK, ADD_MIN, ADD_MAX = 5, 5, 5000
+ADD_CHUNK, ADD_MIN, ADD_MAX = 1, 1, 5000
 FAR = 30.0  # seconds before the cutoff beyond which an update with no rate known yet adds a whole batch at once
 
 
@@ -314,24 +307,33 @@ class Follower:
 
     def catch_up(self, store: ObjectStore, seen: int | None = None) -> int:
         """Add the records the journal names (read back from the store), then empty it unless keys were journaled
-        after the ``seen``-th append (by default: the last one so far); how many were records. Added in chunks
-        (:data:`CATCH_UP_CHUNK`), each leaving the journal once in the index: cut at the cutoff, the next catch-up
-        goes on from there."""
+        after the ``seen``-th append (by default: the last one so far); how many were records. With a cutoff, a
+        transaction at a time (:meth:`_chunk`), each one's keys leaving the journal once they are in the index: cut at
+        the cutoff, the next catch-up goes on from there, so every poll moves the index on, however slow."""
         seen = self._appended if seen is None else seen
-        chunks = journal_chunks(self.journal, CATCH_UP_CHUNK if self.cutoff is not None else 1 << 62)  # no cutoff: one
-        keys = [k for chunk, _ in chunks for k in chunk]
+        entries = journal_entries(self.journal)
+        keys = [k for k, _ in entries]
         if not keys:
             self._empty(seen)
             return 0
         n = 0
         try:
             with SearchIndex.open(self.cfg.state_dir, writer=True, stemming=self.cfg.search_stemming) as index:
+                if self.cutoff is None:
+                    n = index.add(read_records(store, keys, 1))
+                done = len(keys) if self.cutoff is None else 0
                 dropped = 0
-                for i, (chunk, end) in enumerate(chunks):
-                    n += self._add(index, read_records(store, chunk, 1))
-                    if i < len(chunks) - 1:  # the last chunk's keys leave with the emptying below
-                        self._drop(end - dropped)
-                        dropped = end
+                while done < len(keys):
+                    if self._left() <= 0:
+                        raise IndexDeferred
+                    step = entries[done : done + self._chunk()]
+                    began = time.monotonic()
+                    n += index.add(read_records(store, [k for k, _ in step], 1))
+                    self._rate = max(time.monotonic() - began, 1e-4) / len(step)
+                    done += len(step)
+                    if done < len(keys):  # the last step's keys leave with the emptying below
+                        self._drop(step[-1][1] - dropped)
+                        dropped = step[-1][1]
         except IndexDeferred:
             self._deferred(len(keys), n)
             return n
