@@ -1530,6 +1530,12 @@ MUTANTS = [
         ["tests/core/test_verify.py::test_a_deleted_revision_is_found_and_restored_where_the_source_lists_revisions[file]"],
         id="verify-blind-to-a-deleted-revision",
     ),
+    pytest.param(
+        "memex/search/build.py",
+        [("                        self._drop(step[-1][1] - dropped)\n", "                        pass\n")],
+        ["tests/core/test_poll_under_load.py::test_a_catch_up_cut_at_its_cutoff_keeps_what_each_transaction_added"],
+        id="index-catch-up-cut-keeps-nothing",
+    ),
     # ---- end of i40-guar ----
 ]  # fmt: skip
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,39 @@ def test_polls_beside_a_cpu_hog_end_within_the_time_limit_and_the_index_misses_n
     assert runner.poll(cfg, "f", max_seconds=60).status == "idle"
     with sqlite3.connect(index_path(cfg.state_dir)) as db:
         assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == stored
+
+
+def test_a_catch_up_cut_at_its_cutoff_keeps_what_each_transaction_added(tmp_path: Path) -> None:
+    """A catch-up whose cutoff comes after its first transaction: that record is in the index and its key out of the
+    journal, the rest still in it (``search.deferred``); the next catch-up adds the rest and empties the journal. So
+    every poll moves the index on, however slow its transactions are."""
+    from memex.search.build import Follower, journal_append, journal_entries
+    from memex.search.index import SearchIndex
+    from memex.store.files import FileStore
+
+    cfg = config_mod.load(write_config(tmp_path, {}))
+    store = FileStore(tmp_path / "store")
+    keys = [f"messages/mail/m{i}.json" for i in range(4)]
+    for i, key in enumerate(keys):
+        doc = {"source": "mail", "native_id": f"m{i}", "text": f"word{i}", "sent_at": None, "sender": {"id": "a@example.com"}}
+        store.put_new(key, json.dumps(doc).encode())
+    store.sync()
+    events: list[str] = []
+
+    class Log:
+        def info(self, event: str, **_: object) -> None:
+            events.append(event)
+
+        warning = info
+
+    follower = Follower(cfg, "mail", "poll", Log())
+    journal_append(follower.journal, keys)
+    calls = iter([1.0, 1.0])  # seconds left: before the first transaction and for its size; then the cutoff has come
+    follower.cutoff = lambda: time.monotonic() + next(calls, -1.0)
+    assert follower.catch_up(store) == 1
+    assert [k for k, _ in journal_entries(follower.journal)] == keys[1:] and "search.deferred" in events
+    follower.cutoff = None
+    assert follower.catch_up(store) == 3
+    assert journal_entries(follower.journal) == []
+    with SearchIndex(index_path(cfg.state_dir)) as index:
+        assert index.db.execute("SELECT count(*) FROM messages").fetchone()[0] == 4
