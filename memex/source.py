@@ -18,12 +18,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memex.config import SourceConfig
 from memex.deadline import Deadline
 from memex.records import Message
 from memex.store.attachments import Content
+
+if TYPE_CHECKING:
+    from memex.push import Listener
 
 Cursor = Any  # JSON-serialisable; its shape belongs to the poller
 
@@ -179,6 +182,30 @@ class Watchable(Protocol):
     def watch_paths(self) -> list[Path]:
         """Folders or files whose changes may mean new messages."""
         ...
+
+
+class Pushing(Protocol):
+    """Optional: a poller whose server can say when new messages arrive (IMAP IDLE or NOTIFY, a signal-cli daemon).
+
+    The watcher runs the listener's connections beside its polls (:mod:`memex.push`); each wake-up starts the
+    ordinary poll, so what is stored and the cursor stay the poll's alone. The interval poll goes on too, and
+    stands in while the push connections are down.
+    """
+
+    def listener(self) -> Listener | None:
+        """The source's push listener (no connection opened yet), or None when its config turns push off."""
+        ...
+
+
+class Paced(Protocol):
+    """Optional: a poller that ``memex watch`` polls at its own pace (Teams: delta polling within Graph's throttling).
+
+    The watcher polls it every ``watch_interval_seconds`` instead of the source's ``interval`` (which stays cron's),
+    and after a poll whose line carries ``retry_after_s`` (the server's Retry-After it had no time to wait out) not
+    before that many seconds.
+    """
+
+    watch_interval_seconds: float
 
 
 class Settling(Protocol):

@@ -14,6 +14,7 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 
 class PollArgs:
@@ -109,8 +110,51 @@ def _command(argv: list[str]) -> str | None:
     return None
 
 
+def reader_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` is the write to a closed pipe on stdout or stderr (``memex tail | head -1`` once ``head`` has
+    read its line), as opposed to a broken socket to a server, which stays an error.
+
+    The pipe's state is asked of the kernel: poll(2) reports POLLERR (Linux) or POLLHUP on a pipe whose reader is gone.
+    """
+    if not isinstance(exc, BrokenPipeError):
+        return False
+    import select
+
+    poller = select.poll()
+    for fd in (1, 2):
+        poller.register(fd, select.POLLOUT)
+    try:
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except OSError:
+        return False
+
+
+def end_quietly() -> NoReturn:
+    """End a command whose reader has gone, as ``ls | head`` ends: no line, no traceback, nothing written after.
+
+    stdout and stderr are pointed at /dev/null first, so that neither the interpreter's last flush of what is still
+    buffered nor a cleanup on the way out can fail again and say so. Exit 1: the output was cut short (click, whose
+    own ``--help`` output ends the same way, and Python itself use 1; ``ls`` dies of SIGPIPE).
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    sys.exit(1)
+
+
 def main() -> None:
-    """Run the ``memex`` command line."""
+    """Run the ``memex`` command line; a closed pipe on its output ends it quietly (:func:`end_quietly`)."""
+    try:
+        _main()
+    except BrokenPipeError as exc:
+        if not reader_gone(exc):
+            raise
+        end_quietly()
+
+
+def _main() -> None:
+    """Run the ``memex`` command line: a plain poll or query without click, anything else through click."""
     args = poll_args(sys.argv[1:], os.environ)
     if args is None and len(sys.argv) > 1 and sys.argv[-1] != "--help":
         from memex.cli.find import find_args

@@ -47,6 +47,12 @@ def guarded(func: Callable[[], Any], passthrough: tuple[type[BaseException], ...
         fail(str(exc), exc.exit_code)
     except passthrough:
         raise
+    except BrokenPipeError as exc:
+        from memex.cli.entry import reader_gone
+
+        if reader_gone(exc):
+            raise  # the reader of stdout has gone (``| head``): memex.cli.entry.main ends quietly
+        fail(_internal(exc), 1)
     except Exception as exc:  # a full disk, a read-only mount, ... (memex.fs_errors) or a bug: one line, no traceback
         fail(_internal(exc), 1)  # (it could quote message data) unless --debug
 

@@ -42,6 +42,7 @@ from memex.state.locks import exclusive
 from memex.store.objects import ObjectStore
 
 T = TypeVar("T")
+Stored = bytes | dict[str, Any]  # a stored record handed over (memex.uploader.Uploader.stored): its bytes, or its dict
 FIRST, BATCH = 2000, 20000  # records inserted together (batch_sizes)
 
 
@@ -88,15 +89,6 @@ def journal_entries(path: Path) -> list[tuple[str, int]]:
             seen.add(key)
             entries.append((key, pos))
     return entries
-
-
-def journal_keys(path: Path) -> list[str]:
-    """The keys a journal holds, each once, in order."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    return list(dict.fromkeys(k for k in text.splitlines() if k))
 
 
 def read_bodies(store: ObjectStore, keys: Iterator[str] | list[str], workers: int) -> Iterator[tuple[str, bytes]]:
@@ -235,11 +227,6 @@ def _stopped(exc: sqlite3.Error | OSError, new: Path) -> MemexError:
     return StateError(f"rebuild stopped: SQLite {getattr(exc, 'sqlite_errorname', type(exc).__name__)}; {fix}", path=new)
 
 
-def store_counts(store: ObjectStore, source: str) -> int:
-    """How many message records the store holds for ``source`` (one listing of ``messages/<source>/``)."""
-    return sum(1 for key in store.list_keys(f"messages/{encode_id(source)}/") if is_record_key(key))
-
-
 # With a cutoff, an update adds its records a chunk a transaction (SQLite does its work at the insert, so the cutoff is
 # looked at between chunks), each sized by the last one's rate (seconds a record, kept across updates) to take at most a
 # quarter of the time left (ADD_MIN to ADD_MAX): whole batches far from the cutoff, a few records at a time near it.
@@ -352,7 +339,7 @@ class Follower:
         self.log.info("search.caught_up", keys=len(keys), records=n)
         return n
 
-    def before_commit(self, stored: list[tuple[str, bytes]]) -> None:
+    def before_commit(self, stored: list[tuple[str, Stored]]) -> None:
         """Journal the keys of ``stored`` (before the store's commit makes them durable); a failure is a warning only:
         the poll goes on, and only a crash before the index update would then leave those records to `memex index rebuild`."""
         with self._lock:
@@ -362,7 +349,7 @@ class Follower:
             except OSError as exc:
                 _journal_failed(self.log, self.journal, exc)
 
-    def after_commit(self, stored: list[tuple[str, bytes]], store: ObjectStore) -> None:
+    def after_commit(self, stored: list[tuple[str, Stored]], store: ObjectStore) -> None:
         """Add ``stored`` (now durable) to the index, then empty the journal unless keys were journaled after them;
         a failure keeps it for the next run. In the background, a thread does it once the previous update is done
         (updates stay in order, one at a time), and :meth:`finish` waits for it."""
@@ -385,16 +372,23 @@ class Follower:
             self._update.join()
             self._update = None
 
-    def _in_background(self, stored: list[tuple[str, bytes]], store: ObjectStore, seen: int) -> None:
+    def _in_background(self, stored: list[tuple[str, Stored]], store: ObjectStore, seen: int) -> None:
         try:
             self._update_index(stored, store, seen)
         except Exception as exc:  # one the update does not turn into a warning itself: a warning too, never a traceback
-            self.whole = False
-            self.log.warning(
-                "search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc, index_path(self.cfg.state_dir))
-            )
+            from memex.observe.logs import LogUnwritable
 
-    def _update_index(self, stored: list[tuple[str, bytes]], store: ObjectStore, seen: int) -> None:
+            self.whole = False
+            if isinstance(exc, LogUnwritable):
+                return  # the log is what failed (a full disk): the poll's own next line meets it and says it, once
+            try:
+                self.log.warning(
+                    "search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc, index_path(self.cfg.state_dir))
+                )
+            except LogUnwritable:
+                pass  # the same: never a traceback from this thread
+
+    def _update_index(self, stored: list[tuple[str, Stored]], store: ObjectStore, seen: int) -> None:
         hold = point_from_env("index")
         if hold is not None:
             hold.reached(None)
@@ -403,7 +397,7 @@ class Follower:
             return
         try:
             with SearchIndex.open(self.cfg.state_dir, writer=True, stemming=self.cfg.search_stemming) as index:  # durable once closed
-                self._add(index, ((key, json.loads(body)) for key, body in stored))
+                self._add(index, ((key, record if isinstance(record, dict) else json.loads(record)) for key, record in stored))
         except IndexDeferred:
             self._deferred(len(stored), 0)
             return

@@ -74,6 +74,7 @@ class Graph:
         self.deadline = Deadline(None)  # the poll's (memex.deadline), given by the runner; none for backfill
         self.requests = 0  # HTTP requests sent, for the benchmark
         self.date: str | None = None  # the Date header of the last answer: Graph's clock (start = "now" for channels)
+        self.retry_after: float | None = None  # a Retry-After this poll had no time left to wait out: the next poll's lower bound
         self._session: Any = None
 
     def _http(self) -> Any:
@@ -165,6 +166,8 @@ class Graph:
                 retry_after = _retry_after(resp.headers.get("Retry-After"), resp.headers.get("Date"))
                 if retry_after is not None and status in (429, 503):
                     delay = retry_after
+                    if self.deadline.at is not None and delay >= self.deadline.remaining():  # memex watch waits it out
+                        self.retry_after = max(self.retry_after or 0.0, delay)
                 else:
                     delay = backoff[min(attempt, len(backoff) - 1)] if backoff else 0.0
                 attempt += 1
