@@ -56,10 +56,11 @@ _ADDRESSES = (f"CASE WHEN (json_type(body, '$.extra.to') = 'array' OR json_type(
               f"EXISTS({_MAIL}) THEN {_joined(_MAIL)} ELSE {_joined(_PEOPLE)} END")  # fmt: skip
 _NONEMPTY = " AND value != ''"
 _NAMED = f"{_strings('$.extra.to_names', _NONEMPTY)} UNION ALL SELECT value, i + 1e9 FROM ({_strings('$.extra.cc_names', _NONEMPTY)})"
+_ARRAY_NAMES = "(json_type(body, '$.extra.to_names') = 'array' OR json_type(body, '$.extra.cc_names') = 'array')"  # else none
 _RECIPIENTS = (f"(SELECT CASE WHEN a = '' THEN n WHEN n = '' THEN a ELSE a || char(10) || n END FROM "
-               f"(SELECT {_ADDRESSES} AS a, {_joined(_NAMED)} AS n))")  # fmt: skip
+               f"(SELECT {_ADDRESSES} AS a, CASE WHEN {_ARRAY_NAMES} THEN {_joined(_NAMED)} ELSE '' END AS n))")  # fmt: skip
 _OBJECTS = "json_each(json_extract(body, '$.attachments')) WHERE type = 'object'"
-_ATTACHMENTS = "json_type(body, '$.attachments') = 'array'"
+_ATTACHMENTS = "json_array_length(body, '$.attachments') > 0"  # an array, not empty (NULL when not an array)
 _INNER = ("SELECT j.value AS f, 1e12 + a.key * 1e6 + j.key AS o FROM json_each(json_extract(body, '$.attachments')) a, "
           "json_each(CASE json_type(a.value, '$.message.filenames') WHEN 'array' THEN json_extract(a.value, '$.message.filenames') "
           "END) j WHERE a.type = 'object' AND j.type = 'text' AND j.value != ''")  # fmt: skip
@@ -73,7 +74,8 @@ _TEXT = _s("$.text")
 CHUNK = 2000  # records staged at a time (a batch may be made of several)
 STAGE = ("CREATE TABLE stage(n INTEGER PRIMARY KEY, key TEXT NOT NULL, body TEXT, kind INTEGER NOT NULL, ts REAL, id INTEGER, "
          "source TEXT, native_id TEXT, sent_at TEXT, conv_id TEXT, conv_name TEXT, sender_id TEXT, sender_name TEXT, is_me INTEGER, "
-         "recipients TEXT, subject TEXT, attachments TEXT, n_attachments INTEGER, text TEXT, deleted INTEGER, search_text TEXT)")  # fmt: skip
+         "recipients TEXT, subject TEXT, attachments TEXT, n_attachments INTEGER, text TEXT, deleted INTEGER, search_text TEXT, "
+         "refs TEXT, replies TEXT)")  # fmt: skip
 STAGE_LINKS = "CREATE TABLE stage_links(n INTEGER NOT NULL, ref TEXT NOT NULL)"  # a staged record's links (rows.links)
 _RAW = "CREATE TEMP TABLE raw(n INTEGER PRIMARY KEY, key TEXT NOT NULL, body TEXT NOT NULL)"
 # kind: 1 a JSON object, 2 other JSON (left out), 0 JSON SQLite refuses (handed back: the only kind whose body is kept);
@@ -86,6 +88,8 @@ _OBJECT = {
     "sender_name": _s("$.sender.name"), "is_me": "json_type(body, '$.sender.is_me') IS 'true'", "recipients": _RECIPIENTS,
     "subject": _s("$.extra.subject"), "attachments": _NAMES, "n_attachments": _COUNT, "text": _TEXT, "deleted": _DELETED,
     "search_text": _s("$.extra.search_text"),
+    **{column: f"CASE json_type(body, '{path}') WHEN 'array' THEN json_extract(body, '{path}') END"
+       for column, path in (("refs", "$.extra.references"), ("replies", "$.extra.in_reply_to"))},  # for the links
 }  # fmt: skip
 _STAGE_INSERT = f"""
 INSERT INTO stage(n, key, body, kind, ts, id, {", ".join(_OBJECT)})
@@ -98,9 +102,9 @@ ORDER BY n
 _LINKED = " UNION ALL ".join(
     [f"SELECT n, source AS src, {column} AS v FROM stage WHERE kind = 1 AND n >= :first" for column in ("native_id", "conv_id")]
     + [
-        f"SELECT s.n AS n, s.source AS src, j.value AS v FROM raw r JOIN stage s ON s.n = r.n, json_each(CASE json_type(r.body, "
-        f"'{path}') WHEN 'array' THEN json_extract(r.body, '{path}') END) j WHERE s.kind = 1 AND j.type = 'text'"
-        for path in ("$.extra.references", "$.extra.in_reply_to")
+        f"SELECT s.n AS n, s.source AS src, j.value AS v FROM stage s, json_each(s.{column}) j "
+        f"WHERE s.kind = 1 AND s.n >= :first AND s.{column} IS NOT NULL AND j.type = 'text'"
+        for column in ("refs", "replies")
     ]
 )
 _STAGE_LINKS = f"INSERT INTO stage_links(n, ref) SELECT n, src || char(31) || v FROM ({_LINKED}) WHERE v != ''"
