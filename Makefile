@@ -28,6 +28,7 @@ test: lint typecheck pytest
 lint: $(STAMP)
 	$(BIN)/ruff check memex pollers tests bench examples
 	$(BIN)/ruff format --check memex pollers tests bench examples
+	$(BIN)/lint-imports
 
 # The example plug-in is checked against memex's public interface (memex.plugin, py.typed) as a plug-in author would.
 typecheck: $(STAMP)

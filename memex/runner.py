@@ -27,15 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from memex.capabilities import Capabilities, capabilities
 from memex.config import Config
 from memex.deadline import GRACE, Deadline, Interrupted
 from memex.errors import AlreadyRunning, AuthRequired, BadCursor, CursorConflict, LeaseLost, MemexError, StateError
-from memex.live_cursor import start_now, trusted_positions
+from memex.live_cursor import refuse_bad_stored, start_now, trusted_positions
 from memex.observe import heartbeat, metrics
 from memex.observe.logs import config_logger
 from memex.registry import open_poller
 from memex.search import has_pending
-from memex.source import Batch, Cursor, Poller, describe, moved_backward, refuse_bad_stored
+from memex.source import Batch, Cursor, Poller, describe, moved_backward
 from memex.state.backend import claimed_section, cursor_store, run_lock
 from memex.state.files import require_state_dir
 from memex.uploader import Uploader
@@ -194,13 +195,13 @@ def poll(
     try:  # from here the lock is released however the poll ends (its finally)
         beat = heartbeat.start(cfg, name, log)  # None unless the source has a heartbeat_url
         with open_poller(cfg.source(name)) as poller:
+            can = capabilities(poller)
             try:
-                _run(cfg, name, poller, result, log, deadline=deadline, stop=stop, batch_size=batch_size, epoch=lock.epoch,
+                _run(cfg, name, poller, can, result, log, deadline=deadline, stop=stop, batch_size=batch_size, epoch=lock.epoch,
                      claimed=claimed_section(lock))  # fmt: skip
             finally:
-                report = getattr(poller, "report", None)  # memex.source.Spooling
-                if report is not None:
-                    result.extra = {**result.extra, **report()}
+                if can.report is not None:  # memex.capabilities.Reporting
+                    result.extra = {**result.extra, **can.report()}
     except Interrupted as exc:  # a request cut short by SIGTERM or --max-seconds; what was stored is saved
         result.stopped = exc.reason
         if exc.reason == "deadline" and not _progress(result):
@@ -242,6 +243,7 @@ def _run(
     cfg: Config,
     name: str,
     poller: Poller,
+    can: Capabilities,
     result: PollResult,
     log: Any,
     *,
@@ -255,21 +257,19 @@ def _run(
     cursors = cursor_store(cfg, epoch=epoch, deadline=deadline.for_saving(), primed=primed)
     committed: Cursor = cursors.cursor(name)
     if committed is not None:
-        refuse_bad_stored(poller, name, committed, cursors.where(name))
-    use_deadline = getattr(poller, "use_deadline", None)  # memex.source.Interruptible
-    set_deadline = getattr(poller, "set_deadline", None)  # memex.source.DeadlineAware (the time limit only)
-    if use_deadline is not None:
-        use_deadline(deadline)
-    elif set_deadline is not None and deadline.at is not None:
-        set_deadline(deadline.at)
+        refuse_bad_stored(poller, can, name, committed, cursors.where(name))
+    if can.use_deadline is not None:  # memex.capabilities.Interruptible
+        can.use_deadline(deadline)
+    elif can.set_deadline is not None and deadline.at is not None:  # DeadlineAware: the time limit only
+        can.set_deadline(deadline.at)
     if committed is None and cfg.source(name).start == "now":
-        committed = start_now(cursors.section(name), name, poller, cursors, log)
+        committed = start_now(cursors.section(name), name, poller, can, cursors, log)
     current: Cursor = committed
     result.positions_before = poller.positions(committed) if committed is not None else {}
     result.cursor_before = describe(result.positions_before)
     result.positions_after, result.cursor_after = result.positions_before, result.cursor_before
     uploader = Uploader(cfg, name, log, deadline=deadline)
-    stored = getattr(poller, "stored", None)  # memex.source.Spooling
+    stored = can.stored  # memex.capabilities.Spooling
 
     uploader.stored = [] if cfg.search_index else None  # handed to the search index after each commit (memex.search.build)
     follower: Any = None
@@ -303,7 +303,7 @@ def _run(
             cursors.advance(name, committed, current, positions=positions)
             committed = current
             if stored is not None:
-                stored(current)  # memex.source.Spooling: release what backs the records now durable
+                stored(current)  # memex.capabilities.Spooling: release what backs the records now durable
             result.positions_after = positions
             result.cursor_after = describe(result.positions_after)
         if batch:

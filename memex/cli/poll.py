@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def fail(message: str, code: int) -> NoReturn:
     """Print one error line and exit with ``code`` (controls in it, from a path or server text, shown visibly)."""
-    from memex.observe.safe_text import visible
+    from memex.safe_text import visible
 
     print(f"memex: error: {visible(message)}", file=sys.stderr, flush=True)
     sys.exit(code)
@@ -84,9 +84,9 @@ def stop_on_signals() -> Iterator[threading.Event]:
 
 def run_poll(cfg: Config, sources: tuple[str, ...], all_sources: bool, max_seconds: float) -> int:
     """Poll ``sources`` (or every enabled one) once; the exit code. The caller has checked that exactly one was asked."""
-    from memex.observe.safe_text import visible
     from memex.runner import poll as poll_one
     from memex.runner import poll_many
+    from memex.safe_text import visible
 
     names = [n for n, s in sorted(cfg.sources.items()) if s.enabled] if all_sources else list(sources)
     for name in list(names):

@@ -50,7 +50,7 @@ def search(ctx: click.Context, query: tuple[str, ...], limit: int, rank: bool, o
 def _summaries(cfg: Any, text: str, limit: int, *, output: str, count_only: bool, group_by: str | None, as_json: bool) -> None:
     """``--count``, ``--group-by`` and ``--output=threads`` (:mod:`memex.search.threads`)."""
     from memex.cli.find import _cut, _when
-    from memex.observe.safe_text import json_text, visible
+    from memex.safe_text import json_text, visible
     from memex.search import threads as conv
     from memex.search.index import SearchIndex
     from memex.search.query import parse
@@ -103,7 +103,7 @@ def show(ctx: click.Context, ref: str, whole: bool, as_json: bool) -> None:
     if not whole:
         run_show(cfg, ref, as_json)
         return
-    from memex.observe.safe_text import json_text
+    from memex.safe_text import json_text
     from memex.search.show import conversation, find, human
     from memex.store import open_store
 

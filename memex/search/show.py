@@ -7,8 +7,8 @@ from typing import Any
 
 from memex.config import Config
 from memex.errors import ConfigError, StateError
-from memex.observe.safe_text import visible
 from memex.records import message_key
+from memex.safe_text import visible
 from memex.search import index_path, journal_path
 from memex.search.build import journal_keys, store_counts
 from memex.search.index import SearchIndex
@@ -88,7 +88,7 @@ def revisions(store: ObjectStore, key: str) -> list[tuple[str, dict[str, Any]]]:
 def human(key: str, doc: dict[str, Any], revs: list[tuple[str, dict[str, Any]]]) -> str:
     """The message as text: its header lines, attachments, text, then each revision.
 
-    Every field is shown through :func:`memex.observe.safe_text.visible` (a header on its one line, a text over its
+    Every field is shown through :func:`memex.safe_text.visible` (a header on its one line, a text over its
     lines), so nothing a mail carries reaches the terminal as a control.
     """
     conv, sender, extra = doc.get("conversation") or {}, doc.get("sender") or {}, doc.get("extra") or {}

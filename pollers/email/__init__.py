@@ -7,8 +7,7 @@
 
 from __future__ import annotations
 
-from memex.config import SourceConfig
-from memex.source import Poller
+from memex.plugin import Poller, SourceConfig
 
 __all__ = ["make"]
 

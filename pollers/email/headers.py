@@ -20,7 +20,7 @@ import functools
 import re
 from datetime import UTC
 
-from memex.records import rfc3339
+from memex.plugin import rfc3339
 from pollers.email.mime import Mail
 
 _ID_RE = re.compile(r"<([^<>]*)>")

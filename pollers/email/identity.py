@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
-from memex.store.collisions import fingerprint
+from memex.plugin import fingerprint
 from pollers.email.headers import addresses, clean, raw, raw_all
 
 _BARE_CR = re.compile(rb"\r(?!\n)")  # a CR that does not start a CRLF

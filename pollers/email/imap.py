@@ -42,9 +42,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memex.config import SourceConfig
-from memex.errors import ConfigError, SourceError
-from memex.source import Batch, Cursor, Item
+from memex.plugin import Batch, ConfigError, Cursor, Item, SourceConfig, SourceError
 from pollers.email import utf7
 from pollers.email.holes import HOLE_TRIES, MAX_HOLES, box, given_up, holes_of, live, make_room
 from pollers.email.holes import problem as holes_problem

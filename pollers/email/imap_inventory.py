@@ -22,7 +22,7 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from memex.source import Cursor, Item, Listed, Unchecked
+from memex.plugin import Cursor, Item, Listed, Unchecked
 from pollers.email import utf7
 from pollers.email.headers import message_ids
 from pollers.email.headers import raw as raw_header

@@ -52,9 +52,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memex.config import SourceConfig
-from memex.errors import SourceError
-from memex.source import Batch, Cursor, Item, Listed
+from memex.plugin import Batch, Cursor, Item, Listed, SourceConfig, SourceError
 from pollers.email.render import sent_or, to_item
 
 ROOT_FOLDER = "INBOX"

@@ -46,9 +46,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from memex.config import SourceConfig
-from memex.errors import SourceError
-from memex.source import Batch, Cursor, Failure, Item, Listed, Unchecked
+from memex.plugin import Batch, Cursor, Failure, Item, Listed, SourceConfig, SourceError, Unchecked
 from pollers.email.mbox_read import MAX_MAIL, VARIANTS, Mail, Reader, starts_mbox, takeout_fields, takeout_msgid
 
 DEFAULT_SETTLE = 10

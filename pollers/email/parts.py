@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from memex.records import Attachment
+from memex.plugin import Attachment
 from pollers.email.headers import addresses, clean, decode_bytes, decode_words, header_text, message_ids, parse_date, raw
 from pollers.email.searchable import PART_LIMIT, calendar_text, enriched_text, html_words, search_text
 

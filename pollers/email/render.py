@@ -24,8 +24,7 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from memex.records import Conversation, Message, Sender
-from memex.source import Cursor, Failure, Item
+from memex.plugin import Conversation, Cursor, Failure, Item, Message, Sender
 from pollers.email.header_block import repair
 from pollers.email.headers import addresses, clean, header_text, message_ids, parse_date
 from pollers.email.headers import raw as raw_header

@@ -19,8 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memex.deadline import NEVER, Deadline, Interrupted
-from memex.errors import SourceError
+from memex.plugin import NEVER, Deadline, Interrupted, SourceError
 from pollers.email import utf7
 from pollers.email.fetch_ahead import Ahead
 from pollers.email.oauth import OAuth
@@ -106,7 +105,7 @@ class ImapSession:
         return self._tokens
 
     def _password(self) -> str:
-        from memex.oauth.command import password
+        from memex.plugin import password
 
         s = self.settings
         return password(self.name, s.password_env, s.password_cmd, PASSWORD_CMD_TIMEOUT)

@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memex.errors import SourceError, describe_exc
-from memex.source import Cursor, Item, Listed
+from memex.plugin import Cursor, Item, Listed, SourceError, describe_exc
 from pollers.imessage.rows import read_all
 
 CHUNK = 5000

@@ -27,11 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from memex.config import SourceConfig
-from memex.errors import SourceError, SourceMissing, describe_exc
-from memex.records import Attachment
-from memex.source import Batch, Cursor, Item
-from memex.store.attachments import Content
+from memex.plugin import Attachment, Batch, Content, Cursor, Item, SourceConfig, SourceError, SourceMissing, describe_exc
 from pollers.imessage.edits import change_time, original_and_revisions
 from pollers.imessage.inventory import Inventory
 from pollers.imessage.rows import (

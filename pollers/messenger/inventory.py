@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memex.source import Cursor, Item, Listed, Unchecked
+from memex.plugin import Cursor, Item, Listed, Unchecked
 from pollers.messenger.exports import Candidate, Opened, Unit, scan
 
 

@@ -28,8 +28,7 @@ from datetime import UTC
 from typing import Any
 from urllib.parse import urlsplit
 
-from memex.deadline import Deadline
-from memex.errors import AuthRequired, SourceError
+from memex.plugin import AuthRequired, Deadline, SourceError
 
 BACKOFF: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)  # seconds between retries of a 5xx or a network error
 MAX_RETRY_AFTER = 300.0  # a larger Retry-After is taken as this (the deadline still bounds it)

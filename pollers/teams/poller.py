@@ -53,11 +53,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from memex.config import SourceConfig
-from memex.deadline import Deadline
-from memex.errors import AuthRequired, ConfigError, SourceError
-from memex.records import Conversation
-from memex.source import Batch, Cursor, Failure, Item
+from memex.plugin import AuthRequired, Batch, ConfigError, Conversation, Cursor, Deadline, Failure, Item, SourceConfig, SourceError
 from pollers.teams import channels as teams_channels
 from pollers.teams import history as teams_history
 from pollers.teams import render

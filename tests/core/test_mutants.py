@@ -390,8 +390,8 @@ MUTANTS = [
         id="relative-config-folder",
     ),
     pytest.param(
-        "memex/source.py",
-        [("    problem = validate(cursor) if callable(validate) else None\n", "    problem = None\n")],
+        "memex/live_cursor.py",
+        [("    problem = can.validate_cursor(cursor) if can.validate_cursor is not None else None\n", "    problem = None\n")],
         ["tests/core/test_cli_errors.py::test_a_cursor_given_by_hand_is_checked"],
         id="cursor-set-accepts-any-shape",
     ),
@@ -706,7 +706,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/watch.py",
-        [("        settle = max(settle, float(own) + MARGIN)\n", "        pass\n")],
+        [("        settle = max(settle, can.settle_seconds + MARGIN)\n", "        pass\n")],
         ["tests/core/test_watch.py::test_a_mail_is_stored_once_it_settles_and_sigterm_exits_0"],
         id="watch-polls-inside-the-pollers-settle-window",
     ),
@@ -845,7 +845,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/verify/inventory.py",
-        [('        if repair and getattr(poller, "whole_revisions", False):\n', "        if False:\n")],
+        [("        if repair and can.whole_revisions:  # memex.capabilities.WholeRevisions\n", "        if False:\n")],
         ["tests/teams/test_teams_originals.py::test_verify_finds_a_revision_without_its_original_and_repair_or_the_next_change_heals_it"],
         id="verify-repair-leaves-revisions-without-originals",
     ),
@@ -1114,7 +1114,7 @@ MUTANTS = [
         id="terminal-show-and-search-print-mail-raw",
     ),
     pytest.param(
-        "memex/observe/safe_text.py",
+        "memex/safe_text.py",
         [("    value = text if isinstance(text, str) else str(text)\n", "    return text if isinstance(text, str) else str(text)\n")],
         ["tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[status]",
          "tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[poll]",
@@ -1123,7 +1123,7 @@ MUTANTS = [
         id="terminal-every-field-printed-raw",
     ),
     pytest.param(
-        "memex/observe/safe_text.py",
+        "memex/safe_text.py",
         [("    return _JSON_UNSAFE.sub(", "    return serialized or _JSON_UNSAFE.sub(")],
         ["tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[search-json]",
          "tests/core/test_bad_inputs_terminal.py::test_hostile_text_is_shown_not_acted_on[show-json]"],
@@ -1156,7 +1156,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/runner.py",
-        [("        refuse_bad_stored(poller, name, committed, cursors.where(name))\n", "        pass\n")],
+        [("        refuse_bad_stored(poller, can, name, committed, cursors.where(name))\n", "        pass\n")],
         ["tests/core/test_bad_inputs_environment.py::test_an_environment_failure_is_one_line_naming_the_path[cursor-wrong-type-maildir]"],
         id="hand-edited-cursor-handed-to-the-poller",
     ),
@@ -1485,11 +1485,18 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/live_cursor.py",
-        [("        if not callable(head):\n", "        if False:\n")],
+        [("        if head is None:\n", "        if False:\n")],
         ["tests/core/test_conformance.py::test_start_now_on_a_type_without_head_is_a_config_error"],
         id="start-now-without-head-is-an-internal-error",
     ),
     # ---- end of i37-plugins ----
+    pytest.param(
+        "memex/conformance.py",
+        [("        if problems:\n            raise _fail(\"capabilities\"", "        if False:\n            raise _fail(\"capabilities\"")],
+        ["tests/core/test_conformance.py::test_the_kit_reports_a_misspelt_capability_and_half_a_capability"],
+        id="conformance-kit-misses-a-misspelt-capability",
+    ),
+    # ---- end of i41-house ----
 ]  # fmt: skip
 
 
