@@ -20,7 +20,6 @@ source begins and which cursor may be saved is :mod:`memex.live_cursor`.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from typing import IO, Any
 from memex.capabilities import Capabilities, capabilities
 from memex.config import Config
 from memex.deadline import GRACE, Deadline, Interrupted
+from memex.error_lines import debug_enabled, internal_error
 from memex.errors import AlreadyRunning, AuthRequired, BadCursor, CursorConflict, LeaseLost, MemexError, StateError
 from memex.live_cursor import refuse_bad_stored, start_now, trusted_positions
 from memex.observe import heartbeat, metrics
@@ -124,29 +124,6 @@ class PollResult:
 def run_lock_path(state_dir: Path, source: str) -> Path:
     """The run lock of a source's live poll."""
     return state_dir / "locks" / f"{source}.poll.lock"
-
-
-def debug_enabled() -> bool:
-    """Whether ``--debug`` / ``MEMEX_DEBUG=1`` asked for tracebacks of internal errors."""
-    return os.environ.get("MEMEX_DEBUG", "") not in ("", "0")
-
-
-def internal_error(exc: BaseException) -> str:
-    """The one line for an unexpected exception: the environment's fault in words (a full disk, a read-only mount:
-    :mod:`memex.fs_errors`), else a bug described by type and place only (its message might quote message data)."""
-    from memex.fs_errors import explain
-
-    fault = explain(exc)
-    if fault is not None:
-        return str(fault)
-    import traceback  # here, not at the top: only a bug needs it (start-up cost)
-
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = ""
-    if frames:
-        last = frames[-1]
-        where = f" at {Path(last.filename).name}:{last.lineno}"
-    return f"internal error: {type(exc).__name__}{where}; please report it (run with the same data to reproduce)"
 
 
 def poll(
@@ -439,9 +416,7 @@ def poll_many(
         try:
             results[n] = poll(cfg, n, max_seconds=max_seconds, stop=stop, console=console)
         except MemexError as exc:  # its state folder or log unusable (memex.fs_errors): this source only, said by the CLI
-            results[n] = PollResult(
-                source=n, status="error", error=str(exc), exit_code=exc.exit_code, unsaid=not getattr(exc, "said", False)
-            )
+            results[n] = PollResult(source=n, status="error", error=str(exc), exit_code=exc.exit_code, unsaid=not exc.said)
         except Exception as exc:  # poll() reports its own faults; this is a last line of defence
             results[n] = PollResult(source=n, status="error", error=internal_error(exc), exit_code=1)
 

@@ -35,10 +35,11 @@ from typing import IO, Any
 
 from memex.capabilities import capabilities
 from memex.config import Config
+from memex.error_lines import internal_error
 from memex.errors import ConfigError, MemexError, describe_exc
 from memex.observe.logs import config_logger
 from memex.registry import make_poller
-from memex.runner import DEFAULT_MAX_SECONDS, PollResult, internal_error, poll
+from memex.runner import DEFAULT_MAX_SECONDS, PollResult, poll
 
 DEFAULT_SETTLE = 1.0  # seconds of quiet after the last change before a poll
 MARGIN = 0.5  # added to a poller's own settle_seconds (clock granularity, the poll's own start-up)

@@ -45,10 +45,10 @@ from memex.backfill.report import BackfillResult
 from memex.backfill.run import BackfillRun
 from memex.capabilities import capabilities
 from memex.config import Config
+from memex.error_lines import internal_error
 from memex.errors import AlreadyRunning, ConfigError, MemexError
 from memex.observe.logs import source_logger
 from memex.registry import open_poller
-from memex.runner import internal_error
 from memex.state.backend import run_lock
 from memex.state.files import require_state_dir
 

@@ -20,8 +20,8 @@ from memex.backfill.report import BackfillResult, Counts, Progress
 from memex.capabilities import Capabilities
 from memex.config import Config
 from memex.deadline import Deadline, Interrupted
+from memex.error_lines import internal_error
 from memex.errors import MemexError, StoreError
-from memex.runner import internal_error
 from memex.search import has_pending
 from memex.search.build import Follower
 from memex.source import Item

@@ -292,6 +292,7 @@ def backfill(ctx: click.Context, source: str, since: str | None, until: str | No
     2 usage or configuration error, 130 interrupted.
     """
     from memex.backfill import backfill as run_backfill
+    from memex.error_lines import say_error
     from memex.safe_text import visible
 
     start, end = _utc_datetime(since, "--since"), _utc_datetime(until, "--until")
@@ -305,7 +306,7 @@ def backfill(ctx: click.Context, source: str, since: str | None, until: str | No
     if as_json:
         click.echo(json.dumps(result.summary(), indent=2, sort_keys=True))
     elif result.status == "refused":
-        click.echo(f"memex: error: {visible(result.error)}", err=True)
+        say_error(result.error or "")
     elif sys.stdout.isatty():  # off a terminal the summary is the log's backfill.finished (on stderr too unless it is done)
         click.echo(visible(result.human()))
     if result.exit_code:

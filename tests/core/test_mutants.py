@@ -578,13 +578,13 @@ MUTANTS = [
         [("        require_state_dir(cfg.state_dir)\n    return cfg\n", "    return cfg\n"),
          # the generic translation of a file-system fault (memex/fs_errors.py) now catches the same fault further down:
          # undone too, so the row still shows the folder check is what names it
-         ("memex/runner.py", "    fault = explain(exc)\n    if fault is not None:\n        return str(fault)\n", "    fault = None\n")],
+         ("memex/error_lines.py", "    fault = explain(exc)\n    if fault is not None:\n        return str(fault)\n", "    fault = None\n")],
         ["tests/core/test_cli_errors.py::test_an_unusable_state_folder_is_one_line_for_every_command[tail]",
          "tests/core/test_cli_errors.py::test_an_unusable_state_folder_is_one_line_for_every_command[dashboard-once]"],
         id="tail-and-dashboard-trust-the-state-folder",
     ),
     pytest.param(
-        "memex/runner.py",
+        "memex/error_lines.py",
         [('    return f"internal error: {type(exc).__name__}{where}; please report',
           '    return f"internal error: {type(exc).__name__}: {exc}{where}; please report')],
         ["tests/core/test_record_faults.py::test_a_library_exception_quoting_a_record_reaches_no_output"],
@@ -1148,7 +1148,7 @@ MUTANTS = [
     # ---- end of i32-isolate ----
     # ---- rows of branch i32-env: append below ----
     pytest.param(
-        "memex/runner.py",
+        "memex/error_lines.py",
         [("    fault = explain(exc)\n    if fault is not None:\n        return str(fault)\n", "    fault = None\n")],
         ["tests/core/test_bad_inputs_environment.py::test_an_environment_failure_is_one_line_naming_the_path[store-full-poll]",
          "tests/core/test_fs_errors.py::test_each_cause_is_one_line_naming_the_path_the_cause_and_the_fix"],
