@@ -22,16 +22,18 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from memex.advance import Advance
 from memex.capabilities import Capabilities, capabilities
 from memex.config import Config
 from memex.deadline import GRACE, Deadline, Interrupted
 from memex.error_lines import debug_enabled, internal_error
 from memex.errors import AlreadyRunning, AuthRequired, BadCursor, CursorConflict, LeaseLost, MemexError, StateError
-from memex.live_cursor import refuse_bad_stored, start_now, trusted_positions
+from memex.live_cursor import refuse_bad_stored, start_now
 from memex.observe import heartbeat, metrics
 from memex.observe.logs import config_logger
 from memex.registry import open_poller
@@ -246,45 +248,16 @@ def _run(
     result.cursor_before = describe(result.positions_before)
     result.positions_after, result.cursor_after = result.positions_before, result.cursor_before
     uploader = Uploader(cfg, name, log, deadline=deadline)
-    stored = can.stored  # memex.capabilities.Spooling
-
     uploader.stored = [] if cfg.search_index else None  # handed to the search index after each commit (memex.search.build)
-    follower: Any = None
+    index = _Index(cfg, name, log)
     if cfg.search_index and has_pending(cfg.state_dir, name, "poll"):  # a journal left by a crash: one stat; no SQLite when there is none
-        follower = _follower(cfg, name, log)
-        follower.catch_up(uploader.store)
-
-    refused = False
-
-    def commit() -> None:
-        nonlocal committed, refused, follower
-        if refused:
-            return
-        moved = current != committed
-        positions: dict[str, int] = {}
-        if moved:
-            try:
-                positions = trusted_positions(poller, name, committed, current, declared_reset=result.reset is not None)
-            except BadCursor as exc:
-                refused = True
-                log.error("poller.bad_cursor", reason=exc.reason)
-                raise
-        batch = uploader.take_stored()
-        if not moved and not batch:
-            return
-        if batch:
-            follower = follower or _follower(cfg, name, log)
-            follower.before_commit(batch)  # the keys are journaled before the store's commit makes them durable
-        uploader.sync()
-        if moved:
-            cursors.advance(name, committed, current, positions=positions)
-            committed = current
-            if stored is not None:
-                stored(current)  # memex.capabilities.Spooling: release what backs the records now durable
-            result.positions_after = positions
-            result.cursor_after = describe(result.positions_after)
-        if batch:
-            follower.after_commit(batch, uploader.store)  # a crash before this: the next run catches up from the journal
+        index.follower = _follower(cfg, name, log)
+        index.follower.catch_up(uploader.store)
+    commit = Advance(name, poller, uploader, cursors, committed, log, declared_reset=lambda: result.reset is not None)
+    commit.register(index)
+    if can.stored is not None:
+        commit.register(_Released(can.stored))
+    commit.register(_Shown(result))
 
     since_commit, last_commit = 0, time.monotonic()
     try:
@@ -330,23 +303,23 @@ def _run(
             short = len(batch.items) < batch_size  # the poller stopped at a boundary of its own (a page, a mailbox):
             # its next fetch may wait on a network, so what is stored becomes durable first
             if done or short or since_commit >= COMMIT_ITEMS or time.monotonic() - last_commit >= COMMIT_SECONDS:
-                commit()  # one group commit for several fast batches: a sync and a cursor write each cost a flush
+                commit(current)  # one group commit for several fast batches: a sync and a cursor write each cost a flush
                 since_commit, last_commit = 0, time.monotonic()
             if done:
                 break
-        commit()  # stopped between batches: what was fetched and stored so far
+        commit(current)  # stopped between batches: what was fetched and stored so far
     except BaseException:
         # Whatever stopped the loop (an upload failure, a source error), keep
         # the progress that is durable; that failure stays the poll's error.
         try:
-            commit()
+            commit(current)
         except BadCursor:
             pass  # logged as poller.bad_cursor by commit()
         raise
     finally:
         result.repaired = uploader.repaired
-        if follower is not None:
-            follower.finish()  # the last update of the index (a thread) done before the poll's line
+        if index.follower is not None:
+            index.follower.finish()  # the last update of the index (a thread) done before the poll's line
     if result.slow_read_s is not None:
         _slow(name, result, log)
     result.status = "ok" if _progress(result) else "idle"
@@ -373,6 +346,57 @@ def _environment(exc: BaseException) -> bool:
     from memex.fs_errors import explain
 
     return explain(exc) is not None
+
+
+class _Index:
+    """The search index's step of each commit (:class:`memex.advance.Step`): its follower, made at the first keys."""
+
+    def __init__(self, cfg: Config, name: str, log: Any) -> None:
+        self.cfg, self.name, self.log = cfg, name, log
+        self.follower: Any = None
+
+    def before_commit(self, keys: list[str]) -> None:
+        self.follower = self.follower or _follower(self.cfg, self.name, self.log)
+        self.follower.before_commit(keys)
+
+    def advanced(self, cursor: Cursor, positions: dict[str, int]) -> None:
+        pass
+
+    def after_commit(self, keys: list[str], store: Any) -> None:
+        self.follower.after_commit(keys, store)
+
+
+class _Shown:
+    """The poll's result follows the saved cursor (what its summary line and ``memex status`` show)."""
+
+    def __init__(self, result: PollResult) -> None:
+        self.result = result
+
+    def before_commit(self, keys: list[str]) -> None:
+        pass
+
+    def advanced(self, cursor: Cursor, positions: dict[str, int]) -> None:
+        self.result.positions_after = positions
+        self.result.cursor_after = describe(positions)
+
+    def after_commit(self, keys: list[str], store: Any) -> None:
+        pass
+
+
+class _Released:
+    """A spooling poller's step (:class:`memex.capabilities.Spooling`): what backs the records now durable may go."""
+
+    def __init__(self, stored: Callable[[Cursor], None]) -> None:
+        self.stored = stored
+
+    def before_commit(self, keys: list[str]) -> None:
+        pass
+
+    def advanced(self, cursor: Cursor, positions: dict[str, int]) -> None:
+        self.stored(cursor)
+
+    def after_commit(self, keys: list[str], store: Any) -> None:
+        pass
 
 
 def _follower(cfg: Config, name: str, log: Any) -> Any:

@@ -23,7 +23,7 @@ MUTANTS = [
     pytest.param(
         "memex/runner.py",
         [("            _check_direction(poller, name, current, batch, log, result)\n",
-          "            _check_direction(poller, name, current, batch, log, result)\n            current = batch.cursor\n            commit()\n"),
+          "            _check_direction(poller, name, current, batch, log, result)\n            current = batch.cursor\n            commit(current)\n"),
          ("current = batch.cursor if finished and handled == len(batch.items) else batch.after(handled, current)\n",
           "current = batch.cursor\n")],
         ["tests/core/test_poll.py::test_upload_failure_mid_batch_stops_the_cursor_before_it",
@@ -126,9 +126,9 @@ MUTANTS = [
         id="maildir-item-cursor-without-folders",
     ),
     pytest.param(
-        "memex/runner.py",
-        [("            positions = trusted_positions(poller, name, committed, current, declared_reset=result.reset is not None)\n",
-          "            positions = poller.positions(current)\n")],
+        "memex/advance.py",
+        [("                positions = trusted_positions(self.poller, self.name, committed, current, declared_reset=self.declared_reset())\n",
+          "                positions = self.poller.positions(current)\n")],
         ["tests/core/test_runner_faults.py::test_a_cursor_the_runner_cannot_trust_is_refused_loudly_and_never_saved"],
         id="runner-saves-any-cursor",
     ),
@@ -887,7 +887,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/runner.py",
-        [("            follower.before_commit(batch)", "            pass")],
+        [("        self.follower.before_commit(keys)\n", "        pass\n")],
         ["tests/core/test_search.py::test_a_crash_between_the_store_commit_and_the_index_update_is_repaired_by_the_next_poll"],
         id="search-no-journal-before-the-store-commit",
     ),
