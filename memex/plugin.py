@@ -8,7 +8,7 @@ nowhere else in memex (``make lint`` checks it).
 
 Importing this module costs what the poll path already imports (no I/O, no third-party package), so a plug-in that
 imports it at its top keeps an idle poll lean. The helpers only some sources need (the spool, the OAuth logins, the
-secret commands, private files, the collision fingerprint) are loaded when first used (``__getattr__`` below).
+secret commands, private files, the collision fingerprint, HTTP) are loaded when first used (``__getattr__`` below).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from memex.source import Batch, Cursor, Failure, Item, Listed, Poller, PollerFac
 from memex.store.attachments import Content
 
 if TYPE_CHECKING:
+    from memex import http_client
     from memex.oauth.installed_app import AppSettings, InstalledApp
     from memex.oauth.microsoft import DEFAULT_AUTHORITY, AuthSettings, Login, cache_path
     from memex.oauth.secret_cmd import TOKEN_CMD_TIMEOUT, password, run_token_cmd
@@ -64,6 +65,7 @@ _LAZY: dict[str, str] = {
     "Entry": "memex.state.spool",
     "Spool": "memex.state.spool",
     "fingerprint": "memex.store.collisions",
+    "http_client": "memex.http_client",  # the module: session(), post(), unreachable(), retry_delay()
 }
 
 
@@ -72,7 +74,8 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    loaded = importlib.import_module(module)
+    value = loaded if module.endswith("." + name) else getattr(loaded, name)
     globals()[name] = value
     return value
 
@@ -131,6 +134,7 @@ __all__ = [
     "describe_exc",
     "ensure_private_dir",
     "fingerprint",
+    "http_client",
     "load",
     "password",
     "rfc3339",

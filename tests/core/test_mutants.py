@@ -194,8 +194,8 @@ MUTANTS = [
         id="teams-change-stored-as-a-new-original",
     ),
     pytest.param(
-        "pollers/teams/graph.py",
-        [("                    delay = retry_after\n", "                    delay = 0.0\n")],
+        "memex/http_client.py",
+        [("        return retry_after\n", "        return 0.0\n")],
         ["tests/teams/test_teams.py::test_throttling_is_waited_out_within_the_deadline"],
         id="teams-retry-after-ignored",
     ),
