@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from memex.plugin import Cursor, Item, Listed, Unchecked
-from pollers.email.mbox_read import Mail, Reader
+from pollers.email.mbox.read import Mail, Reader
 
 
 class MboxPoller(Protocol):
-    """What the inventory reads of :class:`pollers.email.mbox.MboxPoller` (declared here, so neither module imports the
+    """What the inventory reads of :class:`pollers.email.mbox.poller.MboxPoller` (declared here, so neither module imports the
     other: the poller imports this one when ``memex verify`` asks)."""
 
     name: str
@@ -80,6 +80,6 @@ def _path(poller: MboxPoller, rel: str) -> Path:
 
 
 def _to_item() -> Any:
-    from pollers.email.render import to_item
+    from pollers.email.mail.render import to_item
 
     return to_item

@@ -165,7 +165,7 @@ def authenticate(conn: imaplib.IMAP4, mech: str, user: str, token: str, host: st
     try:
         _, answer = conn.authenticate(mech, step)
     except imaplib.IMAP4.error as exc:
-        from pollers.email.wire import server_text
+        from pollers.email.imap.wire import server_text
 
         status = next((s for s in said[1:] if s), "")
         return server_text(exc) + (f"; status {status}" if status else ""), []

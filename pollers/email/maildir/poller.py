@@ -3,7 +3,7 @@
 Keys: ``path`` (the Maildir root, holding ``cur/ new/ tmp/``), ``folders``
 (names or globs; ``"INBOX"`` is the root, ``"Sent"`` the Maildir++ folder
 ``.Sent``; default ``["INBOX"]``) and ``settle_seconds`` (default 2, see
-below). Native ID and record: as for IMAP (:mod:`pollers.email.render`);
+below). Native ID and record: as for IMAP (:mod:`pollers.email.mail.render`);
 ``extra.maildir_key`` is the file's base name without its ``:2,FLAGS``
 suffix (flags change, the message does not).
 
@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from memex.plugin import Batch, Cursor, Item, Listed, SourceConfig, SourceError
-from pollers.email.render import sent_or, to_item
+from pollers.email.mail.render import sent_or, to_item
 
 ROOT_FOLDER = "INBOX"
 DEFAULT_SETTLE = 2

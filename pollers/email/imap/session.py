@@ -4,8 +4,8 @@
 then) and runs every exchange under the poll's deadline (:meth:`ImapSession._io`).
 Transient network failures after login (connection reset, timeout, a server BYE) are
 retried with a fresh connection and backoff (:data:`BACKOFF`, read at call time) within
-:data:`RETRY_BUDGET` seconds. The poller (:mod:`pollers.email.imap`) builds on it; the next chunk's
-``UID FETCH`` read by a helper thread while the poll renders is :mod:`pollers.email.fetch_ahead`'s.
+:data:`RETRY_BUDGET` seconds. The poller (:mod:`pollers.email.imap.poller`) builds on it; the next chunk's
+``UID FETCH`` read by a helper thread while the poll renders is :mod:`pollers.email.imap.fetch_ahead`'s.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memex.plugin import NEVER, Deadline, Interrupted, SourceError
-from pollers.email import utf7
-from pollers.email.fetch_ahead import Ahead
-from pollers.email.oauth import OAuth
-from pollers.email.wire import (
+from pollers.email.imap import utf7
+from pollers.email.imap.fetch_ahead import Ahead
+from pollers.email.imap.oauth import OAuth
+from pollers.email.imap.wire import (
     FETCH_ITEMS,
     GMAIL_FETCH_ITEMS,
     ints,
@@ -63,7 +63,7 @@ class Settings:
     mailboxes: tuple[str, ...]
     timeout: float
     ca_file: str | None = None  # PEM file of the CA to trust instead of the system's (a private or self-signed server)
-    oauth: OAuth | None = None  # auth = "oauth2": the provider's login (pollers.email.oauth); None: the password
+    oauth: OAuth | None = None  # auth = "oauth2": the provider's login (pollers.email.imap.oauth); None: the password
     state_dir: Path | None = None  # where an OAuth2 login is kept
 
 
@@ -95,9 +95,9 @@ class ImapSession:
         return f"{self.settings.host}:{self.settings.port}"
 
     def tokens(self) -> Any:
-        """The OAuth2 token source of an ``auth = "oauth2"`` source (:func:`pollers.email.oauth.tokens`)."""
+        """The OAuth2 token source of an ``auth = "oauth2"`` source (:func:`pollers.email.imap.oauth.tokens`)."""
         if self._tokens is None:
-            from pollers.email.oauth import tokens
+            from pollers.email.imap.oauth import tokens
 
             assert self.settings.oauth is not None
             remaining = lambda: self._deadline.timeout(PASSWORD_CMD_TIMEOUT, f"source {self.name!r}: token_cmd")  # noqa: E731
@@ -184,7 +184,7 @@ class ImapSession:
         try:
             self.commands += 1
             if token is not None:
-                from pollers.email.oauth import login
+                from pollers.email.imap.oauth import login
 
                 answer = self._io("login", lambda: login(conn, self.name, s.user, s.host, s.port, tokens, token))
             else:
@@ -203,7 +203,7 @@ class ImapSession:
         except OSError as exc:
             shutdown(conn)
             raise SourceError(f"source {self.name!r}: connection to {self._where()} lost during login ({type(exc).__name__})") from None
-        from pollers.email import gmail
+        from pollers.email.imap import gmail
 
         self.gmail = gmail.advertised(tuple(conn.capabilities), answer)
         self._conn = conn
