@@ -1,4 +1,4 @@
-"""``memex verify`` for iMessage (:class:`memex.source.Inventoried`): chat.db's GUIDs up to the cursor, and rows read again.
+"""``memex verify`` for iMessage (:class:`memex.capabilities.Inventoried`): chat.db's GUIDs up to the cursor, and rows read again.
 
 Mixed into :class:`~pollers.imessage.poller.IMessagePoller`. Both read in short transactions of
 :data:`CHUNK` rows, as backfill does, so Messages.app keeps writing meanwhile.

@@ -164,7 +164,7 @@ class IMessagePoller(Inventory):
             self._conn.close()
             self._conn = None
 
-    # -- memex watch (memex.source.Watchable) -----------------------------
+    # -- memex watch (memex.capabilities.Watchable) -----------------------------
     def watch_paths(self) -> list[Path]:
         """chat.db and its write-ahead log: Messages.app appends new rows to ``chat.db-wal`` and checkpoints them into chat.db.
 

@@ -1,4 +1,4 @@
-"""``memex verify`` for Messenger (:class:`memex.source.Inventoried`): the messages of the exports the cursor has read.
+"""``memex verify`` for Messenger (:class:`memex.capabilities.Inventoried`): the messages of the exports the cursor has read.
 
 The exports compared are those of the cursor's ``done`` (read to the end) and the one being read (``at``: its thread
 units before the cursor's, and the items of the cursor's unit up to its count). Each is found in the inbox by its

@@ -117,7 +117,7 @@ class TeamsPoller(TeamsSession):
         self._failed: list[str] = []
 
     def use_deadline(self, deadline: Deadline) -> None:
-        """Bound every request, retry and Retry-After wait by the poll's deadline (:class:`memex.source.Interruptible`)."""
+        """Bound every request, retry and Retry-After wait by the poll's deadline (:class:`memex.capabilities.Interruptible`)."""
         self.graph.deadline = deadline
 
     def authenticate(self, say: Any, ask: Any = None, open_browser: Any = None) -> str:

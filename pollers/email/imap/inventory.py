@@ -1,4 +1,4 @@
-"""``memex verify`` for IMAP (:class:`memex.source.Inventoried`): the UIDs a cursor has passed, by native ID, and mails fetched again.
+"""``memex verify`` for IMAP (:class:`memex.capabilities.Inventoried`): the UIDs a cursor has passed, by native ID, and mails fetched again.
 
 For each mailbox of the cursor the mailbox is EXAMINEd (read-only). If its UIDVALIDITY is no longer the cursor's,
 its UIDs now name other mails (the mailbox was recreated or renumbered): it is reported

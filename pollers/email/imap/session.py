@@ -237,11 +237,11 @@ class ImapSession:
             shutdown(conn)
 
     def set_deadline(self, deadline: float) -> None:
-        """Cap the retry budget at the runner's deadline (``--max-seconds``): see memex.source.DeadlineAware."""
+        """Cap the retry budget at the runner's deadline (``--max-seconds``): see memex.capabilities.DeadlineAware."""
         self._retry_deadline = min(time.monotonic() + RETRY_BUDGET, deadline)
 
     def use_deadline(self, deadline: Deadline) -> None:
-        """Bound every exchange, retry and backoff by the poll's deadline and stop request (memex.source.Interruptible)."""
+        """Bound every exchange, retry and backoff by the poll's deadline and stop request (memex.capabilities.Interruptible)."""
         self._deadline = deadline
         if deadline.at is not None:
             self.set_deadline(deadline.at)

@@ -208,7 +208,7 @@ class MaildirPoller:
         item.expected_dup = entry.path.parent.name == "cur"
         return item
 
-    # -- memex watch (memex.source.Watchable) -----------------------------
+    # -- memex watch (memex.capabilities.Watchable) -----------------------------
     def watch_paths(self) -> list[Path]:
         """``new/`` and ``cur/`` of each configured folder that exists now (the Maildir root's if it cannot be listed).
 
@@ -346,7 +346,7 @@ class MaildirPoller:
             folders[folder] = {"ctime_ns": top, "names": sorted(e.key for e in entries if e.ctime_ns == top)}
         return {"folders": folders}
 
-    # -- memex verify (memex.source.Inventoried) --------------------------
+    # -- memex verify (memex.capabilities.Inventoried) --------------------------
     def inventory(self, cursor: Cursor) -> Iterator[Listed]:
         """Every file a poll has passed (ctime before the folder's cursor, or at it and named there), folder by folder.
 

@@ -227,7 +227,7 @@ class MboxPoller:
                               "head_len": len(head), "head": _sha(head), "tail": _sha(_tail(fh, st.st_size)), "mails": 0}  # fmt: skip
         return {"files": files, "mails": 0}
 
-    # -- memex verify (memex.source.Inventoried; pollers.email.mbox.inventory) ------------------------
+    # -- memex verify (memex.capabilities.Inventoried; pollers.email.mbox.inventory) ------------------------
     def inventory(self, cursor: Cursor) -> Iterator[Listed | Unchecked]:
         """Every mail before each file's offset (files gone or rewritten since: not checked)."""
         from pollers.email.mbox.inventory import inventory
