@@ -4,7 +4,7 @@ A plug-in is a package that registers ``make(source: SourceConfig) -> Poller`` u
 point. The names here are memex's public interface for it: they keep their meaning within a major version, and
 ``memex`` ships ``py.typed`` so mypy checks a plug-in against them. The guide is docs/plugins.md; the conformance
 kit a plug-in's own tests can run is :mod:`memex.conformance`. memex's own sources import from here too, and from
-nowhere else in memex (``make lint`` checks it).
+nowhere else in memex (tests/core/test_layers.py checks it).
 
 Importing this module costs what the poll path already imports (no I/O, no third-party package), so a plug-in that
 imports it at its top keeps an idle poll lean. The helpers only some sources need (the spool, the OAuth logins, the
