@@ -14,6 +14,7 @@ by an idle poll (``logging`` imports ``traceback``, which a cron poll with nothi
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -94,13 +95,26 @@ def route_library_logs() -> None:
 
 @contextmanager
 def silenced(name: str) -> Iterator[None]:
-    """Nothing the library logger ``name`` says reaches the user while the block runs (its complaints quote its input:
-    vobject's quote a contact card's lines)."""
+    """Nothing the library ``name`` logs reaches the user while the block runs (its complaints quote its input:
+    vobject's quote a contact card's lines, a photo's base64 one line each): its logger, each of its modules' loggers
+    (``vobject.base`` sets a level of its own, so the parent's does not reach it), and what its modules log through
+    the root logger (``logging.error(...)`` in ``vobject.icalendar``)."""
     import logging
 
-    quiet = logging.getLogger(name)
-    level, quiet.level = quiet.level, logging.CRITICAL + 1
+    prefix = name + "."
+    quiet = [logging.getLogger(n) for n in (name, *(k for k in list(logging.root.manager.loggerDict) if k.startswith(prefix)))]
+    saved = [q.disabled for q in quiet]
+    folder = f"{os.sep}{name}{os.sep}"
+
+    def outside(record: logging.LogRecord) -> bool:
+        return folder not in record.pathname
+
+    for q in quiet:
+        q.disabled = True
+    logging.root.addFilter(outside)
     try:
         yield
     finally:
-        quiet.level = level
+        logging.root.removeFilter(outside)
+        for q, was in zip(quiet, saved, strict=True):
+            q.disabled = was

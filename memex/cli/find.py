@@ -151,6 +151,10 @@ def run_search(cfg: Config, words: tuple[str, ...], limit: int, rank: bool, as_j
             q = parse(text, stemmed=STEM in index.tables, people=people)
         finally:
             people.close()
+        from memex.observe.safe_text import visible
+
+        for note in people.notes:  # with:VALUE naming nobody: matched as words, and said so
+            sys.stderr.write(visible(note) + "\n")
         results = [_result(row) for row in q.run(index.select, limit, rank=rank)]
     from memex.observe.safe_text import json_text, visible
 

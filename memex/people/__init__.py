@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,19 @@ from memex.people.handles import Rules, valid_region
 DEFAULT_FILE = PEOPLE_FILE
 _KEYS = ("vcards", "address_book", "region", "gmail_rules", "file")
 
-__all__ = ["Book", "People", "Person", "Settings", "handles_of", "open_people", "read_decisions", "settings", "write_decisions"]
+__all__ = [
+    "Book",
+    "People",
+    "Person",
+    "Settings",
+    "handles_of",
+    "open_people",
+    "read_decisions",
+    "settings",
+    "summaries",
+    "summary",
+    "write_decisions",
+]
 
 
 @dataclass(frozen=True)
@@ -42,19 +55,44 @@ class Settings:
     file: Path
 
 
-@dataclass
 class People:
-    """The book, the handles of the indexed messages (None without an index), and what could not be read."""
+    """The book, the handles of the indexed messages (None without an index), and what could not be read.
 
-    book: Book
-    settings: Settings
-    conn: sqlite3.Connection | None
-    warnings: list[str]
+    A book kept from an earlier command (:mod:`memex.people.book_cache`) is read only when asked for: a search naming
+    one person finds them in the cache (:meth:`find`) without reading everyone."""
+
+    def __init__(self, book: Book | None, settings: Settings, conn: sqlite3.Connection | None, warnings: list[str],
+                 kept: Callable[[], Book] | None = None, find_kept: Callable[[str], list[Person] | None] | None = None,
+                 cache: sqlite3.Connection | None = None) -> None:  # fmt: skip
+        self._book = book
+        self.settings = settings
+        self.conn = conn
+        self.warnings = warnings
+        self._kept = kept
+        self._find_kept = find_kept
+        self._cache = cache
+
+    @property
+    def book(self) -> Book:
+        """Everyone (read from the cache on first use where it was kept)."""
+        if self._book is None:
+            assert self._kept is not None
+            self._book = self._kept()
+        return self._book
+
+    def find(self, ref: str) -> list[Person]:
+        """The people ``ref`` names, as :meth:`memex.people.book.Book.find` answers."""
+        if self._book is None and self._find_kept is not None:
+            found = self._find_kept(ref)
+            if found is not None:
+                return found
+        return self.book.find(ref, self.settings.rules)
 
     def close(self) -> None:
-        """Close the handles connection."""
-        if self.conn is not None:
-            self.conn.close()
+        """Close the handles connection (and the cache, where a kept book was never read whole)."""
+        for conn in (self.conn, self._cache):
+            if conn is not None:
+                conn.close()
 
 
 def settings(cfg: Config) -> Settings:
@@ -89,19 +127,27 @@ def read_decisions(s: Settings) -> list[Decision]:
         raise ConfigError(f"cannot read your people file ({exc.strerror})", path=s.file) from None
     try:
         doc = tomllib.loads(raw.decode("utf-8-sig"))
-        return decisions_from(doc, str(s.file))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"not a TOML file memex can read ({exc.__class__.__name__}); fix it or move it away", path=s.file) from None
+        return decisions_from(doc, str(s.file), s.rules)
+    except UnicodeDecodeError:
+        raise ConfigError("not a TOML file memex can read (it is not UTF-8 text); fix it or move it away", path=s.file) from None
+    except tomllib.TOMLDecodeError as exc:  # its text names the line and column, as config.toml's error does
+        raise ConfigError(f"not a TOML file memex can read: {exc}; fix it or move it away", path=s.file) from None
     except ValueError as exc:
         raise ConfigError(str(exc).removeprefix(f"{s.file}: ") + "; see docs/people.md", path=s.file) from None
 
 
-def write_decisions(s: Settings, decisions: list[Decision]) -> None:
-    """Write your decisions whole (a temporary file renamed over the old one: never half written)."""
+def write_decisions(s: Settings, decisions: Iterable[Decision]) -> None:
+    """Write your decisions whole (a temporary file renamed over the old one: never half written), each value held
+    to the rule the file is read with (:func:`memex.people.book.render_decisions`): ConfigError, and nothing written,
+    for one memex could not read back."""
     from memex.state.files import atomic_replace
 
+    try:
+        text = render_decisions(decisions, s.rules)
+    except ValueError as exc:
+        raise ConfigError(str(exc).removeprefix("people.toml: ") + "; nothing was written", path=s.file) from None
     s.file.parent.mkdir(parents=True, exist_ok=True)
-    atomic_replace(s.file, render_decisions(decisions).encode("utf-8"), mode=0o644)
+    atomic_replace(s.file, text.encode("utf-8"), mode=0o644)
 
 
 def open_people(cfg: Config, *, index: Path | None = None, read_only: bool = False) -> People:
@@ -109,34 +155,79 @@ def open_people(cfg: Config, *, index: Path | None = None, read_only: bool = Fal
 
     ``read_only`` (``memex mcp``): the handles file is read as it is and never brought up to date
     (:func:`memex.people.seen.read_only`)."""
-    from memex.people import cards, seen
+    from memex.people import book_cache, card_cache, cards, seen
     from memex.people.book import Seen
 
     s = settings(cfg)
-    decisions = read_decisions(s)
-    got = cards.Read()
-    for path in s.vcards:
-        cards.read_vcards(path, got)
-    if s.address_book is not None:
-        cards.read_address_book(s.address_book, got)
     conn = None
     if index is not None and index.exists():
         conn = seen.read_only(index, s.rules) if read_only else seen.follow(index, s.rules)
-    observed = [Seen(h, n, names, mine) for h, n, names, mine in seen.seen(conn)] if conn is not None else []
-    return People(build(decisions, got.cards, observed, s.rules), s, conn, got.warnings)
+    files = card_cache.vcf_files(s.vcards)
+    books = cards.address_book_files(s.address_book) if s.address_book is not None else []
+    cache = card_cache.open_cache(cfg.state_dir, read_only=read_only)
+
+    def make() -> tuple[Book, list[str]]:
+        decisions = read_decisions(s)
+        got = cards.Read()
+        card_cache.read_kept(files, None if read_only else cache, s.rules, got)
+        if s.address_book is not None:
+            cards.read_address_book(s.address_book, got)
+        observed = [Seen(h, n, names, mine) for h, n, names, mine in seen.seen(conn)] if conn is not None else []
+        book = build(decisions, got.cards, observed, s.rules)
+        if cache is not None and not read_only:
+            book_cache.store(cache, made_from, book, got.warnings)
+        return book, got.warnings
+
+    # the fingerprint before the inputs are read: one changed meanwhile is read again next time, never kept stale
+    made_from = book_cache.fingerprint(files, books, s.file, seen.mark(conn), s.rules)
+    warnings = book_cache.kept_warnings(cache, made_from) if cache is not None else None
+    if warnings is None:  # nothing kept from these very inputs: made (and kept)
+        try:
+            book, warnings = make()
+        finally:
+            if cache is not None:
+                cache.close()
+        return People(book, s, conn, warnings)
+
+    assert cache is not None
+
+    def kept() -> Book:  # read when everyone is asked for; made afresh if another command replaced it meanwhile
+        found = book_cache.load(cache, made_from)
+        return found[0] if found is not None else make()[0]
+
+    return People(None, s, conn, warnings, kept, lambda ref: book_cache.find(cache, made_from, ref, s.rules), cache)
 
 
 def handles_of(people: People, ref: str) -> tuple[list[Person], set[str]]:
     """The people ``ref`` names (ID, name or handle) and all their handles together."""
-    found = people.book.find(ref, people.settings.rules)
+    found = people.find(ref)
     return found, {h for p in found for h in p.handles}
 
 
-def summary(people: People, person: Person) -> dict[str, Any]:
-    """One person as ``memex people --json`` shows them: ID, name, handles, messages per source, origins."""
-    from memex.people import seen
-    from memex.people.handles import shown
+def summary(people: People, person: Person, named: set[str] | None = None) -> dict[str, Any]:
+    """One person as ``memex people --json`` shows them: ID, name, handles, messages per source, origins.
 
-    counts = seen.counts(people.conn, person.handles) if people.conn is not None else {}
-    return {"id": person.id, "name": person.name, "handles": sorted(shown(h) for h in person.handles),
+    ``named``: the handles any indexed message names (:func:`memex.people.seen.named`), when summing up many people:
+    someone none of whose handles is in it has no messages, and costs no query."""
+    from memex.people import seen
+
+    counted = person.handles if named is None else person.handles & named
+    counts = seen.counts(people.conn, counted) if people.conn is not None and counted else {}
+    return {"id": person.id, "name": person.name, "handles": sorted([h.partition(":")[2] or h for h in person.handles]),
             "messages": counts, "from": sorted(set(person.origins))}  # fmt: skip
+
+
+def summaries(people: People) -> list[dict[str, Any]]:
+    """Everyone, by ID, as :func:`summary` shows each (``memex people``): one query for the handles messages name,
+    then one per person who has messages (200,000 cards, few of them in messages: a few seconds, not minutes)."""
+    from memex.people import seen
+
+    conn = people.conn
+    named = seen.named(conn) if conn is not None else set()
+    rows = []
+    for p in sorted(people.book.people.values(), key=lambda p: p.id):
+        counted = p.handles & named
+        rows.append({"id": p.id, "name": p.name, "handles": sorted([h.partition(":")[2] or h for h in p.handles]),
+                     "messages": seen.counts(conn, counted) if conn is not None and counted else {},
+                     "from": sorted(set(p.origins)) if len(p.origins) > 1 else list(p.origins)})  # fmt: skip
+    return rows

@@ -31,6 +31,7 @@ from memex.people.cards import Card
 from memex.people.handles import Rules, normalize, shown
 
 ME = "me"
+DEFAULT_RULES = Rules()
 
 
 @dataclass
@@ -83,15 +84,31 @@ class Book:
         """The people ``ref`` names: an ID, a name (case and spaces ignored), or one of their handles."""
         if ref in self.people:
             return [self.people[ref]]
-        folded = " ".join(ref.casefold().split())
-        named = [p for p in self.people.values() if p.name and " ".join(p.name.casefold().split()) == folded]
+        folded = fold(ref)
+        named = [p for p in self.people.values() if p.name and fold(p.name) == folded]
         if named:
             return named
         handle = normalize(ref, rules)
         if handle is not None and handle in self.owner:
             return [self.people[self.owner[handle]]]
-        words = _words(ref)  # "John Richter" or "Anna B": every word of it begins a word of the name
-        return [p for p in self.people.values() if words and all(any(n.startswith(w) for n in _words(p.name)) for w in words)]
+        words = name_words(ref)
+        return [p for p in self.people.values() if words and words_in(words, p.name)]
+
+
+def fold(name: str | None) -> str | None:
+    """A name as names are compared: case-folded, its spaces collapsed (None for no name)."""
+    return " ".join(name.casefold().split()) if name else None
+
+
+def name_words(ref: str) -> frozenset[str]:
+    """The words of a reference to a person by parts of their name."""
+    return _words(ref)
+
+
+def words_in(words: frozenset[str], name: str | None) -> bool:
+    """Whether every word of ``words`` begins a word of ``name`` ("John Richter" or "Anna B" names John Richter)."""
+    have = _words(name)
+    return all(any(n.startswith(w) for n in have) for w in words)
 
 
 def build(decisions: Iterable[Decision], cards: Iterable[Card], seen: Iterable[Seen], rules: Rules) -> Book:
@@ -162,7 +179,7 @@ def build(decisions: Iterable[Decision], cards: Iterable[Card], seen: Iterable[S
 def _card_groups(cards: list[Card], rules: Rules, book: Book, taken: dict[str, str]) -> list[tuple[set[str], list[str], list[str]]]:
     """Cards joined into people: (handles, names, origins) each; a handle shared by differently named cards is
     recorded as a conflict in ``book`` and left out of both."""
-    handles = [{h for h in (normalize(x, rules) for x in c.handles) if h} for c in cards]
+    handles = [set(c.keys) if c.keys is not None else {h for h in (normalize(x, rules) for x in c.handles) if h} for c in cards]
     parent = list(range(len(cards)))
 
     def root(i: int) -> int:
@@ -193,10 +210,6 @@ def _card_groups(cards: list[Card], rules: Rules, book: Book, taken: dict[str, s
             names.append(card.name)
         origins.append(card.origin)
     return [g for g in groups.values() if g[0]]
-
-
-def _fold(name: str | None) -> str:
-    return " ".join((name or "").casefold().split())
 
 
 def _words(name: str | None) -> frozenset[str]:
@@ -230,8 +243,16 @@ def _new_id(book: Book, name: str) -> str:
     return pid
 
 
-def decisions_from(doc: Mapping[str, Any], where: str) -> list[Decision]:
-    """The ``[person.ID]`` tables of a parsed people.toml; ValueError naming the key for anything else."""
+def valid_id(pid: str) -> bool:
+    """Whether ``pid`` is a person ID as people.toml takes it: lower-case letters, digits and ``-``, as :func:`slug` makes."""
+    return bool(pid) and slug(pid) == pid
+
+
+def decisions_from(doc: Mapping[str, Any], where: str, rules: Rules = DEFAULT_RULES) -> list[Decision]:
+    """The ``[person.ID]`` tables of a parsed people.toml; ValueError naming the key for anything else.
+
+    The rule every value of the file is held to, read or written: an ID as :func:`valid_id` takes it, a name that is
+    not empty, and handles that are handles (:func:`memex.people.handles.normalize` gives one)."""
     out: list[Decision] = []
     unknown = set(doc) - {"person"}
     if unknown:
@@ -240,34 +261,53 @@ def decisions_from(doc: Mapping[str, Any], where: str) -> list[Decision]:
     if not isinstance(people, dict):
         raise ValueError(f"{where}: 'person' must be tables [person.ID]")
     for pid, table in people.items():
-        if not isinstance(table, dict) or slug(pid) != pid:
-            raise ValueError(f"{where}: [person.{pid}] must be a table whose ID is lower-case letters, digits and '-'")
+        if not isinstance(table, dict) or not valid_id(pid):
+            raise ValueError(f"{where}: [person.{pid}] must be a table whose ID is lower-case letters, digits and '-' (at most 40)")
         extra = set(table) - {"name", "handles", "not"}
         if extra:
             raise ValueError(f"{where}: key person.{pid}.{sorted(extra)[0]} is unknown (known: name, handles, not)")
         name = table.get("name")
         lists = {k: table.get(k, []) for k in ("handles", "not")}
-        if name is not None and not isinstance(name, str):
-            raise ValueError(f"{where}: key person.{pid}.name must be a string")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ValueError(f"{where}: key person.{pid}.name must be a name (a string that is not empty)")
         for key, value in lists.items():
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ValueError(f"{where}: key person.{pid}.{key} must be a list of strings")
+            for v in value:
+                if normalize(v, rules) is None:
+                    raise ValueError(
+                        f"{where}: key person.{pid}.{key}: {v!r} is not a handle (a phone number, an address, an ID or a name)"
+                    )
         out.append(Decision(pid, name, tuple(lists["handles"]), tuple(lists["not"])))
     return out
 
 
-def render_decisions(decisions: Iterable[Decision]) -> str:
-    """people.toml's text for ``decisions`` (strings written as TOML basic strings)."""
-    import json
+HEADER = (
+    "# memex people: your decisions about who is who (memex people merge, split and name write here; edit freely).\n"
+    "# [person.ID]: name, handles (theirs whatever a card says), not (never theirs). docs/people.md\n\n"
+)
 
-    lines = ["# memex people: your decisions about who is who (memex people merge, split and name write here; edit freely).",
-             "# [person.ID]: name, handles (theirs whatever a card says), not (never theirs). docs/people.md", ""]  # fmt: skip
-    for d in sorted(decisions, key=lambda d: d.id):
-        lines.append(f"[person.{d.id}]")
-        if d.name is not None:
-            lines.append(f"name = {json.dumps(d.name, ensure_ascii=False)}")
-        lines.append("handles = [" + ", ".join(json.dumps(h, ensure_ascii=False) for h in d.handles) + "]")
+
+def render_decisions(decisions: Iterable[Decision], rules: Rules = DEFAULT_RULES) -> str:
+    """people.toml's text for ``decisions``, written by a TOML writer (``tomli_w``), never by formatting strings.
+
+    Every value is first held to the rule the file is read with (:func:`decisions_from`), and the text is read back
+    and compared: a value memex could not read again is a ValueError naming it, and nothing is written."""
+    import tomllib
+
+    import tomli_w
+
+    ordered = sorted(decisions, key=lambda d: d.id)
+    tables: dict[str, dict[str, Any]] = {}
+    for d in ordered:
+        table: dict[str, Any] = {} if d.name is None else {"name": d.name}
+        table["handles"] = list(d.handles)
         if d.never:
-            lines.append("not = [" + ", ".join(json.dumps(h, ensure_ascii=False) for h in d.never) + "]")
-        lines.append("")
-    return "\n".join(lines)
+            table["not"] = list(d.never)
+        tables[d.id] = table
+    doc = {"person": tables}
+    decisions_from(doc, "people.toml", rules)  # the reading rule, before a byte is made
+    text = HEADER + tomli_w.dumps(doc)
+    if decisions_from(tomllib.loads(text), "people.toml", rules) != [Decision(d.id, d.name, d.handles, d.never) for d in ordered]:
+        raise ValueError("people.toml: the text written would not read back as the decisions made; nothing was written")
+    return text

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 _BLOCK = re.compile(rb"^BEGIN:VCARD\n.*?^END:VCARD$", re.IGNORECASE | re.MULTILINE | re.DOTALL)
+_CHARSET = re.compile(rb";CHARSET=([A-Za-z0-9_.:-]{1,40})", re.IGNORECASE)
 _HANDLE_PROPS = ("tel", "email", "impp", "x-signal", "x-teams")
 _IGNORED = frozenset({"PHOTO", "LOGO", "SOUND", "KEY", "PROFILE"})
 
@@ -27,6 +28,7 @@ class Card:
     name: str | None
     handles: list[str] = field(default_factory=list)
     origin: str = ""
+    keys: tuple[str, ...] | None = None  # the handles normalized (memex.people.handles), where already known
 
 
 @dataclass
@@ -48,16 +50,22 @@ def read_vcards(path: Path, out: Read) -> None:
     except OSError as exc:
         out.warnings.append(f"{path}: cannot read the contacts file ({exc.strerror}); check people.vcards")
         return
-    data = data.replace(b"\r\r\n", b"\n").replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # iOS writes CR CR LF
-    blocks = _BLOCK.findall(data)
-    if not blocks:
+    found = cards_in(data, path.name)
+    if not found:
         out.warnings.append(f"{path}: no vCard in it (no BEGIN:VCARD ... END:VCARD); check people.vcards")
-    for n, block in enumerate(blocks, 1):
-        card = _card(block, f"{path.name}#{n}")
+    for n, card in enumerate(found, 1):
         if card is None:
             out.warnings.append(f"{path}: card {n} is not a vCard memex can read; it is left out")
         elif card.handles:
             out.cards.append(card)
+
+
+def cards_in(data: bytes, name: str) -> list[Card | None]:
+    """Every vCard in a ``.vcf`` file's bytes (``name``: the file's, for each card's origin), in order; None for one
+    memex cannot read. UTF-16 and a byte order mark are read as :func:`_utf8` says, each card as :func:`text_of`."""
+    data = _utf8(data)
+    data = data.replace(b"\r\r\n", b"\n").replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # iOS writes CR CR LF
+    return [_card(block, f"{name}#{n}") for n, block in enumerate(_BLOCK.findall(data), 1)]
 
 
 def _card(block: bytes, origin: str) -> Card | None:
@@ -66,7 +74,7 @@ def _card(block: bytes, origin: str) -> Card | None:
 
     from memex.liblog import silenced
 
-    text = _join_soft_breaks(block.decode("utf-8", errors="replace"))
+    text = _join_soft_breaks(text_of(block))
     try:
         with silenced("vobject"):  # its complaints quote the card's text: never on stderr
             component = vobject.readOne(text, ignoreUnreadable=True)
@@ -75,9 +83,48 @@ def _card(block: bytes, origin: str) -> Card | None:
     name = _name(component)
     handles: list[str] = []
     for child in component.getChildren():
-        if child.name.lower() in _HANDLE_PROPS and isinstance(child.value, str) and child.value.strip():
+        if child.name.lower() in _HANDLE_PROPS and isinstance(child.value, str) and _is_handle(child.name, child.value):
             handles.append(child.value.strip())
     return Card(name=name, handles=handles, origin=origin)
+
+
+def _utf8(data: bytes) -> bytes:
+    """The file's bytes as UTF-8 where it was written in UTF-16 (Outlook's "Unicode" export, with or without a byte
+    order mark), without a UTF-8 byte order mark (Windows tools write one); any other file as it is."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return data.decode("utf-16", errors="replace").encode("utf-8")
+    if data[:2] == b"B\x00" or data[:2] == b"\x00B":  # "BEGIN" in UTF-16 without a mark
+        return data.decode("utf-16-le" if data[0] else "utf-16-be", errors="replace").encode("utf-8")
+    return data.removeprefix(b"\xef\xbb\xbf")
+
+
+def text_of(data: bytes) -> str:
+    """Bytes of a card as text: UTF-8 when they are valid UTF-8; else in the charset one of its properties names
+    (``LABEL;CHARSET=Windows-1253``: Outlook and FolkerKinzel's exports name it on a quoted-printable line and write
+    the rest in it too); else Windows-1252 (cp1252, a superset of Latin-1's printable characters): Apple's and
+    Outlook's legacy exports write a card in their charset without ``CHARSET``, and text in another charset is almost
+    never valid UTF-8 by chance."""
+    import codecs
+
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    for name in _CHARSET.findall(data):
+        try:
+            codec = codecs.lookup(name.decode("ascii"))
+        except LookupError:
+            continue
+        if codec.name not in ("utf-8", "utf-16", "utf-32"):
+            return data.decode(codec.name, errors="replace")
+    return data.decode("cp1252", errors="replace")
+
+
+def _is_handle(prop: str, value: str) -> bool:
+    """Whether a handle property's value is one: a ``TEL`` holds a digit (Outlook and old phones write words such as
+    ``Handy``, ``Fax privat`` or ``Pager`` there: a label, never a name to merge people by)."""
+    value = value.strip()
+    return bool(value) and (prop.lower() != "tel" or any(c.isdigit() for c in value))
 
 
 def _join_soft_breaks(text: str) -> str:
@@ -117,11 +164,11 @@ def _lenient(text: str, origin: str) -> Card | None:
         prop, *params = head.split(";")
         prop = prop.rsplit(".", 1)[-1].upper()
         if any(p.upper() in ("ENCODING=QUOTED-PRINTABLE", "QUOTED-PRINTABLE") for p in params):
-            value = quopri.decodestring(value.encode("utf-8", "replace")).decode("utf-8", "replace")
+            value = text_of(quopri.decodestring(value.encode("utf-8", "replace")))
         value = value.strip()
         if prop == "FN" and value and name is None:
             name = " ".join(value.split())
-        elif prop.lower() in _HANDLE_PROPS and value:
+        elif prop.lower() in _HANDLE_PROPS and _is_handle(prop, value):
             handles.append(value)
     return Card(name=name, handles=handles, origin=origin) if handles else None
 
@@ -143,11 +190,16 @@ def _name(component: object) -> str | None:
 
 def read_address_book(path: Path, out: Read) -> None:
     """Append the contacts of the Mac's address book at ``path`` (the file, or the AddressBook folder and its sources)."""
-    files = [path] if path.is_file() else sorted([*path.glob("AddressBook-v22.abcddb"), *path.glob("Sources/*/AddressBook-v22.abcddb")])
+    files = address_book_files(path)
     if not files:
         out.warnings.append(f"{path}: no AddressBook-v22.abcddb there; check people.address_book")
     for file in files:
         out.cards.extend(_address_book_cards(file, out))
+
+
+def address_book_files(path: Path) -> list[Path]:
+    """The address book files at ``path`` (the file, or the AddressBook folder and its sources)."""
+    return [path] if path.is_file() else sorted([*path.glob("AddressBook-v22.abcddb"), *path.glob("Sources/*/AddressBook-v22.abcddb")])
 
 
 def _address_book_cards(file: Path, out: Read) -> Iterator[Card]:

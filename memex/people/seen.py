@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS names(handle TEXT NOT NULL, name TEXT NOT NULL, n INT
 CREATE TABLE IF NOT EXISTS mine(handle TEXT PRIMARY KEY);
 """
 BATCH = 5000
+VERSION = "2"  # how rows are read (2: a mail's recipient display names are its addresses', not handles of their own)
 
 
 def path(index: Path) -> Path:
@@ -38,7 +39,7 @@ def path(index: Path) -> Path:
 def _identity(index: Path, rules: Rules) -> str:
     """What the kept handles were made from: the index file (a rebuild makes a new one) and the rules."""
     st = os.stat(index)
-    return f"{st.st_dev}:{st.st_ino}:{rules.region or ''}:{int(rules.gmail_rules)}"
+    return f"{VERSION}:{st.st_dev}:{st.st_ino}:{rules.region or ''}:{int(rules.gmail_rules)}"
 
 
 def follow(index: Path, rules: Rules) -> sqlite3.Connection:
@@ -123,10 +124,21 @@ def _handles(sender_id: str, sender_name: str, recipients: str, rules: Rules) ->
     if sender is not None:
         done.add(sender)
         yield sender, 0, sender_name or None
+    found: list[tuple[str, str | None, str]] = []  # (handle, its display name, the line as written)
     for raw in recipients.split("\n") if recipients else ():
         name, address = _split_name(raw)
         handle = normalize(address, rules)
-        if handle is not None and handle not in done:
+        if handle is not None:
+            found.append((handle, name, raw.strip()))
+    addresses = [(h, n) for h, n, _ in found if not h.startswith("name:")]
+    if not addresses or len(addresses) == len(found):
+        pairs = [(h, n) for h, n, _ in found]
+    else:  # a mail's row lists its addresses, then their display names ("Yan Unknown"): names of addresses, as a
+        # sender's name is, never people of their own; paired with the addresses in order where each has one
+        names = [raw for h, _, raw in found if h.startswith("name:")]
+        pairs = [(h, n or (names[i] if len(names) == len(addresses) else None)) for i, (h, n) in enumerate(addresses)]
+    for handle, name in pairs:
+        if handle not in done:
             done.add(handle)
             yield handle, 1, name
 
@@ -148,6 +160,18 @@ def seen(conn: sqlite3.Connection) -> Iterator[tuple[str, int, dict[str, int], b
     mine = {h for (h,) in conn.execute("SELECT handle FROM mine")}
     for handle, count in conn.execute("SELECT handle, COUNT(DISTINCT msg_id) FROM handles GROUP BY handle"):
         yield handle, count, names.get(handle, {}), handle in mine
+
+
+def mark(conn: sqlite3.Connection | None) -> str:
+    """Which index file the handles were made from, with which rules, and how far they follow it ("" for none)."""
+    if conn is None:
+        return ""
+    return "/".join(str(v) for (v,) in conn.execute("SELECT value FROM meta WHERE key IN ('identity', 'rowid') ORDER BY key"))
+
+
+def named(conn: sqlite3.Connection) -> set[str]:
+    """Every handle some indexed message names."""
+    return {h for (h,) in conn.execute("SELECT DISTINCT handle FROM handles")}
 
 
 def counts(conn: sqlite3.Connection, handles: set[str]) -> dict[str, int]:

@@ -4,8 +4,10 @@
 layer (:mod:`memex.people`) only when a query has such a term, so a search without one costs nothing more: this
 module imports nothing of it at its top. What a term takes:
 
-- ``with:VALUE``: the people VALUE names (an ID, a name or words of it, a handle) and every message they sent or
-  received; a value that names nobody is matched as words in the sender and recipients (``from:`` OR ``to:``);
+- ``with:VALUE``: the person VALUE names (an ID, a name or words of it, a handle) and every message they sent or
+  received; a value that names nobody is matched as words in the sender and recipients (``from:`` OR ``to:``), and
+  :attr:`Lookup.notes` says so (the CLI prints it on stderr); a value that names several people is a
+  ``PersonError`` (exit 2) naming them, as ``memex people show`` says it;
 - ``from:VALUE`` and ``to:VALUE``: the same, but only for people you set up (a contact card or your people file):
   for anyone else ``from:`` and ``to:`` stay notmuch's word match on the sender and the recipients, so a search
   without ``[people]`` answers exactly as before.
@@ -26,6 +28,7 @@ class Lookup:
         self.cfg = cfg
         self.index = index
         self._people: Any = None
+        self.notes: list[str] = []  # what the caller should tell the user (a with: value that names nobody)
 
     def _setup(self) -> bool:
         """Whether the user set people up (a [people] table or a people file): ``from:``/``to:`` take persons then."""
@@ -43,9 +46,18 @@ class Lookup:
 
             self._people = open_people(self.cfg, index=self.index)
         people = self._people
-        found = people.book.find(value, people.settings.rules)
+        found = people.find(value)
         if field != "with":
             found = [p for p in found if any(o != "messages" for o in p.origins)]
+        if len(found) > 1:  # as `memex people show` says it: never one of them silently
+            from memex.people.decide import PersonError
+
+            ids = ", ".join(p.id for p in found[:5]) + (", ..." if len(found) > 5 else "")
+            raise PersonError(f"{field}:{value} names {len(found)} people ({ids}); use one of their IDs")
+        if not found and field == "with":
+            self.notes.append(
+                f"with:{value} names no person (`memex people` lists everyone); it is matched as words in senders and recipients"
+            )
         if not found or people.conn is None:
             return None if not found else []
         handles = sorted({h for p in found for h in p.handles})

@@ -119,3 +119,19 @@ def write(root: Path) -> dict[str, str]:
         path.write_bytes(message.to_json())
         out[message.native_id] = key
     return out
+
+
+def indexed(tmp: Path) -> Path:
+    """The archive stored under ``tmp`` and indexed, Anna's card and the user's people file beside the config; the
+    config's path."""
+    from tests.conftest import run_cli
+
+    write(tmp / "store")
+    (tmp / "contacts.vcf").write_text(VCARD)
+    (tmp / "people.toml").write_text(PEOPLE_TOML)
+    cfg = tmp / "config.toml"
+    cfg.write_text(f'state_dir = "{tmp / "state"}"\n[store]\nurl = "{(tmp / "store").as_uri()}"\n'
+                   f'[people]\nvcards = ["{tmp / "contacts.vcf"}"]\nregion = "DE"\n')  # fmt: skip
+    built = run_cli("index", "rebuild", config=cfg)
+    assert built.returncode == 0, built.stderr
+    return cfg

@@ -1491,6 +1491,14 @@ MUTANTS = [
     ),
     # ---- end of i37-plugins ----
     pytest.param(
+        "memex/people/book.py",
+        [('    decisions_from(doc, "people.toml", rules)  # the reading rule, before a byte is made\n', ""),
+         ('    if decisions_from(tomllib.loads(text), "people.toml", rules) != [Decision(d.id, d.name, d.handles, d.never) for d in ordered]:\n',
+          "    if False:\n")],
+        ["tests/core/test_bad_inputs_people_edges.py::test_the_writer_refuses_a_value_memex_could_not_read_back"],
+        id="people-file-written-unchecked",
+    ),
+    pytest.param(
         "memex/conformance.py",
         [("        if problems:\n            raise _fail(\"capabilities\"", "        if False:\n            raise _fail(\"capabilities\"")],
         ["tests/core/test_conformance.py::test_the_kit_reports_a_misspelt_capability_and_half_a_capability"],

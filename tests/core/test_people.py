@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -158,7 +159,28 @@ def test_memex_people_merges_splits_and_names_into_the_people_file(tmp_path: Pat
     people = {p["id"]: p for p in json.loads(run_cli("people", "--json", config=cfg).stdout)}
     assert people["work-anna"]["handles"] == ["anna@work.example"] and people["work-anna"]["name"] == "Anna (work)"
     assert "anna@work.example" not in people["anna-berg"]["handles"]
-    text = (tmp_path / "people.toml").read_text()
-    assert "[person.work-anna]" in text and 'not = ["anna@work.example"]' in text
+    written = tomllib.loads((tmp_path / "people.toml").read_text())["person"]
+    assert written["work-anna"]["handles"] == ["anna@work.example"] and written["anna-berg"]["not"] == ["anna@work.example"]
     nobody = run_cli("people", "show", "Zelda", config=cfg)
     assert nobody.returncode == 2 and nobody.stderr.count("\n") == 1 and "no person matches 'Zelda'" in nobody.stderr
+
+
+def test_merge_split_and_name_are_callable_without_the_cli() -> None:
+    """memex.people.decide's operations take the book and the decisions and return what changed, writing nothing:
+    the CLI, the tests and any other front end call the same functions (issue 41)."""
+    from memex.people import decide
+
+    rules = Rules("DE")
+    cards = [Card("Anna Berg", ["0170 1234567", "anna@example.com"], "c.vcf#1"), Card("Anna B.", ["anna@work.example"], "c.vcf#2")]
+    book = build([], cards, [], rules)
+    merged = decide.merge(book, [], "anna-berg", "anna@work.example", rules)
+    assert merged.changed == ("anna-berg", "anna-b") and merged.said == "anna-b merged into anna-berg"
+    (anna,) = merged.decisions
+    assert anna.id == "anna-berg" and set(anna.handles) == {"+491701234567", "anna@example.com", "anna@work.example"}
+    book = build(merged.decisions, cards, [], rules)
+    split = decide.split(book, merged.decisions, "anna-berg", ["anna@work.example"], rules, new_id="work-anna", name="Anna (work)")
+    assert {d.id: d.never for d in split.decisions} == {"anna-berg": ("anna@work.example",), "work-anna": ()}
+    named = decide.rename(build(split.decisions, cards, [], rules), split.decisions, "work-anna", "Anna W.", rules)
+    assert {d.id: d.name for d in named.decisions}["work-anna"] == "Anna W."
+    with pytest.raises(decide.PersonError, match="is not a person ID"):
+        decide.split(book, merged.decisions, "anna-berg", ["anna@work.example"], rules, new_id="Work Anna")

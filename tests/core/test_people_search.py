@@ -15,15 +15,7 @@ from tests.core import people_archive as archive
 @pytest.fixture
 def world(tmp_path: Path) -> Path:
     """The archive stored and indexed, Anna's card and the user's people file beside the config."""
-    archive.write(tmp_path / "store")
-    (tmp_path / "contacts.vcf").write_text(archive.VCARD)
-    (tmp_path / "people.toml").write_text(archive.PEOPLE_TOML)
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\n[store]\nurl = "{(tmp_path / "store").as_uri()}"\n'
-                   f'[people]\nvcards = ["{tmp_path / "contacts.vcf"}"]\nregion = "DE"\n')  # fmt: skip
-    built = run_cli("index", "rebuild", config=cfg)
-    assert built.returncode == 0, built.stderr
-    return cfg
+    return archive.indexed(tmp_path)
 
 
 def found(cfg: Path, *query: str) -> set[tuple[str, str]]:
