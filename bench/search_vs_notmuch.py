@@ -9,6 +9,11 @@ interpreter running nothing is timed alongside, the floor any Python command sta
 through click (``--debug`` sends it there: the way every search went before the plain path). Also the in-process search of
 the same queries (parse and run on an open index), to show what of the command's time is start-up.
 
+Through the server (issue 42 §4): the same search while a read socket listens (:func:`memex.read.socket.serve_socket`,
+what ``memex watch`` and ``memex serve`` run, here in this process: its CPU is not in the command's); the other memex
+rows run with ``MEMEX_NO_SERVER=1``. And the forms (``--json``, ``-n 5``, ``--``) of one query without a server,
+each against the plain form (the goal: within 10%).
+
     python -m bench.search_vs_notmuch --runs 21
 """
 
@@ -23,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -77,6 +83,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=21, help="runs of each command per query (alternated)")
     ap.add_argument("--install", choices=("regular", "dev"), default="regular",
                     help="regular: memex as pip installs it (default); dev: this venv's editable install")  # fmt: skip
+    ap.add_argument("--forms-only", action="store_true", help="only the forms of one search, without a server")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="memex-bench-notmuch-"))
     dev = shutil.which("memex", path=str(Path(sys.executable).parent)) or "memex"
@@ -87,15 +94,23 @@ def main() -> None:
         nm_env = notmuch_index(work, maildir)
         cfg = write_config(work, {"mail": {"type": "maildir", "path": str(maildir), "settle_seconds": 0}})
         assert run_cli("poll", "mail", config=cfg).returncode == 0
-        env = {k: v for k, v in os.environ.items() if k not in ("MEMEX_CONFIG", "MEMEX_DEBUG", "PYTHONDONTWRITEBYTECODE")}
+        if args.forms_only:
+            forms(memex, cfg, {k: v for k, v in os.environ.items() if k != "MEMEX_CONFIG"} | {"MEMEX_NO_SERVER": "1"}, args.runs)
+            return
+        served = {
+            k: v for k, v in os.environ.items() if k not in ("MEMEX_CONFIG", "MEMEX_DEBUG", "PYTHONDONTWRITEBYTECODE", "MEMEX_NO_SERVER")
+        }
+        env = {**served, "MEMEX_NO_SERVER": "1"}
         ratios: list[float] = []
-        every: dict[str, list[tuple[float, float]]] = {"memex": [], "notmuch": [], "python": [], "click": []}
+        every: dict[str, list[tuple[float, float]]] = {"memex": [], "notmuch": [], "python": [], "click": [], "server": []}
+        server = _server(cfg)
         floor = [str(Path(memex).with_name("python")), "-c", "pass"]
         print(f"{len(list((maildir / 'cur').iterdir()))} mails; medians of {args.runs} alternated runs per query (wall, cpu)")
         for query in QUERIES:
             cmds = {"memex": ([memex, "--config", str(cfg), "search", "-n", "1000", query], env),
                     "notmuch": (["notmuch", "search", "--output=messages", query], nm_env), "python": (floor, env),
-                    "click": ([memex, "--config", str(cfg), "--debug", "search", "-n", "1000", query], env)}  # fmt: skip
+                    "click": ([memex, "--config", str(cfg), "--debug", "search", "-n", "1000", query], env),
+                    "server": ([memex, "--config", str(cfg), "search", "-n", "1000", query], served)}  # fmt: skip
             for cmd, e in cmds.values():
                 wall(cmd, e)  # warm-up: page cache, bytecode
             times: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
@@ -104,21 +119,53 @@ def main() -> None:
                     times[name].append(wall(*cmds[name]))
             for k, v in times.items():
                 every[k] += v
-            a, b = (statistics.median(w for w, _ in times[k]) for k in ("memex", "notmuch"))
+            a, b, sv = (statistics.median(w for w, _ in times[k]) for k in ("memex", "notmuch", "server"))
             ca, cb = (statistics.median(c for _, c in times[k]) for k in ("memex", "notmuch"))
             ratios.append(a / b)
             print(f"  memex {a * 1000:6.1f} ms (cpu {ca * 1000:5.1f})  notmuch {b * 1000:6.1f} ms (cpu {cb * 1000:5.1f})  "
-                  f"{a / b:5.2f}x  {query}", flush=True)  # fmt: skip
+                  f"{a / b:5.2f}x  through the server {sv * 1000:6.1f} ms {sv / b:5.2f}x  {query}", flush=True)  # fmt: skip
         med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in every.items()}
-        (a, ca), (b, cb), (p, cp), (k, ck) = med["memex"], med["notmuch"], med["python"], med["click"]
+        (a, ca), (b, cb), (p, cp), (k, ck), (sv, cs) = med["memex"], med["notmuch"], med["python"], med["click"], med["server"]
         print(f"all queries: memex {a * 1000:.1f} ms (cpu {ca * 1000:.1f}), notmuch {b * 1000:.1f} ms (cpu {cb * 1000:.1f}): "
               f"{a / b:.2f}x wall, {ca / cb:.2f}x cpu (per query {min(ratios):.2f}x to {max(ratios):.2f}x); "
               f"the same Python doing nothing: {p * 1000:.1f} ms (cpu {cp * 1000:.1f}), {p / b:.2f}x notmuch; "
-              f"the same search through click (--debug, the path before): {k * 1000:.1f} ms (cpu {ck * 1000:.1f}), {k / b:.2f}x")  # fmt: skip
+              f"the same search through click (--debug, the path before): {k * 1000:.1f} ms (cpu {ck * 1000:.1f}), {k / b:.2f}x; "
+              f"through the server: {sv * 1000:.1f} ms (cpu {cs * 1000:.1f}, the command's), {sv / b:.2f}x notmuch")  # fmt: skip
+        server.close()
+        forms(memex, cfg, env, args.runs)
         in_process(work / "state", args.runs)
         print(f"load average after: {os.getloadavg()[0]:.2f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _server(cfg: Path) -> Any:
+    """The read socket of ``cfg``'s archive, served from this process (what ``memex watch`` runs)."""
+    from memex import config as memex_config
+    from memex.read.archive import Archive
+    from memex.read.socket import serve_socket
+
+    loaded = memex_config.load(cfg)
+    return serve_socket(Archive(loaded, follow_people=True), loaded.state_dir)
+
+
+FORMS = {"plain": ["test"], "--json": ["--json", "test"], "-n 5": ["-n", "5", "test"], "--": ["--", "test"]}
+
+
+def forms(memex: str, cfg: Path, env: dict[str, str], runs: int) -> None:
+    """Each form of one search without a server, alternated, against the plain form (the goal: within 10%); CPU too,
+    the steadier figure on a loaded machine."""
+    cmds = {name: [memex, "--config", str(cfg), "search", *words] for name, words in FORMS.items()}
+    for cmd in cmds.values():
+        wall(cmd, env)
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
+    for i in range(runs * 2):
+        for name in list(cmds) if i % 2 == 0 else list(cmds)[::-1]:
+            times[name].append(wall(cmds[name], env))
+    med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in times.items()}
+    pw, pc = med["plain"]
+    shown = ", ".join(f"{k} {w * 1000:.1f} ms ({w / pw:.2f}x; cpu {c * 1000:.1f} ms, {c / pc:.2f}x)" for k, (w, c) in med.items())
+    print(f"forms without a server (medians of {runs * 2}): {shown}", flush=True)
 
 
 def in_process(state: Path, runs: int) -> None:

@@ -19,10 +19,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from memex.deadline import Deadline
 from memex.source import Cursor, Item, Listed, Poller, Unchecked
+
+if TYPE_CHECKING:
+    from memex.push import Listener
 
 
 @runtime_checkable
@@ -141,6 +144,27 @@ class Watchable(Protocol):
 
 
 @runtime_checkable
+class Pushing(Protocol):
+    """Optional: a poller whose server can say when something arrives (IMAP IDLE), so ``memex watch`` polls on that.
+
+    ``listener`` builds the push connections (:class:`memex.push.Listener`), or None when this source has push off;
+    the watcher runs them beside its polls (:mod:`memex.push`), and each wake-up starts the ordinary poll.
+    """
+
+    def listener(self) -> Listener | None:
+        """This source's push connections, not opened yet (None: no push for it)."""
+        ...
+
+
+@runtime_checkable
+class Paced(Protocol):
+    """Optional: a poller that tells ``memex watch`` how often to poll it when no event comes (``watch_interval_seconds``,
+    instead of the section's ``interval``): a source whose push covers new mail but not every change."""
+
+    watch_interval_seconds: float
+
+
+@runtime_checkable
 class Settling(Protocol):
     """Optional: a poller that leaves files changed less than ``settle_seconds`` ago for a later poll.
 
@@ -207,6 +231,8 @@ class Capabilities:
     use_deadline: Callable[[Deadline], None] | None = None
     watch_paths: Callable[[], list[Path]] | None = None
     settle_seconds: float = 0.0  # 0: changes need not settle
+    listener: Callable[[], Listener | None] | None = None
+    watch_interval_seconds: float = 0.0  # 0: the section's interval
     inventory: Callable[[Cursor], Iterator[Listed | Unchecked]] | None = None
     reread: Callable[[list[str]], Iterator[Item]] | None = None
     whole_revisions: bool = False
@@ -215,7 +241,8 @@ class Capabilities:
 
 # Each capability's Protocol, by the attribute names it declares (the names misspelt() compares against).
 PROTOCOLS: tuple[type, ...] = (Headed, Historied, HistoryCounting, CursorValidating, Reporting, Spooling, DeadlineAware,
-                               Interruptible, Watchable, Settling, Inventoried, WholeRevisions, Authenticating)  # fmt: skip
+                               Interruptible, Watchable, Pushing, Paced, Settling, Inventoried, WholeRevisions,
+                               Authenticating)  # fmt: skip
 NAMES: frozenset[str] = frozenset(f.name for f in fields(Capabilities))
 REQUIRED: frozenset[str] = frozenset({"name", "fetch", "positions", "close"})  # memex.source.Poller
 
@@ -227,6 +254,7 @@ def capabilities(poller: Any) -> Capabilities:
     ``report``) and its methods are callable; a ``settle_seconds`` that is not a positive number counts as 0.
     """
     settle = poller.settle_seconds if isinstance(poller, Settling) else 0.0
+    paced = poller.watch_interval_seconds if isinstance(poller, Paced) else 0.0
     spool = poller if isinstance(poller, Spooling) and callable(poller.stored) else None
     listed = poller if isinstance(poller, Inventoried) and callable(poller.inventory) and callable(poller.reread) else None
     return Capabilities(
@@ -239,12 +267,19 @@ def capabilities(poller: Any) -> Capabilities:
         set_deadline=_method(poller, DeadlineAware, "set_deadline"),
         use_deadline=_method(poller, Interruptible, "use_deadline"),
         watch_paths=_method(poller, Watchable, "watch_paths"),
-        settle_seconds=float(settle) if isinstance(settle, int | float) and not isinstance(settle, bool) and settle > 0 else 0.0,
+        settle_seconds=_positive(settle),
+        listener=_method(poller, Pushing, "listener"),
+        watch_interval_seconds=_positive(paced),
         inventory=listed.inventory if listed is not None else None,
         reread=listed.reread if listed is not None else None,
         whole_revisions=isinstance(poller, WholeRevisions) and poller.whole_revisions is True,
         authenticate=_method(poller, Authenticating, "authenticate"),
     )
+
+
+def _positive(value: Any) -> float:
+    """A number of seconds a poller declares, or 0.0 where it is not a positive number."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else 0.0
 
 
 def _method(poller: Any, protocol: type, name: str) -> Any:
@@ -282,7 +317,7 @@ def misspelt(poller: Any) -> list[str]:
         missing = [m for m in everything if not hasattr(poller, m)]
         if missing:
             problems.append(f"{protocol.__name__}: {', '.join(present)} without {', '.join(missing)}: memex does not use it")
-        elif protocol not in (Settling, WholeRevisions) and not _resolved(found, everything):
+        elif protocol not in (Settling, Paced, WholeRevisions) and not _resolved(found, everything):
             problems.append(f"{protocol.__name__}: {', '.join(everything)} not callable: memex does not use it")
     return problems
 

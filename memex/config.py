@@ -316,12 +316,20 @@ class Keys:
         self.seen.add(key)
         if key not in self.data:
             if default is _MISSING:
-                raise self.error(key, "required key is missing")
+                raise self.error(key, "required key is missing" + self._typo_of(key))
             return default
         value = self.data[key]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise self.error(key, f"must be {what}, not {type(value).__name__} {value!r}")
         return value
+
+    def _typo_of(self, key: str) -> str:
+        """A key of this table that looks like a typo of the missing ``key`` (``pathh`` for ``path``), said as a hint,
+        or "": the typo is named even where the missing key is found first (a required key before :meth:`finish`)."""
+        import difflib
+
+        near = difflib.get_close_matches(key, [k for k in self.data if isinstance(k, str) and k not in self.seen], n=1, cutoff=0.6)
+        return f"; the table has {near[0]!r}: rename it to {key!r}" if near else ""
 
     def text(self, key: str, default: Any = _MISSING) -> Any:
         """A string value."""

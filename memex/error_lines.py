@@ -77,6 +77,10 @@ def guarded(func: Callable[[], Any], passthrough: tuple[type[BaseException], ...
         fail(str(exc), exc.exit_code)
     except passthrough:
         raise
+    except BrokenPipeError as exc:
+        if reader_gone(exc):
+            raise  # the reader of stdout has gone (``| head``): memex.cli.entry.main ends quietly
+        fail(unexpected(exc), 1)
     except Exception as exc:  # a full disk, a read-only mount, ... (memex.fs_errors) or a bug: one line, no traceback
         fail(unexpected(exc), 1)  # (it could quote message data) unless --debug
 
@@ -88,3 +92,22 @@ def unexpected(exc: BaseException) -> str:
 
         traceback.print_exception(exc)
     return internal_error(exc)
+
+
+def reader_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` is the write to a closed pipe on stdout or stderr (``memex tail | head -1`` once ``head`` has
+    read its line), as opposed to a broken socket to a server, which stays an error.
+
+    The pipe's state is asked of the kernel: poll(2) reports POLLERR (Linux) or POLLHUP on a pipe whose reader is gone.
+    """
+    if not isinstance(exc, BrokenPipeError):
+        return False
+    import select
+
+    poller = select.poll()
+    for fd in (1, 2):
+        poller.register(fd, select.POLLOUT)
+    try:
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except OSError:
+        return False

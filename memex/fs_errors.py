@@ -100,11 +100,35 @@ def explain(exc: BaseException, path: str | os.PathLike[str] | None = None) -> E
         where = _culprit(where, code)
     elif code in (errno.EACCES, errno.EPERM) and not os.path.lexists(where):
         where = _nearest(where)  # a file that could not be made: the folder that refused it
+    if code in (errno.EACCES, errno.EPERM) and (owner := not_memex_made(where)) is not None:
+        return EnvironmentFault(where, code, fix=f"it is {owner}'s and not one memex made; {OWN_FOLDER}")
     elif code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO):
         base = os.path.basename(where)
         if base.startswith(".") and base.endswith(".tmp"):  # a temp file of memex's own: the folder says more
             where = os.path.dirname(where)
     return EnvironmentFault(where, code)
+
+
+OWN_FOLDER = "choose a folder of your own (state_dir, the store's url, demo's --dir)"
+
+
+def not_memex_made(path: str | os.PathLike[str]) -> str | None:
+    """The owner's name when ``path`` belongs to another user and is not private (``/``, ``/usr``, a shared folder):
+    not one memex made (memex makes 0700 folders and 0600 files), so the advice is to choose a folder of one's own,
+    never to change its permissions or to run as its owner. None for a path of this user's or a private one (then
+    it is a state folder or store of another user's memex: run memex as that user)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if st.st_uid == os.geteuid() or not st.st_mode & 0o077:
+        return None
+    import pwd
+
+    try:
+        return pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        return f"uid {st.st_uid}"
 
 
 def in_the_way(path: str | os.PathLike[str]) -> EnvironmentFault | None:

@@ -26,6 +26,8 @@ from memex.capabilities import (
     HistoryPoller,
     Interruptible,
     Inventoried,
+    Paced,
+    Pushing,
     Reporting,
     Settling,
     Spooling,
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from memex.oauth.installed_app import AppSettings, InstalledApp
     from memex.oauth.microsoft import DEFAULT_AUTHORITY, AuthSettings, Login, cache_path
     from memex.oauth.secret_cmd import TOKEN_CMD_TIMEOUT, password, run_token_cmd
+    from memex.push import Link, Listener, backoff
     from memex.state.files import atomic_replace, ensure_private_dir
     from memex.state.spool import Claim, Entry, Spool
     from memex.store.collisions import fingerprint
@@ -65,7 +68,10 @@ _LAZY: dict[str, str] = {
     "Entry": "memex.state.spool",
     "Spool": "memex.state.spool",
     "fingerprint": "memex.store.collisions",
-    "http_client": "memex.http_client",  # the module: session(), post(), unreachable(), retry_delay()
+    "http_client": "memex.http_client",
+    "Link": "memex.push",
+    "Listener": "memex.push",
+    "backoff": "memex.push",  # the module: session(), post(), unreachable(), retry_delay()
 }
 
 
@@ -111,12 +117,16 @@ __all__ = [
     "Inventoried",
     "Item",
     "Keys",
+    "Link",
     "Listed",
+    "Listener",
     "Login",
     "MemexError",
     "Message",
+    "Paced",
     "Poller",
     "PollerFactory",
+    "Pushing",
     "Reporting",
     "Revision",
     "Sender",
@@ -130,6 +140,7 @@ __all__ = [
     "Watchable",
     "WholeRevisions",
     "atomic_replace",
+    "backoff",
     "cache_path",
     "describe_exc",
     "ensure_private_dir",

@@ -73,6 +73,16 @@ def _use_log(store: ObjectStore, log: Any) -> None:
         use_log(log)
 
 
+Stored = bytes | dict[str, Any]  # a record handed to the search index: its bytes, or the dict they were made from
+
+
+def same_when_read(body: bytes) -> bool:
+    """Whether ``json.loads(body)`` gives back the dict ``body`` was rendered from: not when rendering replaced a lone
+    surrogate with U+FFFD (:func:`memex.records.canonical_json`), nor for a record holding U+FFFD at all (rare: the
+    check is one search of the bytes). The dict's arrays may be tuples (a source's own), read as lists by the index."""
+    return b"\xef\xbf\xbd" not in body
+
+
 class Uploader:
     """Stores items for one source: blobs, then the record (create-only), or quarantine."""
 
@@ -83,9 +93,10 @@ class Uploader:
         self._store: ObjectStore | None = store  # given: shared by backfill's upload threads
         self.deadline = deadline  # a poll's: every request to the store is bounded by it
         self._hold = hold_from_env()  # None unless a test asked to hold an item (memex.hold)
-        # (key, bytes) of each record stored or found already stored, for the search index (memex.search.build);
-        # None: nobody asked. Appended from several threads in a backfill (list.append is atomic).
-        self.stored: list[tuple[str, bytes]] | None = None
+        # (key, record) of each record stored or found already stored, for the search index (memex.search.build): the
+        # record as the dict its bytes were made from when they are exactly that dict (no json.loads of them again),
+        # else the bytes. None: nobody asked. Appended from several threads in a backfill (list.append is atomic).
+        self.stored: list[tuple[str, Stored]] | None = None
         self._stored_lock = threading.Lock()
         if store is not None:
             _use_log(store, log)
@@ -168,10 +179,12 @@ class Uploader:
                         return "new"
                     return "dup"
                 elif isinstance(mine, str):
-                    self._handed(key, body)
+                    self._handed(key, body, None if item.contents else doc)
                     return "new"
                 outcome = "new" if self.store.put_new(key, body) else "dup"
-                self._handed(key, body)  # a duplicate too: stored before a crash, it may not be in the index yet
+                self._handed(
+                    key, body, None if item.contents else doc
+                )  # a duplicate too: stored before a crash, it may not be in the index yet
                 return outcome
         if item.failure is not None:
             failure = item.failure
@@ -190,12 +203,14 @@ class Uploader:
             return "quarantined"
         return "skip"
 
-    def _handed(self, key: str, body: bytes) -> None:
+    def _handed(self, key: str, body: bytes, doc: dict[str, Any] | None = None) -> None:
+        """Hand a stored record to the index: ``doc`` (the dict ``body`` was rendered from, by :func:`canonical_json`,
+        unchanged since) when reading ``body`` back gives the same, else ``body``."""
         if self.stored is not None:
             with self._stored_lock:
-                self.stored.append((key, body))
+                self.stored.append((key, doc if doc is not None and same_when_read(body) else body))
 
-    def take_stored(self) -> list[tuple[str, bytes]]:
+    def take_stored(self) -> list[tuple[str, Stored]]:
         """What was handed over since the last call (each record once), and start a new list."""
         with self._stored_lock:
             if not self.stored:

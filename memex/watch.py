@@ -13,10 +13,15 @@ logs ``poll skipped``), the same cursor, the same summary line. That line's ``tr
 - ``more``: at once after a poll that stopped at ``--max-seconds-per-poll`` before catching up;
 - ``retry``: after a poll that was skipped because another process held the lock (its poll may have
   listed the folder before the change), with backoff from :data:`RETRY_FIRST` up to the interval;
+- ``push``: at once after the source's server said something arrived (``pushes``: how many times since the last
+  poll; ``waited_s``: from the first of them to this poll's start), for a poller that is
+  :class:`~memex.source.Pushing` (IMAP IDLE or NOTIFY, a signal-cli daemon): its listener runs in a thread of its own
+  (:mod:`memex.push`) and is cut when the watcher stops;
 - ``interval``: when the source's ``interval`` passed with no poll, in case an event was missed (an
-  overflowed event queue, a network file system, a folder created after the watcher started).
+  overflowed event queue, a network file system, a folder created after the watcher started, a push
+  connection that is down).
 
-A source whose poller is not Watchable (IMAP, Teams, Signal) is polled every ``interval`` only, and the
+A source whose poller is neither Watchable nor Pushing (Teams, Signal without a daemon) is polled every ``interval`` only, and the
 ``watch.start`` line says so (``mode=interval``): one ``memex watch`` service can stand in for cron.
 
 SIGTERM or Ctrl-C sets the stop event: a poll in progress stops through its Deadline with its progress
@@ -29,6 +34,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -38,6 +44,7 @@ from memex.config import Config
 from memex.error_lines import internal_error
 from memex.errors import ConfigError, MemexError, describe_exc
 from memex.observe.logs import config_logger
+from memex.push import Link, Listener
 from memex.registry import make_poller
 from memex.runner import DEFAULT_MAX_SECONDS, PollResult, poll
 
@@ -90,6 +97,7 @@ class Plan:
     watchable: bool
     settle: float
     interval: float
+    listener: Listener | None = None  # its push connections (memex.capabilities.Pushing), opened when watching starts
 
 
 def plan(cfg: Config, name: str, settle: float) -> Plan:
@@ -105,6 +113,7 @@ def plan(cfg: Config, name: str, settle: float) -> Plan:
             except MemexError as exc:  # its folders cannot be found now: polled on its interval, which reports why
                 config_logger(cfg, name).warning("watch.unavailable", reason=str(exc))
                 paths = []
+        listener = can.listener() if can.listener is not None else None  # memex.capabilities.Pushing
     finally:
         try:
             poller.close()
@@ -112,7 +121,8 @@ def plan(cfg: Config, name: str, settle: float) -> Plan:
             pass
     if can.settle_seconds > 0:  # memex.capabilities.Settling
         settle = max(settle, can.settle_seconds + MARGIN)
-    return Plan(name, targets(paths or []), paths is not None, settle, float(conf.interval))
+    interval = can.watch_interval_seconds if can.watch_interval_seconds > 0 else float(conf.interval)  # Paced
+    return Plan(name, targets(paths or []), paths is not None, settle, interval, listener)
 
 
 @dataclass
@@ -128,6 +138,8 @@ class SourceWatch:
     _first: float | None = None  # monotonic time of the first change not yet polled for
     _last: float = 0.0
     _events: int = 0
+    _pushed: float | None = None  # monotonic time of the first push wake-up not yet polled for
+    _pushes: int = 0
 
     def notify(self) -> None:
         """A change that may mean new messages (called from the observer's thread)."""
@@ -137,6 +149,14 @@ class SourceWatch:
                 self._first = now
             self._last = now
             self._events += 1
+            self._cond.notify_all()
+
+    def pushed(self, reason: str) -> None:
+        """The source's server said something may have arrived (a push listener's thread): poll at once."""
+        with self._cond:
+            if self._pushed is None:
+                self._pushed = time.monotonic()
+            self._pushes += 1
             self._cond.notify_all()
 
     def wake(self) -> None:
@@ -150,6 +170,10 @@ class SourceWatch:
         with self._cond:
             while not self.stop.is_set():
                 now = time.monotonic()
+                if self._pushed is not None:
+                    note = {"trigger": "push", "pushes": self._pushes, "waited_s": round(now - self._pushed, 3)}
+                    self._pushed, self._pushes = None, 0
+                    return note
                 due = math.inf
                 if self._first is not None:
                     due = min(self._last + settle, self._first + settle * BURST_FACTOR)
@@ -191,6 +215,9 @@ class SourceWatch:
                 backoff = 0.0
                 if result is not None and result.stopped == "deadline" and result.status != "error":
                     note = {"trigger": "more"}
+                wait = result.extra.get("retry_after_s") if result is not None else None
+                if isinstance(wait, int | float) and wait > 0:  # memex.source.Paced: the server asked for a pause
+                    next_interval, note = max(next_interval, now + float(wait)), None
             if note is None:
                 note = self._next(next_interval, retry_at)
 
@@ -248,6 +275,7 @@ def watch(
     observer.start()  # first, so that scheduling a folder that cannot be watched fails here, for that folder
     watched: dict[str, list[str]] = {s.plan.name: [] for s in sources}
     died: list[str] = []  # the line of each watcher thread that died (memex.watch._run_or_stop)
+    reads = _read_socket(cfg)
     try:
         for (folder, recursive), pairs in by_folder.items():
             try:
@@ -261,30 +289,52 @@ def watch(
                 watched[source.plan.name].append(str(folder))
         for source in sources:
             p = source.plan
+            if p.listener is not None:
+                mode, why = "push", {"reason": "its server says when mail arrives; polled every interval too"}
+            elif watched[p.name]:
+                mode, why = "events", {}
+            else:
+                mode, why = "interval", {} if p.watchable else {"reason": "its type has no files to watch; polled every interval"}
             config_logger(cfg, p.name, console=console).info(
-                "watch.start",
-                mode="events" if watched[p.name] else "interval",
-                watched=watched[p.name],
-                settle_s=p.settle if p.watchable else None,
-                interval_s=p.interval,
-                **({} if p.watchable else {"reason": "its type has no files to watch; polled every interval"}),
+                "watch.start", mode=mode, watched=watched[p.name], settle_s=p.settle if p.watchable else None, interval_s=p.interval, **why
             )
         threads = [threading.Thread(target=_run_or_stop, args=(s, died, console), name=f"watch-{s.plan.name}", daemon=True)
                    for s in sources]  # fmt: skip
+        threads += [threading.Thread(target=_listen_or_stop, args=(s, died, console), name=f"push-{s.plan.name}", daemon=True)
+                    for s in sources if s.plan.listener is not None]  # fmt: skip
         for thread in threads:
             thread.start()
         while not stop.wait(1.0):
             pass
         for source in sources:
             source.wake()
+            if source.plan.listener is not None:
+                source.plan.listener.close()
         for thread in threads:
             while thread.is_alive():
                 thread.join(0.2)
     finally:
+        if reads is not None:
+            reads.close()
         observer.stop()
         observer.join(5)
+        for source in sources:  # memex status: no watcher serves these any more
+            config_logger(cfg, source.plan.name).info("watch.stop")
     if died:
         raise WatcherDied(died[0])
+
+
+def _read_socket(cfg: Config) -> Any:
+    """The read socket (:func:`memex.read.socket.serve_socket`): while this watch runs, ``memex search`` and ``memex
+    show`` ask it instead of opening the archive themselves. None when it cannot be made (the commands then answer
+    in-process, as without a server): a watch never stops for it."""
+    from memex.read.archive import Archive
+    from memex.read.socket import serve_socket
+
+    try:
+        return serve_socket(Archive(cfg, follow_people=True), cfg.state_dir)
+    except OSError:
+        return None
 
 
 class WatcherDied(MemexError):
@@ -296,10 +346,18 @@ class WatcherDied(MemexError):
     """
 
 
-def _run_or_stop(source: SourceWatch, died: list[str], console: IO[str] | None) -> None:
-    """Run one source's watch loop; if it dies on an exception, log it and stop every watcher (saved progress is kept)."""
+def _listen_or_stop(source: SourceWatch, died: list[str], console: IO[str] | None) -> None:
+    """Run one source's push listener (:mod:`memex.push`) until the stop; a bug in it stops the watcher, as in a poll loop."""
+    listener = source.plan.listener
+    assert listener is not None
+    log = config_logger(source.cfg, source.plan.name, console=console)
+    _run_or_stop(source, died, console, lambda: listener.listen(Link(source.stop, source.pushed, log)))
+
+
+def _run_or_stop(source: SourceWatch, died: list[str], console: IO[str] | None, body: Callable[[], None] | None = None) -> None:
+    """Run one source's watch loop (or ``body``); if it dies on an exception, log it and stop every watcher (saved progress is kept)."""
     try:
-        source.run()
+        (body or source.run)()
     except BaseException as exc:
         reason = internal_error(exc) if isinstance(exc, Exception) else type(exc).__name__
         line = (f"{source.plan.name}: its watcher stopped ({reason}); memex watch exits so that its service manager "

@@ -25,11 +25,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from memex.assistant.record import SNIPPET, _cut, _person, message_answer
 from memex.config import Config
 from memex.errors import MemexError
+from memex.read import lookups
+from memex.read.archive import Archive as ReadArchive
 from memex.records import encode_id, message_key
 from memex.search import index_path, journal_path
-from memex.search.locks import reader_lock
 from memex.search.rows import revision_parent
 from memex.search.schema import SCHEMA_VERSION
 from memex.store.objects import ObjectStore
@@ -38,8 +40,6 @@ LIMIT, LIMIT_MAX = 20, 100  # search results per page
 THREAD_LIMIT, THREAD_MAX = 50, 100  # a conversation's messages per page
 TEXT_CHARS, TEXT_MAX = 2000, 20000  # a message's text per page (show_message)
 THREAD_TEXT = 500  # characters of each message's text in a conversation page
-SNIPPET = 160  # characters of a result's snippet
-REVISIONS_LISTED = 10  # a message's latest revisions listed (all are counted)
 RANK_PAGES = 1000  # a ranked search pages this deep at most (offsets, not keys)
 GROUPS = ("sender", "conversation", "month")
 _KEY = re.compile(r"(?:messages/[^/]+/[^/]+|revisions/[^/]+/[^/]+/[^/]+)\.json")
@@ -55,11 +55,6 @@ def _bounded(name: str, value: int, low: int, high: int) -> int:
     if value < low:
         raise ToolError(f"{name}: {value} is below {low}; give a number from {low} to {high}")
     return min(value, high)  # a larger page than allowed is cut to the largest, said in the answer
-
-
-def _cut(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _cursor(fields: dict[str, Any]) -> str:
@@ -83,16 +78,13 @@ def _digest(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
-def _person(sender_id: str | None, name: str | None, is_me: Any) -> dict[str, Any]:
-    return {"id": sender_id or None, "name": name or None, "is_me": bool(is_me)}
-
-
 class Archive:
     """The index and store of one configuration, read-only; one method per tool."""
 
     def __init__(self, cfg: Config, store: ObjectStore | None = None) -> None:
         self.cfg = cfg
         self._store = store
+        self._read: ReadArchive | None = None
         self.stemmed = True  # the open index has the stemmed table (set by :meth:`reading`)
 
     @property
@@ -104,30 +96,31 @@ class Archive:
             self._store = open_store(self.cfg.store)
         return self._store
 
+    @property
+    def read(self) -> ReadArchive:
+        """The read model over the same configuration and store (:mod:`memex.read`)."""
+        if self._read is None:
+            self._read = ReadArchive(self.cfg, self._store)
+        return self._read
+
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
-        """A read-only connection to the index for one call (``open.lock`` held shared meanwhile)."""
+        """A read-only connection to the index for one call (:meth:`memex.read.archive.Archive.reading`), its faults
+        said as a tool error."""
+        from memex.read.errors import IndexMissing, IndexOtherVersion, IndexUnreadable
+
         path = index_path(self.cfg.state_dir)
-        if not path.is_file():
-            raise ToolError(f"{path}: no search index yet; run `memex index rebuild` (polls then keep it in step)")
-        lock = reader_lock(path.parent)
         try:
-            db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=10.0, check_same_thread=False)
-            try:
-                db.execute("PRAGMA query_only = ON")
-                version = db.execute("PRAGMA user_version").fetchone()[0]
-                if version != SCHEMA_VERSION:
-                    raise ToolError(f"{path}: made by another version of memex (format {version}, this one reads "
-                                    f"{SCHEMA_VERSION}); run `memex index rebuild`")  # fmt: skip
-                self.stemmed = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'fts_stem'").fetchone() is not None
-                db.row_factory = sqlite3.Row
+            with self.read.reading() as db:
+                self.stemmed = self.read.stemmed
                 yield db
-            finally:
-                db.close()
-        except sqlite3.Error as exc:
-            raise ToolError(f"{path}: cannot read the search index ({exc}); `memex index rebuild` makes a new one") from None
-        finally:
-            os.close(lock)
+        except IndexMissing:
+            raise ToolError(f"{path}: no search index yet; run `memex index rebuild` (polls then keep it in step)") from None
+        except IndexOtherVersion as exc:
+            raise ToolError(f"{path}: made by another version of memex (format {exc.version}, this one reads "
+                            f"{SCHEMA_VERSION}); run `memex index rebuild`") from None  # fmt: skip
+        except IndexUnreadable as exc:
+            raise ToolError(f"{path}: cannot read the search index ({exc.detail}); `memex index rebuild` makes a new one") from None
 
     # search
 
@@ -143,15 +136,9 @@ class Archive:
         question = _digest("search", query, bool(rank))
         at = _uncursor(cursor, question) if cursor else {}
         offset = min(max(0, at.get("offset", 0)), RANK_PAGES)  # a ranked page (keys for newest first: before_id)
-        with self.reading() as db:
-            q = self._parse(query)
-            if rank:
-                rows = q.run(lambda sql, p: db.execute(sql, p), offset + limit + 1, rank=True)[offset:]
-            else:
-                if "before_id" in at:
-                    q.where.append("{rowid} < ?")
-                    q.params.append(int(at["before_id"]))
-                rows = q.run(lambda sql, p: db.execute(sql, p), limit + 1)
+        with self.reading():  # the index's faults as tool errors
+            before = int(at["before_id"]) if "before_id" in at and not rank else None
+            rows = self.read.search_rows(query, limit + 1, rank=rank, before_id=before, offset=offset if rank else 0)
             more = len(rows) > limit
             rows = rows[:limit]
             results = []
@@ -169,22 +156,14 @@ class Archive:
             if more and rank:
                 following = _cursor({"q": question, "offset": offset + limit}) if offset + limit < RANK_PAGES else None
             elif more:
-                last = db.execute("SELECT id FROM messages WHERE key = ?", (rows[-1]["key"],)).fetchone()
-                following = _cursor({"q": question, "before_id": last[0]})
+                following = _cursor({"q": question, "before_id": rows[-1]["id"]})
         return {"query": query, "order": "best match first" if rank else "newest first", "limit": limit,
                 "results": results, "next_cursor": following}  # fmt: skip
 
     def _parse(self, query: str) -> Any:
-        """``query`` compiled for the open index: stemmed when it has the stemmed table, person terms (``with:``,
-        ``from:``/``to:`` naming someone set up) through the people layer, read-only."""
-        from memex.assistant.people import ReadOnlyLookup
-        from memex.search.query import parse
-
-        people = ReadOnlyLookup(self.cfg, index_path(self.cfg.state_dir))
-        try:
-            return parse(query, stemmed=self.stemmed, people=people)
-        finally:
-            people.close()
+        """``query`` compiled for the open index (:meth:`memex.read.archive.Archive.compile`): stemmed when it has
+        the stemmed table, person terms through the people layer, read-only."""
+        return self.read.compile(query)
 
     def people(self, name: str | None = None, limit: int = 20) -> dict[str, Any]:
         """The people ``name`` names (or everyone, by name): handles, messages per source, where they come from."""
@@ -211,7 +190,7 @@ class Archive:
                                 "give a key from a search result")  # fmt: skip
             return revision_parent(ref) or ref
         if db is not None:
-            keys = [r[0] for r in db.execute("SELECT key FROM messages WHERE native_id = ? ORDER BY key LIMIT 6", (ref,))]
+            keys = lookups.native_keys(db, ref, 6)
         else:
             keys = [k for k in (message_key(s, ref) for s in sorted(self.cfg.sources)) if self.store.exists(k)]
         if not keys:
@@ -229,8 +208,7 @@ class Archive:
         if index_path(self.cfg.state_dir).is_file():
             with self.reading() as db:
                 key = self.resolve(db, ref)
-                revisions = db.execute("SELECT kind, at, text, deleted FROM revisions WHERE message_key = ? "
-                                       "ORDER BY at, key", (key,)).fetchall()  # fmt: skip
+                revisions = lookups.revision_rows(db, key)
         else:
             key = self.resolve(None, ref)
         body = self.store.get(key)
@@ -242,7 +220,6 @@ class Archive:
             doc = None
         if not isinstance(doc, dict):
             raise ToolError(f"message: {key} is not a readable record; `memex verify` checks the store")
-        from memex.assistant.record import message_answer
 
         return message_answer(key, doc, revisions, offset, max_chars)
 
@@ -261,12 +238,7 @@ class Archive:
         at = _uncursor(cursor, _digest("conversation", ref, source)) if cursor else {}
         with self.reading() as db:
             thread = self._thread(db, ref, source)
-            first = db.execute("SELECT source, conv_id, conv_name, subject FROM messages WHERE id = ?", (thread,)).fetchone()
-            total = db.execute("SELECT count(*) FROM messages WHERE thread = ?", (thread,)).fetchone()[0]
-            after = int(at.get("after_id", -(2**63)))
-            rows = db.execute("SELECT id, key, source, sent_at, sender_id, sender_name, is_me, subject, text, n_attachments, "
-                              "edited, deleted FROM messages WHERE thread = ? AND id > ? ORDER BY id LIMIT ?",
-                              (thread, after, limit + 1)).fetchall()  # fmt: skip
+            first, total, rows = lookups.thread_page(db, thread, int(at.get("after_id", -(2**63))), limit + 1)
         messages = [{
             "key": r["key"], "time": r["sent_at"], "sender": _person(r["sender_id"], r["sender_name"], r["is_me"]),
             **({"subject": r["subject"]} if r["subject"] else {}), "text": r["text"][:THREAD_TEXT],
@@ -289,28 +261,21 @@ class Archive:
         names: a message's key, or a conversation ID (of ``source``, when given)."""
         if ref.startswith(("messages/", "revisions/")):
             key = self.resolve(db, ref)
-            found = db.execute("SELECT thread FROM messages WHERE key = ?", (key,)).fetchone()
-            if found is None:
+            thread = lookups.thread_of(db, key)
+            if thread is None:
                 raise ToolError(f"conversation: {key} is not indexed; `memex index rebuild` brings the index in step")
-            return int(found[0])
+            return thread
         from memex.search.query import QueryError, parse
 
         try:  # the conversation's words find its rows (no index holds conv_id), then its exact ID
             q = parse('in:"' + ref.replace('"', '""') + '"', stemmed=self.stemmed)
-            q.deleted = True  # a conversation of deleted messages is still one
-            sql, params = q.matching("min(m.thread)")
         except QueryError:  # an ID with no word in it: every row is read
-            sql, params = "SELECT min(m.thread) FROM messages m WHERE 1", []
-        sql += " AND m.conv_id = ?" if " WHERE " in sql else " WHERE m.conv_id = ?"
-        params.append(ref)
-        if source:
-            sql += " AND m.source = ?"
-            params.append(source)
-        found = db.execute(sql, params).fetchone()
-        if found is None or found[0] is None:
+            q = None
+        found = lookups.thread_named(db, ref, source, q)
+        if found is None:
             raise ToolError(f"conversation: no indexed message is in the conversation {_cut(ref, 80)!r}; "
                             "give a conversation.id or a key from a search result")  # fmt: skip
-        return int(found[0])
+        return found
 
     # counts and status
 
@@ -324,14 +289,11 @@ class Archive:
         limit = _bounded("limit", limit, 1, LIMIT_MAX)
         if not isinstance(query, str):
             raise ToolError("query: give the query as text (* for every message)")
-        from memex.assistant import groups as grouping
-
         parse(query)
         with self.reading() as db:
-            sql, params = self._parse(query).matching(grouping.SELECT[by])
-            rows = db.execute(f"{sql} GROUP BY g ORDER BY {grouping.order(by)}", params).fetchall()
+            rows = lookups.group_rows(db, self._parse(query), by)
             total = sum(r["n"] for r in rows)
-            groups = grouping.named(db, by, rows[:limit])
+            groups = lookups.named_groups(db, by, rows[:limit])
         return {"query": query, "by": by, "total": total, "groups_total": len(rows), "groups": groups}
 
     def index_status(self, detailed: bool = False) -> dict[str, Any]:
@@ -339,16 +301,10 @@ class Archive:
         index rebuilt, records stored but not yet indexed (``pending``); ``detailed`` adds how many are edited and
         deleted (a scan of the rows), the records in the store and how many the index lacks (a listing)."""
         with self.reading() as db:
-            per: dict[str, dict[str, Any]] = {}
-            for source, n in db.execute("SELECT source, COUNT(*) FROM messages GROUP BY source").fetchall():  # one index
-                ends = [db.execute(f"SELECT ts FROM messages WHERE source = ? AND ts IS NOT NULL ORDER BY ts {o} LIMIT 1",
-                                   (source,)).fetchone() for o in ("ASC", "DESC")]  # fmt: skip
-                per[source] = {"source": source, "indexed": n, "oldest": _utc(ends[0]), "newest": _utc(ends[1])}
-            for source, added, rebuilt in db.execute("SELECT source, added_at, rebuilt_at FROM sources"):
-                per.setdefault(source, {"source": source, "indexed": 0}).update(added_at=added, rebuilt_at=rebuilt)
-            if detailed:
-                for source, edited, deleted in db.execute("SELECT source, SUM(edited), SUM(deleted) FROM messages GROUP BY source"):
-                    per[source].update(edited=edited or 0, deleted=deleted or 0)
+            per = lookups.overview(db, detailed=detailed)
+            for row in per.values():
+                if "oldest" in row:
+                    row["oldest"], row["newest"] = _utc(row["oldest"]), _utc(row["newest"])
         rows = []
         for source in sorted(set(per) | set(self.cfg.sources)):
             row = per.get(source, {"source": source, "indexed": 0})

@@ -14,7 +14,6 @@ from typing import Any
 
 from memex.config import Config
 from memex.people import People, handles_of, open_people, summary
-from memex.search.persons import Lookup
 
 PEOPLE_LIMIT, PEOPLE_MAX = 20, 100
 
@@ -22,16 +21,6 @@ PEOPLE_LIMIT, PEOPLE_MAX = 20, 100
 def open_read_only(cfg: Config, index: Path) -> People:
     """Everyone, as :func:`memex.people.open_people` makes them, without writing the handles file."""
     return open_people(cfg, index=index, read_only=True)
-
-
-class ReadOnlyLookup(Lookup):
-    """:class:`memex.search.persons.Lookup` (``with:``, and ``from:``/``to:`` naming someone set up) on the read-only book."""
-
-    def __call__(self, field: str, value: str) -> list[int] | None:
-        """The IDs of the messages the person ``value`` names sent, received or either (``field``), or None."""
-        if self._people is None and (field == "with" or self._setup()):
-            self._people = open_read_only(self.cfg, self.index)  # before Lookup would open (and write) its own
-        return super().__call__(field, value)
 
 
 def people_answer(people: People, name: str | None, limit: int) -> dict[str, Any]:

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from memex.assistant.archive import REVISIONS_LISTED, SNIPPET, _cut, _person
+SNIPPET = 160  # characters of a result's snippet
+REVISIONS_LISTED = 10  # a message's latest revisions listed (all are counted)
+
+
+def _cut(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _person(sender_id: str | None, name: str | None, is_me: Any) -> dict[str, Any]:
+    return {"id": sender_id or None, "name": name or None, "is_me": bool(is_me)}
 
 
 def message_answer(key: str, doc: dict[str, Any], revisions: list[Any], offset: int, max_chars: int) -> dict[str, Any]:

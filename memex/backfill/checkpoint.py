@@ -66,6 +66,7 @@ class Checkpoint:
             if state.get("args") == self.args:
                 self.start = state.get("checkpoint")
                 self.done_before = int(state.get("done", 0))
+                self.result.finished_before = state.get("status") == "done"
             elif state.get("status") != "done":
                 where = self.poller.positions(state.get("checkpoint")) if state.get("checkpoint") else {}
                 raise BackfillConflict(

@@ -27,6 +27,7 @@ class BackfillResult:
     resumed_from: dict[str, int] = field(default_factory=dict)
     checkpoint: dict[str, int] = field(default_factory=dict)
     done_total: int = 0  # items behind the checkpoint, over every run of this backfill
+    finished_before: bool = False  # the same backfill had finished: this run found nothing past its end
     error: str | None = None
     holder_pid: int | None = None
     exit_code: int = 0
@@ -72,6 +73,8 @@ class BackfillResult:
         line = f"{self.source}: backfill {self.status}: {', '.join(parts)} in {self.elapsed_s:.1f}s ({self.rate:.0f}/s)"
         if self.status == "stopped":
             line += "; progress saved, run the same command again to continue"
+        if self.status == "done" and self.finished_before and not self.processed:
+            line += "; it had finished before: add --restart to read the whole history again"
         if self.error:
             line += f"; {self.error}"
         return line

@@ -3,7 +3,8 @@
 ``memex cron | crontab -`` replaced the user's whole crontab. Here the current crontab is read with ``crontab -l``
 ("no crontab for USER", exit 1, is an empty one), the lines between :data:`BEGIN` and :data:`END` are replaced (or the
 block appended, or removed), and the result is installed with ``crontab -`` only if it changed: running it twice is
-a no-op. Every other line, and its order, is kept byte for byte. The block sets no ``PATH=`` or ``MAILTO=`` line, since
+a no-op. Every other line, and its order, is kept byte for byte, in whatever encoding it is (a crontab is bytes: a
+Latin-1 comment is read with ``surrogateescape`` and written back as it was). The block sets no ``PATH=`` or ``MAILTO=`` line, since
 those would change how cron runs every later line of the user's crontab; each memex line carries its PATH itself.
 """
 
@@ -69,7 +70,9 @@ def install(block: str | None) -> bool:
 
 def _crontab(args: list[str], text: str | None) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(["crontab", *args], input=text if text is not None else "", capture_output=True, text=True, timeout=60)
+        out = subprocess.run(["crontab", *args], input=(text or "").encode("utf-8", "surrogateescape"), capture_output=True, timeout=60)
+        return subprocess.CompletedProcess(out.args, out.returncode, out.stdout.decode("utf-8", "surrogateescape"),
+                                           out.stderr.decode("utf-8", "replace"))  # fmt: skip
     except FileNotFoundError:
         raise CrontabError(
             "no crontab program on PATH (is cron installed?); print the lines with memex cron and add them by hand"

@@ -14,6 +14,9 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
+
+from memex.error_lines import reader_gone  # a closed pipe on stdout or stderr (memex.error_lines.guarded asks it too)
 
 
 class PollArgs:
@@ -109,8 +112,32 @@ def _command(argv: list[str]) -> str | None:
     return None
 
 
+def end_quietly() -> NoReturn:
+    """End a command whose reader has gone, as ``ls | head`` ends: no line, no traceback, nothing written after.
+
+    stdout and stderr are pointed at /dev/null first, so that neither the interpreter's last flush of what is still
+    buffered nor a cleanup on the way out can fail again and say so. Exit 1: the output was cut short (click, whose
+    own ``--help`` output ends the same way, and Python itself use 1; ``ls`` dies of SIGPIPE).
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    sys.exit(1)
+
+
 def main() -> None:
-    """Run the ``memex`` command line."""
+    """Run the ``memex`` command line; a closed pipe on its output ends it quietly (:func:`end_quietly`)."""
+    try:
+        _main()
+    except BrokenPipeError as exc:
+        if not reader_gone(exc):
+            raise
+        end_quietly()
+
+
+def _main() -> None:
+    """Run the ``memex`` command line: a plain poll or query without click, anything else through click."""
     args = poll_args(sys.argv[1:], os.environ)
     if args is None and len(sys.argv) > 1 and sys.argv[-1] != "--help":
         from memex.cli.find import find_args

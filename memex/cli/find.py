@@ -31,18 +31,31 @@ def echo(text: str) -> None:
     out.flush()
 
 
+# The fast command lines' options, each named after the click parameter it stands for (memex.cli.search's search and
+# show); tests/core/test_entry_options.py walks every click option and fails when one is missing here or differs.
+SEARCH_FLAGS = {"--rank": "rank", "--json": "as_json", "--count": "count_only"}
+SEARCH_VALUES = {"-n": "limit", "--limit": "limit", "--output": "output", "--group-by": "group_by"}
+CHOICES = {"output": ("messages", "threads"), "group_by": ("sender", "conversation", "month")}
+SEARCH_DEFAULTS: dict[str, Any] = {"limit": 20, "rank": False, "as_json": False, "count_only": False, "output": "messages",
+                                   "group_by": None}  # fmt: skip
+SHOW_FLAGS = {"--json": "as_json", "--thread": "whole"}
+
+
 class FindArgs:
     """A plain ``search``, ``show`` or ``index status`` command line (a plain class: a dataclass costs ~1 ms)."""
 
-    def __init__(self, command: str, config_path: Path | None, words: tuple[str, ...], limit: int, rank: bool, as_json: bool) -> None:
+    def __init__(self, command: str, config_path: Path | None, words: tuple[str, ...], limit: int, rank: bool, as_json: bool,
+                 *, count_only: bool = False, output: str = "messages", group_by: str | None = None, whole: bool = False) -> None:  # fmt: skip
         self.command, self.config_path, self.words = command, config_path, words
         self.limit, self.rank, self.as_json = limit, rank, as_json
+        self.count_only, self.output, self.group_by, self.whole = count_only, output, group_by, whole
 
 
 def find_args(argv: list[str], environ: Any) -> FindArgs | None:
     """``argv`` (without the program) as a plain search, show or index status, or None when click must parse it:
-    ``[--config PATH] search [-n N | --limit N | --limit=N] [--rank] [--json] WORD...`` (no word starting with ``-``
-    first), ``[--config PATH] show [--json] REF``, ``[--config PATH] index status [--json]``; no ``--debug``,
+    ``[--config PATH] search [OPTION...] [--] WORD...`` (each of :data:`SEARCH_FLAGS` and :data:`SEARCH_VALUES` at
+    most once, ``--name VALUE`` or ``--name=VALUE``, a valid value; without ``--``, no word starting with ``-`` first),
+    ``[--config PATH] show [--json] [--thread] REF``, ``[--config PATH] index status [--json]``; no ``--debug``,
     ``--help``, ``MEMEX_DEBUG``, empty ``MEMEX_CONFIG`` or config path that is a folder."""
     if "MEMEX_DEBUG" in environ or environ.get("MEMEX_CONFIG") == "":
         return None
@@ -62,40 +75,64 @@ def find_args(argv: list[str], environ: Any) -> FindArgs | None:
     if rest[0] == "index" and rest[1:2] == ["status"] and rest[2:] in ([], ["--json"]):
         return FindArgs("index status", cfg_path, (), 0, False, rest[2:] == ["--json"])
     if rest[0] == "show":
-        refs = [a for a in rest[1:] if not a.startswith("-")]
-        if len(refs) == 1 and rest[1:] in ([refs[0]], [refs[0], "--json"], ["--json", refs[0]]):
-            return FindArgs("show", cfg_path, (refs[0],), 0, False, "--json" in rest)
-        return None
+        return _show_args(cfg_path, rest[1:])
     if rest[0] != "search":
         return None
-    limit, rank, as_json, seen = 20, False, False, set()
+    opts = _search_options(rest)
+    if opts is None:
+        return None
+    found, j = opts
+    words = tuple(rest[j:])
+    if not words or (found["count_only"] and found["group_by"]):
+        return None  # click says what is missing, or that --count and --group-by go apart
+    return FindArgs("search", cfg_path, words, found["limit"], found["rank"], found["as_json"], count_only=found["count_only"],
+                    output=found["output"], group_by=found["group_by"])  # fmt: skip
+
+
+def _search_options(rest: list[str]) -> tuple[dict[str, Any], int] | None:
+    """The options of a search line (``rest[0]`` is ``search``) and where its words begin, or None for click."""
+    found = dict(SEARCH_DEFAULTS)
+    seen: set[str] = set()
     j = 1
     while j < len(rest) and rest[j].startswith("-"):
         arg = rest[j]
-        name = arg.split("=", 1)[0] if arg.startswith("--limit=") else arg
-        if name in seen:
-            return None
-        seen.add(name)
-        if arg in ("-n", "--limit") or arg.startswith("--limit="):
-            if "=" not in arg and j + 1 >= len(rest):
-                return None
-            value = rest[j + 1] if "=" not in arg else arg.split("=", 1)[1]
-            if "=" not in arg:
+        if arg == "--":
+            return found, j + 1
+        name, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if name in SEARCH_FLAGS and not eq:
+            dest = SEARCH_FLAGS[name]
+            found[dest] = True
+        elif name in SEARCH_VALUES:
+            dest = SEARCH_VALUES[name]
+            if not eq:
+                if j + 1 >= len(rest):
+                    return None
                 j += 1
-            if not value.isdigit() or value.startswith("0") or len(value) > 9:
+                value = rest[j]
+            if dest == "limit":
+                if not value.isdigit() or value.startswith("0") or len(value) > 9:
+                    return None
+                found[dest] = int(value)
+            elif value in CHOICES[dest]:
+                found[dest] = value
+            else:
                 return None
-            limit = int(value)
-        elif arg == "--rank":
-            rank = True
-        elif arg == "--json":
-            as_json = True
         else:
-            return None  # --, -h, --help, a word starting with -, an option click knows another way: click decides
+            return None  # -h, --help, a word starting with -, an option click knows another way: click decides
+        if dest in seen:
+            return None
+        seen.add(dest)
         j += 1
-    words = tuple(rest[j:])
-    if not words:
+    return found, j
+
+
+def _show_args(cfg_path: Path | None, rest: list[str]) -> FindArgs | None:
+    """``show [--json] [--thread] REF`` in any order, each once, or None for click."""
+    refs = [a for a in rest if not a.startswith("-")]
+    flags = [a for a in rest if a.startswith("-")]
+    if len(refs) != 1 or len(set(flags)) != len(flags) or not set(flags) <= set(SHOW_FLAGS):
         return None
-    return FindArgs("search", cfg_path, words, limit, rank, as_json)
+    return FindArgs("show", cfg_path, (refs[0],), 0, False, "--json" in flags, whole="--thread" in flags)
 
 
 def run(args: FindArgs) -> None:
@@ -104,9 +141,14 @@ def run(args: FindArgs) -> None:
 
     if args.command == "search":
         check_query(args.words)  # before the config, as the click command does
-        run_search(load(args.config_path), args.words, args.limit, args.rank, args.as_json)
+        cfg = load(args.config_path)
+        if args.count_only or args.group_by or args.output == "threads":
+            run_summaries(cfg, " ".join(args.words), args.limit, output=args.output, count_only=args.count_only,
+                          group_by=args.group_by, as_json=args.as_json)  # fmt: skip
+        else:
+            run_search(cfg, args.words, args.limit, args.rank, args.as_json)
     elif args.command == "show":
-        run_show(load(args.config_path), args.words[0], args.as_json)
+        (run_thread if args.whole else run_show)(load(args.config_path), args.words[0], args.as_json)
     else:
         run_index_status(load(args.config_path), args.as_json)
 
@@ -136,28 +178,20 @@ def check_query(words: tuple[str, ...]) -> None:
 
 def run_search(cfg: Config, words: tuple[str, ...], limit: int, rank: bool, as_json: bool) -> None:
     """``memex search``: the messages ``words`` (a query) finds, newest first or best first, as lines or JSON."""
-    from memex.search.index import SearchIndex
-    from memex.search.query import parse
-    from memex.search.schema import STEM
-
     text = " ".join(words)
-    parse(text)  # a query that cannot be read is refused before the index is opened
-    from memex.search import index_path
-    from memex.search.persons import Lookup
+    answer = served(cfg, "search", query=text, limit=limit, rank=rank)
+    notes: list[str] = []
+    if answer is None:
+        from memex.read.archive import Archive
 
-    with SearchIndex.open(cfg.state_dir, create=False) as index:
-        people = Lookup(cfg, index_path(cfg.state_dir))  # opened only by a with:, from: or to: term
-        try:
-            q = parse(text, stemmed=STEM in index.tables, people=people)
-        finally:
-            people.close()
-        from memex.observe.safe_text import visible
-
-        for note in people.notes:  # with:VALUE naming nobody: matched as words, and said so
-            sys.stderr.write(visible(note) + "\n")
-        results = [_result(row) for row in q.run(index.select, limit, rank=rank)]
+        rows = Archive(cfg, follow_people=True).search_rows(text, limit, rank=rank, notes=notes)
+    else:
+        rows, notes = answer["rows"], answer["notes"]
     from memex.observe.safe_text import json_text, visible
 
+    for note in notes:  # with:VALUE naming nobody: matched as words, and said so
+        sys.stderr.write(visible(note) + "\n")
+    results = [_result(row) for row in rows]
     if as_json:
         for r in results:
             r["snippet"] = r.pop("_plain")
@@ -175,12 +209,18 @@ def run_search(cfg: Config, words: tuple[str, ...], limit: int, rank: bool, as_j
 
 def run_show(cfg: Config, ref: str, as_json: bool) -> None:
     """``memex show``: one message with its revisions and attachment list, read from the store."""
-    from memex.search.show import find, human, revisions
-    from memex.store import open_store
+    from memex.cli.show import human
 
-    store = open_store(cfg.store)
-    key, record = find(cfg, store, ref)
-    revs = revisions(store, key)
+    found = served(cfg, "show", ref=ref)
+    if found is not None:
+        key, record, revs = found["key"], found["record"], [(k, d) for k, d in found["revisions"]]
+    else:
+        from memex.cli.show import find, revisions
+        from memex.store import open_store
+
+        store = open_store(cfg.store)
+        key, record = find(cfg, store, ref)
+        revs = revisions(store, key)
     if as_json:
         from memex.observe.safe_text import json_text
 
@@ -190,11 +230,89 @@ def run_show(cfg: Config, ref: str, as_json: bool) -> None:
     echo(human(key, record, revs))
 
 
+def served(cfg: Config, op: str, **args: Any) -> Any:
+    """What a running ``memex watch`` or ``memex serve`` answers to ``op`` over the read socket, or None: then the
+    command answers in-process (:mod:`memex.read.client`; the same output either way). ``MEMEX_NO_SERVER`` set: None."""
+    import os
+
+    if os.environ.get("MEMEX_NO_SERVER"):
+        return None
+    from memex.read.client import ask
+
+    return ask(cfg.state_dir, cfg.path, op, **args)
+
+
+def run_summaries(cfg: Config, text: str, limit: int, *, output: str, count_only: bool, group_by: str | None, as_json: bool) -> None:
+    """``memex search`` with ``--count``, ``--group-by`` or ``--output=threads`` (:mod:`memex.read.conversations`)."""
+    import json
+
+    from memex.observe.safe_text import json_text, visible
+    from memex.read.archive import Archive
+
+    if count_only and group_by:
+        from memex.errors import ConfigError
+
+        raise ConfigError("--count and --group-by: give one of them (--group-by prints a count per group)")
+    archive = Archive(cfg)
+    if count_only:
+        n = served(cfg, "count", query=text, conversations=output == "threads")
+        if n is None:
+            n = archive.count(text, conversations=output == "threads", people=False)
+        echo(json.dumps({"count": n}) if as_json else str(n))
+        return
+    if group_by:
+        groups = served(cfg, "group_counts", query=text, by=group_by, limit=limit)
+        if groups is None:
+            groups = archive.group_counts(text, group_by, limit)
+        if as_json:
+            echo(json_text(groups, indent=2))
+            return
+        for g in groups:
+            label = g["group"] or "(none)"
+            shown = f"{g['name']} <{label}>" if group_by == "sender" and g["name"] else (g["name"] or label)
+            echo(f"{g['count']:>8}  {visible(_cut(shown, 80))}")
+        return
+    found = served(cfg, "threads", query=text, limit=limit)
+    if found is None:
+        found = archive.threads(text, limit)
+    if as_json:
+        echo(json_text(found, indent=2))
+        return
+    for t in found:
+        span = _when(t["first"]) if t["first"] == t["last"] else f"{_when(t['first'])} .. {_when(t['last'])}"
+        people = _cut(", ".join(t["participants"]) or "?", 40)
+        title = _cut(t["subject"] or t["conversation"] or "-", 60)
+        echo(f"{span}  [{t['matched']}/{t['total']}]  {visible(t['source'])}  {visible(people)}; {visible(title)}")
+
+
+def run_thread(cfg: Config, ref: str, as_json: bool) -> None:
+    """``memex show --thread``: every message of the conversation ``ref`` is in, oldest first."""
+    from memex.cli.show import human
+    from memex.observe.safe_text import json_text
+
+    found = served(cfg, "thread", ref=ref)
+    if found is not None:
+        messages = [(k, d, [(rk, rd) for rk, rd in r]) for k, d, r in found]
+    else:
+        from memex.cli.show import conversation, find
+        from memex.store import open_store
+
+        store = open_store(cfg.store)
+        key, record = find(cfg, store, ref)
+        messages = conversation(cfg, store, key, record)
+    if as_json:
+        echo(json_text({"thread": [{"key": k, "record": d, "revisions": [{"key": rk, "record": rd} for rk, rd in r]}
+                                         for k, d, r in messages]}, indent=2, sort_keys=True))  # fmt: skip
+        return
+    rule = "\n\n" + "=" * 72 + "\n"
+    echo(f"{len(messages)} message{'' if len(messages) == 1 else 's'}" + rule + rule.join(human(k, d, r) for k, d, r in messages))
+
+
 def run_index_status(cfg: Config, as_json: bool) -> None:
     """``memex index status``: per source, indexed, in the store, behind, pending."""
     import json
 
-    from memex.search.show import status_rows, status_table
+    from memex.cli.show import status_rows, status_table
     from memex.store import open_store
 
     rows = status_rows(cfg, open_store(cfg.store))
@@ -211,7 +329,7 @@ def _cut(text: str, width: int) -> str:
 
 
 def _result(row: Any) -> dict[str, Any]:
-    from memex.search.query import HIGHLIGHT
+    from memex.search.parse import HIGHLIGHT
 
     snippet = row["snippet"] if row["snippet"] is not None else _cut(row["text"], SNIPPET_CHARS)
     if not snippet and row["subject"]:
@@ -243,7 +361,7 @@ def _rich(results: list[dict[str, Any]]) -> None:
     from rich.text import Text
 
     from memex.observe.safe_text import visible
-    from memex.search.query import HIGHLIGHT
+    from memex.search.parse import HIGHLIGHT
 
     console = Console(highlight=False)
     for r in results:

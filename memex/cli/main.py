@@ -17,9 +17,12 @@ import click
 from memex.cli.assistant import mcp
 from memex.cli.common import fail, json_option, load_config, reports_errors, stop_on_signals
 from memex.cli.deploy import cron, launchd
+from memex.cli.index import index
+from memex.cli.lake import lake, sql
 from memex.cli.people import people
 from memex.cli.schema import schema
-from memex.cli.search import index, search, show
+from memex.cli.search import search, show
+from memex.cli.serve import serve
 from memex.cli.verify import verify
 from memex.cli.watch import watch
 
@@ -127,7 +130,7 @@ def auth(ctx: click.Context, source: str, no_browser: bool) -> None:
     needs no sign-in or the config is wrong.
     """
     from memex.capabilities import capabilities
-    from memex.errors import ConfigError
+    from memex.errors import ConfigError, SourceError
     from memex.registry import open_poller
     from memex.safe_text import visible
 
@@ -139,7 +142,16 @@ def auth(ctx: click.Context, source: str, no_browser: bool) -> None:
             raise ConfigError(f"sources of type {conf.type!r} need no sign-in", path=cfg.path, key=f"sources.{source}")
         extra: dict[str, Any] = {}
         if no_browser:
-            extra["ask"] = lambda prompt: click.prompt(prompt, err=True)
+
+            def ask(prompt: str) -> str:
+                try:
+                    return str(click.prompt(prompt, err=True))
+                except click.Abort:  # stdin ended (no terminal, nothing piped in): never click's bare "Aborted!"
+                    click.echo(err=True)  # end the prompt's line
+                    raise SourceError(f"{source}: no address was pasted (the input ended); run `memex auth {source} --no-browser` "
+                                      "on a terminal and paste the address the browser ends on") from None  # fmt: skip
+
+            extra["ask"] = ask
         elif sys.stderr.isatty():
             import webbrowser
 
@@ -388,5 +400,8 @@ main.add_command(search)
 main.add_command(show)
 main.add_command(index)
 main.add_command(mcp)
+main.add_command(serve)
 main.add_command(schema)
 main.add_command(people)
+main.add_command(lake)
+main.add_command(sql)

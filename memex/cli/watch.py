@@ -23,12 +23,16 @@ def watch(ctx: click.Context, sources: tuple[str, ...], settle: float, max_secon
     Polls each source once at start, then whenever its files change (iMessage:
     chat.db and chat.db-wal; Maildir: new/ and cur/ of its folders), after
     --settle seconds of quiet, and every `interval` seconds in case a change
-    was missed. A source with no files to watch (IMAP, Teams, Signal) is
-    polled every `interval` only. Each poll is the one `memex poll` runs,
+    was missed. IMAP is polled as soon as its server says mail arrived
+    (NOTIFY or IDLE; `push` in its section), Signal as soon as its
+    signal-cli daemon hands a message over (`daemon`). Teams, and Signal
+    without a daemon, are polled every `interval` only. Each poll is the one `memex poll` runs,
     with its lock: cron may keep polling beside the watcher, and whichever
     finds the source busy logs `poll skipped` (the watcher retries). Runs as a
     service (systemd, launchd: see docs/deploy.md). SIGTERM or Ctrl-C stops a poll
-    in progress with its progress saved; exit 0.
+    in progress with its progress saved; exit 0. While it runs, `memex search`
+    and `memex show` ask it (a socket in the state folder) instead of opening
+    the archive themselves.
     """
     from memex.watch import watch as run_watch
 

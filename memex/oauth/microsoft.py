@@ -111,8 +111,10 @@ class Login:
                 f"{self.source}: the authority {authority} did not answer as a Microsoft identity platform; check `authority` and `tenant`"
             ) from None
         except OSError as exc:
-            raise SourceError(f"{self.source}: cannot reach the authority {authority} ({type(exc).__name__}); check the network, "
-                              "then poll again (the login is kept)") from None  # fmt: skip
+            then = "then poll again (the login is kept)" if data else f"then run `memex auth {self.source}` (no one has signed in yet)"
+            raise SourceError(
+                f"{self.source}: cannot reach the authority {authority} ({type(exc).__name__}); check the network, {then}"
+            ) from None
         self._cache = cache
         return self._app
 

@@ -33,6 +33,7 @@ from memex.observe.follow import Follower, parse_line
 from memex.observe.logs import human_line, log_path
 from memex.observe.status import CONFIG, config_problem
 from memex.observe.tail import colour, shown
+from memex.observe.watch_state import WatchLog, from_log
 from memex.safe_text import visible
 from memex.source import describe
 from memex.state.backend import cursor_store, leases
@@ -79,10 +80,12 @@ class SourceView:
     events: deque[dict[str, Any]] = field(default_factory=deque)
     follower: Follower | None = None
     problem: str | None = None  # the source's config section is broken (state CONFIG)
+    watch: WatchLog = field(default_factory=WatchLog)  # memex watch's lines since its start (kept past the horizon)
 
     def add(self, event: dict[str, Any]) -> None:
         """Append a newly logged event."""
         self.events.append(event)
+        self.watch.add(event)
 
     def trim(self, now: float) -> None:
         """Forget events older than the horizon."""
@@ -108,6 +111,7 @@ class Row:
     day: int
     spark: str
     last_error: str
+    mode: str = "-"  # how memex watch serves it (memex.observe.watch_state); "-": polled by cron or not at all
 
 
 class Dashboard:
@@ -136,6 +140,7 @@ class Dashboard:
                     break
                 newest_first.append(event)
             view.events.extend(reversed(newest_first))
+            view.watch = from_log(path, cfg.log_backups)
             self.bytes_read += reader.bytes_read
             self.lines_parsed += reader.lines_parsed
             self.views[name] = view
@@ -213,6 +218,7 @@ class Dashboard:
             day=day,
             spark=sparkline(list(reversed(buckets))),
             last_error=_error_text(last_err, last_ok),
+            mode=watched.cell() if (watched := view.watch.state(now)) is not None else "-",
         )
 
     def tail(self, count: int = TAIL_LINES) -> list[dict[str, Any]]:
@@ -269,7 +275,7 @@ def _cells(r: Row) -> dict[str, str]:
     """A row's cells by column, each shown through :func:`visible` (a name, a cursor's mailbox, an error's server text)."""
     cells = {
         "SOURCE": r.name, "STATE": r.state, "CURSOR": r.cursor, "LAST POLL": r.last_poll_age, "LAST OK": r.last_ok_age,
-        "NEW/DUP": r.last_counts, "1H": str(r.hour), "24H": str(r.day), "PER HOUR (24H)": r.spark, "LAST ERROR": r.last_error,
+        "MODE": r.mode, "NEW/DUP": r.last_counts, "1H": str(r.hour), "24H": str(r.day), "PER HOUR (24H)": r.spark, "LAST ERROR": r.last_error,
     }  # fmt: skip
     return {col: visible(text) for col, text in cells.items()}
 

@@ -1,6 +1,7 @@
 """The dashboard's screen laid out to fit the terminal (80x24 and up).
 
-The table's columns give way by priority: the source's full name and full
+The table's columns give way by priority (MODE, how ``memex watch`` serves each source, shows only while it
+serves one): the source's full name and full
 state word always show, then the age of the last poll, the last error (with
 its time: 40 characters before any column below it, all that is left
 once every column fits), and the rest as room allows. Every other
@@ -18,9 +19,9 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 # Left to right on screen.
-DISPLAY = ("SOURCE", "STATE", "CURSOR", "LAST POLL", "LAST OK", "NEW/DUP", "1H", "24H", "PER HOUR (24H)", "LAST ERROR")
+DISPLAY = ("SOURCE", "STATE", "MODE", "CURSOR", "LAST POLL", "LAST OK", "NEW/DUP", "1H", "24H", "PER HOUR (24H)", "LAST ERROR")
 # Which columns stay when the terminal is narrow, most important first.
-PRIORITY = ("SOURCE", "STATE", "LAST POLL", "LAST ERROR", "NEW/DUP", "LAST OK", "CURSOR", "24H", "1H", "PER HOUR (24H)")
+PRIORITY = ("SOURCE", "STATE", "LAST POLL", "LAST ERROR", "NEW/DUP", "LAST OK", "MODE", "CURSOR", "24H", "1H", "PER HOUR (24H)")
 RIGHT = frozenset({"NEW/DUP", "1H", "24H"})
 ERROR = "LAST ERROR"
 ERROR_MIN = 16  # the error column is shown only with at least this much room
@@ -47,7 +48,9 @@ def layout(cells: list[dict[str, str]], width: int) -> Layout:
     chosen: list[str] = []
     used = 1  # the table's right edge
     error_width = 0
-    for col in PRIORITY:
+    # MODE only while memex watch serves a source: otherwise the column would say nothing
+    candidates = [col for col in PRIORITY if col != "MODE" or any(c.get(col, "-") != "-" for c in cells)]
+    for col in candidates:
         if col == ERROR:
             room = min(natural[ERROR], ERROR_WANT, width - used - COLUMN_COST)
             if room >= min(natural[ERROR], ERROR_MIN):
@@ -59,7 +62,7 @@ def layout(cells: list[dict[str, str]], width: int) -> Layout:
         if col in ("SOURCE", "STATE") or used + cost <= width:
             chosen.append(col)
             used += cost
-    if ERROR in chosen and len(chosen) == len(DISPLAY):  # every column shows: the error takes what is left
+    if ERROR in chosen and len(chosen) == len(candidates):  # every column shows: the error takes what is left
         error_width = min(natural[ERROR], error_width + max(0, width - used))
     return Layout(tuple(c for c in DISPLAY if c in chosen), error_width)
 

@@ -83,12 +83,27 @@ def _human_line(event: dict[str, Any]) -> str:
             parts += f", {event['dup']} dup"
         if event.get("quarantined"):
             parts += f", {event['quarantined']} quarantined"
+        if event.get("settling"):  # an export still being written: the poll waits for it, it is not idle for good
+            parts += f"; waiting for {event['settling']} still being written to settle"
         if event.get("stopped") and status in ("ok", "idle"):
             status = STOPPED.get(str(event["stopped"]), f"stopped ({event['stopped']})")
         return f"{source}: poll {status}: {parts} (cursor {event.get('cursor_before')} -> {event.get('cursor_after')})"
+    if name == "backfill.finished":  # as the backfill's own summary line says it
+        parts = ", ".join(f"{event.get(k, 0)} {k}" for k in ("new", "dup", "quarantined", "failed"))
+        return f"{source}: backfill {event.get('status', '?')}: {parts} (checkpoint {_plain(event.get('checkpoint'))})"
     level = event.get("level", "info")
-    fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "level", "ts", "source"))
+    fields = " ".join(f"{k}={_plain(v)}" for k, v in event.items() if k not in ("event", "level", "ts", "source"))
     return f"{source}: {level}: {name} {fields}".rstrip()
+
+
+def _plain(value: Any) -> str:
+    """A field's value for a person: positions as ``rowid:16000`` (``INBOX:12,Sent:3``; ``-`` for none), a list
+    comma-separated, never Python's repr (``{'rowid': 16000}``)."""
+    if isinstance(value, dict):
+        return ",".join(f"{k}:{_plain(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_plain(v) for v in value) or "-"
+    return str(value)
 
 
 class SourceSink:

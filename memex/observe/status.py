@@ -11,6 +11,7 @@ from memex.errors import ConfigError, StateError
 from memex.observe.follow import RecentReader
 from memex.observe.health import FAILING, source_health
 from memex.observe.logs import log_path, short_ts
+from memex.observe.watch_state import from_log
 from memex.safe_text import visible
 from memex.source import describe
 from memex.state.backend import cursor_store, host_name, leases
@@ -28,6 +29,8 @@ class SourceStatus(TypedDict):
     last_status: str | None
     last_new: int | None
     last_dup: int | None
+    last_quarantined: int | None  # records of the last poll kept in quarantine (memex verify lists them)
+    settling: int | None  # files the last poll left until they stop changing (a Messenger export being written)
     last_ok_at: str | None
     last_error: str | None
     state: str  # from memex.observe.health: OK, IDLE, SKIPPED, AUTH, FAILING, STALE, STUCK, REGRESSED, SPOOL, DISABLED; REMOTE here
@@ -37,6 +40,8 @@ class SourceStatus(TypedDict):
     spooled: int | None  # sources that spool (memex.state.spool): entries waiting at the last poll
     spool_oldest_age_s: float | None
     unserved: int | None  # messages the source lists but would not send, no longer asked for (``unserved`` of the last poll)
+    watch_mode: str | None  # how memex watch serves it (memex.observe.watch_state): push, interval (push down), files, interval
+    watch_detail: str | None  # its push connection's age and the last arrival-to-stored delay, or why push is down
 
 
 REMOTE = "REMOTE"
@@ -81,6 +86,7 @@ def collect(cfg: Config) -> list[SourceStatus]:
     for name, source in sorted(cfg.sources.items()):
         section: dict[str, Any] = sections.get(name, {})
         last, ok = _last_polls(log_path(cfg.state_dir, name), cfg.log_backups)
+        watched = from_log(log_path(cfg.state_dir, name), cfg.log_backups).state(now)
         error = last.get("error") if last.get("status") == "error" else None
         health = source_health(cfg, name, now=now)
         state, reason = health.state, health.reason
@@ -105,6 +111,8 @@ def collect(cfg: Config) -> list[SourceStatus]:
                 last_status=last.get("status"),
                 last_new=last.get("new"),
                 last_dup=last.get("dup"),
+                last_quarantined=last.get("quarantined"),
+                settling=last.get("settling"),
                 last_ok_at=ok.get("ts") if ok else None,
                 last_error=error,
                 state=state,
@@ -113,6 +121,8 @@ def collect(cfg: Config) -> list[SourceStatus]:
                 spooled=last.get("spool_count"),
                 spool_oldest_age_s=last.get("spool_oldest_age_s"),
                 unserved=last.get("unserved"),
+                watch_mode=watched.cell() if watched else None,
+                watch_detail=(watched.detail() or None) if watched else None,
                 lease=(f"held by {lease.host} pid {lease.pid} (epoch {lease.epoch})" if lease.live else "free") if lease else None,
             )
         )
@@ -133,7 +143,7 @@ def _last_polls(path: Path, backups: int) -> tuple[dict[str, Any], dict[str, Any
 
 
 # Dropped first when the table is wider than the terminal, in this order; SOURCE, STATE and RESULT always show.
-DROP_ORDER = ("TYPE", "LAST OK", "CURSOR", "HOST", "LAST POLL")
+DROP_ORDER = ("TYPE", "LAST OK", "CURSOR", "HOST", "MODE", "LAST POLL")
 RESULT_MIN = 24  # columns are dropped until RESULT has this many characters; then it is cut with an ellipsis
 
 
@@ -145,7 +155,9 @@ def render_table(rows: list[SourceStatus], width: int | None = None) -> str:
     :func:`memex.safe_text.visible`: an error quoting server text cannot reach the terminal as a control.
     """
     with_host = any(r["lease"] is not None for r in rows)  # S3 state: say which host polls each source
-    header: tuple[str, ...] = ("SOURCE", "TYPE", "CURSOR", "LAST POLL", "LAST OK", "STATE", *(("HOST",) if with_host else ()), "RESULT")
+    with_mode = any(r.get("watch_mode") for r in rows)  # memex watch serves a source: say how
+    header: tuple[str, ...] = ("SOURCE", "TYPE", "CURSOR", "LAST POLL", "LAST OK", "STATE", *(("HOST",) if with_host else ()),
+                               *(("MODE",) if with_mode else ()), "RESULT")  # fmt: skip
     body: list[tuple[str, ...]] = []
     for r in rows:
         result = r["last_status"] or "never polled"
@@ -153,6 +165,10 @@ def render_table(rows: list[SourceStatus], width: int | None = None) -> str:
             result += f": {r['last_new']} new"
             if r["last_dup"]:
                 result += f", {r['last_dup']} dup"
+            if r.get("last_quarantined"):  # never hidden behind "0 new": they were read and are not in the archive
+                result += f", {r.get('last_quarantined')} quarantined"
+            if r.get("settling"):
+                result += f"; waiting for {r.get('settling')} still being written to settle"
         elif r["last_status"] == "error":
             result += f": {r['last_error']}"
         if r["state"] == CONFIG:  # the section's error is why it is not polled: say it where the result would be
@@ -161,9 +177,13 @@ def render_table(rows: list[SourceStatus], width: int | None = None) -> str:
             result += f"; {r['spooled']} spooled (oldest {int(r['spool_oldest_age_s'] or 0)}s)"
         if r["unserved"]:
             result += f"; {r['unserved']} not sent by the server (memex verify lists them)"
+        if r.get("watch_detail"):
+            result += f"; {r['watch_detail']}"
         if not r["enabled"]:
             result = "disabled; " + result
         cells = [r["source"], r["type"], r["cursor"], short_ts(r["last_poll_at"]), short_ts(r["last_ok_at"]), r["state"], result]
+        if with_mode:
+            cells.insert(6, r.get("watch_mode") or "cron")
         if with_host:
             running = (r["lease"] or "").startswith("held")
             cells.insert(6, (r["polled_by"] or "-").split(" pid ")[0] + (" (running)" if running else ""))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from memex.people.handles import Rules, normalize
+from memex.search.schema import PEOPLE_ROWS
 
 FILE = "people.sqlite"
 SCHEMA = """
@@ -94,8 +95,7 @@ def _catch_up(conn: sqlite3.Connection, index: Path, mark: int, rules: Rules) ->
     src = sqlite3.connect(f"{index.as_uri()}?mode=ro", uri=True, timeout=10)
     try:
         while True:
-            rows = src.execute("SELECT rowid, id, source, sender_id, sender_name, is_me, recipients FROM messages WHERE rowid > ? "
-                               "ORDER BY rowid LIMIT ?", (mark, BATCH)).fetchall()  # fmt: skip
+            rows = src.execute(PEOPLE_ROWS, (mark, BATCH)).fetchall()
             if not rows:
                 return mark
             handles: list[tuple[int, str, int, str]] = []

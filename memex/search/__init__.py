@@ -6,7 +6,7 @@ Where things are:
 - :mod:`memex.search.index` is the SQLite file: its schema, adding records, the per-source marks, lookups;
 - :mod:`memex.search.query` parses the query language (notmuch's habits) into SQL and an FTS5 expression;
 - :mod:`memex.search.build` fills it: ``memex index rebuild`` from the store alone, the runner's journal and catch-up;
-- :mod:`memex.search.threads` reads whole conversations and counts (``show --thread``, ``--output=threads``,
+- :mod:`memex.read.conversations` reads whole conversations and counts (``show --thread``, ``--output=threads``,
   ``--count``, ``--group-by``).
 
 Kept in step: the runner (and the backfill) appends the keys it stored to a journal,
@@ -49,3 +49,12 @@ def has_pending(state_dir: Path, source: str, writer: str) -> bool:
         return os.stat(journal_path(state_dir, source, writer)).st_size > 0
     except FileNotFoundError:
         return False
+
+
+def journal_keys(path: Path) -> list[str]:
+    """The keys a journal holds, each once, in order."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    return list(dict.fromkeys(k for k in text.splitlines() if k))

@@ -31,7 +31,7 @@ from memex.config import Config
 from memex.errors import MemexError, StateError
 from memex.hold import point_from_env
 from memex.records import encode_id
-from memex.search import index_path, journal_path
+from memex.search import index_path, journal_keys, journal_path
 from memex.search.index import SIDE_FILES, SearchIndex
 from memex.search.locks import OPEN_LOCK, REBUILD_LOCK, REBUILD_WAIT, SWAP_WAIT, RebuildRunning
 from memex.search.rows import is_record_key, load_record
@@ -40,6 +40,7 @@ from memex.state.locks import exclusive
 from memex.store.objects import ObjectStore
 
 T = TypeVar("T")
+Stored = bytes | dict[str, Any]  # a stored record handed over (memex.uploader.Uploader.stored): its bytes, or its dict
 FIRST, BATCH = 2000, 20000  # records inserted together (batch_sizes)
 
 
@@ -67,15 +68,6 @@ def journal_drop(path: Path, upto: int) -> None:
         fh.seek(upto)
         rest = fh.read()
     atomic_replace(path, rest)
-
-
-def journal_keys(path: Path) -> list[str]:
-    """The keys a journal holds, each once, in order."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    return list(dict.fromkeys(k for k in text.splitlines() if k))
 
 
 def read_bodies(store: ObjectStore, keys: Iterator[str] | list[str], workers: int) -> Iterator[tuple[str, bytes]]:
@@ -214,11 +206,6 @@ def _stopped(exc: sqlite3.Error | OSError, new: Path) -> MemexError:
     return StateError(f"rebuild stopped: SQLite {getattr(exc, 'sqlite_errorname', type(exc).__name__)}; {fix}", path=new)
 
 
-def store_counts(store: ObjectStore, source: str) -> int:
-    """How many message records the store holds for ``source`` (one listing of ``messages/<source>/``)."""
-    return sum(1 for key in store.list_keys(f"messages/{encode_id(source)}/") if is_record_key(key))
-
-
 class Follower:
     """Keeps the index in step with what one writer (``poll`` or ``backfill``) of one source stores."""
 
@@ -258,7 +245,7 @@ class Follower:
         self.log.info("search.caught_up", keys=len(keys), records=n)
         return n
 
-    def before_commit(self, stored: list[tuple[str, bytes]]) -> None:
+    def before_commit(self, stored: list[tuple[str, Stored]]) -> None:
         """Journal the keys of ``stored`` (before the store's commit makes them durable); a failure is a warning only:
         the poll goes on, and only a crash before the index update would then leave those records to `memex index rebuild`."""
         with self._lock:
@@ -268,7 +255,7 @@ class Follower:
             except OSError as exc:
                 _journal_failed(self.log, self.journal, exc)
 
-    def after_commit(self, stored: list[tuple[str, bytes]], store: ObjectStore) -> None:
+    def after_commit(self, stored: list[tuple[str, Stored]], store: ObjectStore) -> None:
         """Add ``stored`` (now durable) to the index, then empty the journal unless keys were journaled after them;
         a failure keeps it for the next run. In the background, a thread does it once the previous update is done
         (updates stay in order, one at a time), and :meth:`finish` waits for it."""
@@ -291,16 +278,23 @@ class Follower:
             self._update.join()
             self._update = None
 
-    def _in_background(self, stored: list[tuple[str, bytes]], store: ObjectStore, seen: int) -> None:
+    def _in_background(self, stored: list[tuple[str, Stored]], store: ObjectStore, seen: int) -> None:
         try:
             self._update_index(stored, store, seen)
         except Exception as exc:  # one the update does not turn into a warning itself: a warning too, never a traceback
-            self.whole = False
-            self.log.warning(
-                "search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc, index_path(self.cfg.state_dir))
-            )
+            from memex.observe.logs import LogUnwritable
 
-    def _update_index(self, stored: list[tuple[str, bytes]], store: ObjectStore, seen: int) -> None:
+            self.whole = False
+            if isinstance(exc, LogUnwritable):
+                return  # the log is what failed (a full disk): the poll's own next line meets it and says it, once
+            try:
+                self.log.warning(
+                    "search.index_failed", records=len(stored), error=type(exc).__name__, **_fix(exc, index_path(self.cfg.state_dir))
+                )
+            except LogUnwritable:
+                pass  # the same: never a traceback from this thread
+
+    def _update_index(self, stored: list[tuple[str, Stored]], store: ObjectStore, seen: int) -> None:
         hold = point_from_env("index")
         if hold is not None:
             hold.reached(None)
@@ -309,7 +303,7 @@ class Follower:
             return
         try:
             with SearchIndex.open(self.cfg.state_dir, writer=True, stemming=self.cfg.search_stemming) as index:  # durable once closed
-                index.add((key, json.loads(body)) for key, body in stored)
+                index.add((key, record if isinstance(record, dict) else json.loads(record)) for key, record in stored)
         except RebuildRunning:
             self.log.info("search.rebuild_running", keys=len(stored))  # the journal is kept for the next run
             self.whole = False

@@ -45,6 +45,7 @@ SIDE_FILES = ("-journal", "-wal", "-shm")  # SQLite's files beside a database, n
 
 _UPDATE = f"UPDATE messages SET {', '.join(c + ' = ?' for c in COLUMNS)} WHERE id = ?"
 _INSERT_ID = f"INSERT INTO messages(id, {', '.join(COLUMNS)}, thread) VALUES ({', '.join('?' * (len(COLUMNS) + 2))})"
+_SELECT_ROW = f"SELECT {', '.join(COLUMNS)} FROM messages WHERE id = ?"
 _INSERT_LINK = "INSERT OR IGNORE INTO links(ref, id) VALUES (?, ?)"
 _INSERT_FTS = " WHERE f.id = ?"  # after insert_fts(table): a row's words, read from the row just written
 _INSERT_WORDS = f"INSERT INTO {{}}(rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"  # new rows' words, given (_fts)
@@ -185,7 +186,7 @@ class SearchIndex:
             n += self._add_staged(batch)
             if tick is not None:
                 tick(n)
-        from memex.search.threads import join_all
+        from memex.search.join import join_all
 
         join_all(self.db)
         self.db.execute("PRAGMA cache_size = -8192")  # the indexes' sorts keep 8 MiB in memory, whatever the size
@@ -275,7 +276,7 @@ class SearchIndex:
         ids = free_ids([time_id(row.ts, row.key) for row in rows], self._taken, self._highest)
         pairs = sorted(zip(ids, rows, strict=True), key=lambda pair: pair[0])
         self.db.executemany(_INSERT_ID, [(i, *_values(row), i) for i, row in pairs])  # each its own thread, then joined
-        if fresh:  # a rebuild joins every thread once, at its end (:func:`memex.search.threads.join_all`)
+        if fresh:  # a rebuild joins every thread once, at its end (:func:`memex.search.join.join_all`)
             self.db.executemany(_INSERT_LINK, [(ref, i) for i, row in pairs for ref in row.links])
         words = [(i, *_fts(row)) for i, row in pairs]
         for t in self.tables:
@@ -324,7 +325,10 @@ class SearchIndex:
 
     def _update(self, row: Row, rowid: int) -> None:
         """Refresh an indexed message from its record (stored again, or read back by a catch-up). Its words leave
-        FTS5 before the row changes: FTS5 reads the words to remove from the row (``fts_source``)."""
+        FTS5 before the row changes: FTS5 reads the words to remove from the row (``fts_source``). A row that already
+        holds exactly this record is left as it is (:meth:`_unchanged`)."""
+        if self._unchanged(row, rowid):
+            return
         self._unindex(rowid)
         self.db.execute(_UPDATE, (*_values(row), rowid))
         self._reindex(rowid)
@@ -333,6 +337,16 @@ class SearchIndex:
         self._join_thread(rowid, row.links)  # a link lost is not split off (a rebuild does): links only grow in practice
         if self._any_revisions and self.db.execute("SELECT 1 FROM revisions WHERE message_key = ? LIMIT 1", (row.key,)).fetchone():
             self._refresh(row.key)
+
+    def _unchanged(self, row: Row, rowid: int) -> bool:
+        """Whether indexed row ``rowid`` already holds exactly ``row``, links included: a duplicate handed again (a
+        backfill over what polls stored, every duplicate of which is handed in case a crash kept it out of the index)
+        costs a read, not its words taken out of FTS5 and put back (a stopped backfill waited seconds for that). A row
+        its revisions changed (``original`` kept, edited, deleted) never equals its record, so it is refreshed."""
+        found = self.db.execute(_SELECT_ROW, (rowid,)).fetchone()
+        if found is None or tuple(found) != _values(row):
+            return False
+        return {ref for (ref,) in self.db.execute("SELECT ref FROM links WHERE id = ?", (rowid,))} == set(row.links)
 
     def _refresh(self, message_key: str) -> None:
         """Apply a message's revisions to its row: the latest edit's text is the text searched; a delete marks it."""
@@ -370,26 +384,9 @@ class SearchIndex:
             self.db.execute("INSERT INTO sources(source, rebuilt_at) VALUES (?, ?) "
                             "ON CONFLICT(source) DO UPDATE SET rebuilt_at = excluded.rebuilt_at", (source, now))  # fmt: skip
 
-    # reading
-
-    def status(self) -> dict[str, dict[str, Any]]:
-        """Per source: rows indexed, of them deleted and edited, revisions, when records were last added and rebuilt."""
-        out: dict[str, dict[str, Any]] = {}
-        for source, n, deleted, edited in self.db.execute(
-                "SELECT source, COUNT(*), SUM(deleted), SUM(edited) FROM messages GROUP BY source"):  # fmt: skip
-            out[source] = {"indexed": n, "deleted": deleted or 0, "edited": edited or 0, "added_at": None, "rebuilt_at": None}
-        for source, added_at, rebuilt_at in self.db.execute("SELECT source, added_at, rebuilt_at FROM sources"):
-            entry = out.setdefault(source, {"indexed": 0, "deleted": 0, "edited": 0})
-            entry.update(added_at=added_at, rebuilt_at=rebuilt_at)
-        return out
-
-    def keys_for(self, ref: str) -> list[str]:
-        """The keys of the messages ``ref`` names: a stored key, or a native ID (in any source)."""
-        rows = self.db.execute("SELECT key FROM messages WHERE key = ? OR native_id = ? ORDER BY key", (ref, ref)).fetchall()
-        return [r[0] for r in rows]
-
     def select(self, sql: str, params: list[Any]) -> Iterator[sqlite3.Row]:
-        """Run a query built by :mod:`memex.search.query` (rows by column name)."""
+        """Run a query built by :mod:`memex.search.query` (rows by column name): the tests' look at a file being
+        written; every front end reads through :mod:`memex.read`."""
         self.db.row_factory = sqlite3.Row
         try:
             yield from self.db.execute(sql, params)

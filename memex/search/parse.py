@@ -8,7 +8,10 @@
     and     := unary ((AND)? unary)*        juxtaposed terms are ANDed
     unary   := (NOT | -) unary | "(" query ")" | term
 
-AND, OR, XOR and NOT are operators in any case, unless quoted. Anything else that cannot be read (an unbalanced
+AND, OR, XOR and NOT are operators in any case, unless quoted. A query is at most :data:`MAX_LENGTH` characters and
+:data:`MAX_TERMS` terms, nested at most :data:`MAX_DEPTH` levels (each parenthesis and each NOT or ``-`` is one), and
+holds no NUL: past these SQLite's own parser runs out of stack (an OR of 1,000 filters, 20 nested parentheses of
+filters, 42 stacked NOTs) and Python's recursion ends, so they are refused here, each with one line. Anything else that cannot be read (an unbalanced
 parenthesis, an operator with nothing on one side, ``from:`` with no value, an unknown operator, a bad date) raises
 :class:`QueryError` with one line naming the problem: a bad query never silently matches everything or nothing.
 """
@@ -23,8 +26,12 @@ from memex.errors import MemexError
 FIELD_OPS = ("from", "to", "with", "subject", "body", "attachment", "in")  # with: either side (a person, memex.people)
 FILTER_OPS = ("source", "has", "after", "before", "date", "is", "id")
 OPERATORS = ("and", "or", "xor", "not")
+HIGHLIGHT = ("\x02", "\x03")  # snippet() marks around a matched word (memex.search.query); renderers split on them
 _TOKEN = re.compile(r'\s*(?:([()])|(-)(?=[^\s)])|(?:([A-Za-z]+):)?("(?:[^"]|"")*"?|[^\s"()]*))')
 _WORD = re.compile(r"\w", re.UNICODE)
+MAX_LENGTH = 10_000  # characters
+MAX_TERMS = 256  # terms and filters (each a condition SQLite nests: it stops at 1,000 levels)
+MAX_DEPTH = 16  # parentheses and NOT/- around a term (at twice this SQLite's parser overflows)
 
 
 class QueryError(MemexError):
@@ -102,6 +109,14 @@ class _Parser:
     def __init__(self, toks: list[_Tok]) -> None:
         self.toks = toks
         self.i = 0
+        self.depth = 0  # parentheses and NOTs open around the token being read
+
+    def deeper(self) -> None:
+        """Enter one more parenthesis or NOT; :class:`QueryError` past :data:`MAX_DEPTH`."""
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise QueryError(f"the query nests more than {MAX_DEPTH} levels deep (parentheses and NOTs together); "
+                             "write it flatter or as several searches")  # fmt: skip
 
     def peek(self) -> _Tok | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -158,26 +173,35 @@ class _Parser:
             self.take()
             if self.kind() in (None, ")"):
                 raise QueryError("NOT needs a term after it")
-            return ("not", [self.unary()])
+            return self.negated()
         if tok.kind == "-":
             self.take()
             nxt = self.peek()
             if nxt is None or nxt.kind in (")", "op", "-"):
                 raise QueryError("- must be followed by a term (-word, -from:name)")
-            return ("not", [self.unary()])
+            return self.negated()
         if tok.kind == "(":
             self.take()
             if self.kind() == ")":
                 raise QueryError("empty parentheses: put terms between ( and )")
+            self.deeper()
             node = self.or_()
             if self.peek() is None:
                 raise QueryError("unclosed parenthesis: a ( has no matching )")
             self.take()
+            self.depth -= 1
             return node
         if tok.kind == ")":
             raise QueryError("unmatched ): a ) has no ( before it")
         self.take()
         return _leaf(tok)
+
+    def negated(self) -> Node:
+        """The term after a NOT or ``-`` (already taken), negated."""
+        self.deeper()
+        node = self.unary()
+        self.depth -= 1
+        return ("not", [node])
 
 
 def _leaf(tok: _Tok) -> Term | Filter:
@@ -221,7 +245,14 @@ def tree(text: str) -> Node | None:
     """The tree of ``text`` (None for ``*``: every message); :class:`QueryError` when it cannot be read."""
     if not text.strip():
         raise QueryError("empty query; give words or operators (`memex search --help`), or * for every message")
+    if len(text) > MAX_LENGTH:
+        raise QueryError(f"the query is {len(text):,} characters long; memex reads at most {MAX_LENGTH:,}: split it into several searches")
+    if "\x00" in text:
+        raise QueryError("the query holds a NUL character (\\x00); remove it")
     toks = tokens(text)
+    terms = sum(tok.kind == "term" for tok in toks)
+    if terms > MAX_TERMS:
+        raise QueryError(f"the query has {terms} terms; memex reads at most {MAX_TERMS}: split it into several searches")
     if len(toks) == 1 and toks[0].kind == "term" and toks[0].text == "*" and toks[0].field is None:
         return None
     parser = _Parser(toks)

@@ -24,9 +24,12 @@ from memex.config import PEOPLE_FILE, Config
 class Lookup:
     """``(field, value) -> message IDs | None`` over the people of ``cfg`` and the search index at ``index``."""
 
-    def __init__(self, cfg: Config, index: Path) -> None:
+    def __init__(self, cfg: Config, index: Path, *, read_only: bool = False) -> None:
+        """Look people up in ``cfg``'s people and the index at ``index``; ``read_only``: the handles file is read as
+        it is, never brought up to date (``memex mcp``, the read model: :func:`memex.people.open_people`)."""
         self.cfg = cfg
         self.index = index
+        self.read_only = read_only
         self._people: Any = None
         self.notes: list[str] = []  # what the caller should tell the user (a with: value that names nobody)
 
@@ -44,7 +47,7 @@ class Lookup:
         if self._people is None:
             from memex.people import open_people
 
-            self._people = open_people(self.cfg, index=self.index)
+            self._people = open_people(self.cfg, index=self.index, read_only=self.read_only)
         people = self._people
         found = people.find(value)
         if field != "with":

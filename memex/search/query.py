@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from memex.errors import MemexError
-from memex.search.parse import Filter, Node, QueryError, Term, tree
+from memex.search.parse import HIGHLIGHT, Filter, Node, QueryError, Term, tree
 
 __all__ = ["FIELDS", "HIGHLIGHT", "Query", "QueryError", "parse", "phrase"]
 
 RANK_WINDOW = 200  # a ranked search ranks this many best matches first (Query.run)
-HIGHLIGHT = ("\x02", "\x03")  # snippet() marks around a matched word; the CLI renders them
 FIELDS = {
     "from": "sender",
     "to": "recipients",
@@ -91,7 +90,7 @@ class Query:
 
     def matching(self, select: str) -> tuple[str, list[Any]]:
         """``SELECT <select>`` over the rows ``m`` this query matches, unordered and unlimited (counts, group-by,
-        threads: :mod:`memex.search.threads` adds its GROUP BY and ORDER BY)."""
+        threads: :mod:`memex.read.conversations` adds its GROUP BY and ORDER BY)."""
         return self.sql(0, select=select)
 
     def sql(self, limit: int, *, rank: bool = False, window: int | None = None, select: str | None = None) -> tuple[str, list[Any]]:
@@ -216,6 +215,15 @@ def _disj(parts: list[_Part]) -> _Part:
     return out
 
 
+def _parity(parts: list[_Part]) -> _Part:
+    """``a XOR b XOR ...``: an odd number of the parts hold (as Xapian's XOR), each part written once: spelt out as
+    ``(a AND NOT b) OR (NOT a AND b)``, each nested XOR would double the SQL."""
+    conds = [p.condition() for p in parts]
+    out = _sql("((" + ") + (".join(c for c, _ in conds) + ")) % 2 = 1", [x for _, ps in conds for x in ps])
+    out.exact = [e for p in parts for e in p.exact]
+    return out
+
+
 def _negate(part: _Part) -> _Part:
     table = part.pure()
     if table is not None:
@@ -247,8 +255,7 @@ class _Compiler:
         if op == "not":
             return _negate(self.part(kids[0]))
         if op == "xor":
-            a, b = kids
-            return _disj([_conj([self.part(a), _negate(self.part(b))]), _conj([_negate(self.part(a)), self.part(b)])])
+            return _parity([self.part(k) for k in kids])
         if op == "or":
             return _disj([self.part(k) for k in kids])
         # and: juxtaposed source: and in: terms are ORed, as notmuch ORs terms of one boolean prefix

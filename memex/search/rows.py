@@ -86,7 +86,8 @@ def _s(value: Any) -> str:
 
 
 def _names(values: Any) -> list[str]:
-    return [v for v in values if isinstance(v, str)] if isinstance(values, list) else []
+    return [v for v in values if isinstance(v, str)] if isinstance(values, (list, tuple)) else []  # a tuple: a record's
+    # dict handed over as it was rendered (memex.uploader.same_when_read), read as the list its JSON holds
 
 
 def load_record(body: bytes) -> dict[str, Any] | None:
@@ -124,7 +125,7 @@ def message_row(key: str, doc: dict[str, Any]) -> Row:
     names = [n for n in _names(extra.get("to_names")) + _names(extra.get("cc_names")) if n]  # display names, after
     recipients_text = "\n".join(x for x in ("\n".join(recipients), "\n".join(names)) if x)
     attachments = doc.get("attachments")
-    attachments = [a for a in attachments if type(a) is dict] if type(attachments) is list else []
+    attachments = [a for a in attachments if type(a) is dict] if isinstance(attachments, (list, tuple)) else []
     sent_at = doc.get("sent_at")
     sent_at = sent_at if type(sent_at) is str else None
     source, native_id, conv_id = _s(doc.get("source")), _s(doc.get("native_id")), _s(conv.get("id"))

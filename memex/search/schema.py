@@ -14,11 +14,12 @@ together); ``search_text`` is searched as part of the text (``body``) but never 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4  # 2: messages appended in arrival order (id a unique column), FTS5's content read from them;
+SCHEMA_VERSION = 5  # 2: messages appended in arrival order (id a unique column), FTS5's content read from them;
 # 3: recipients' names, search_text, threads (links, thread) and the group-by indexes; 4: row ids negative before 1970,
-# a second FTS5 table of stems, the conversation's id an FTS5 column of its own (bare words do not match a Message-ID)
+# a second FTS5 table of stems, the conversation's id an FTS5 column of its own (bare words do not match a Message-ID);
+# 5: no prefix indexes (``prefix*`` reads the terms' own lists; a poll indexed every word three times: issue 45)
 FTS_COLUMNS = "body, subject, sender, recipients, conversation, attachments, conv_id"  # fts's columns, as fts_source names them
-EXACT, STEM = "fts", "fts_stem"  # the FTS5 tables: every word as written (and its prefixes), and every word's stem
+EXACT, STEM = "fts", "fts_stem"  # the FTS5 tables: every word as written, and every word's stem
 STEMMERS = {"english": "porter unicode61 remove_diacritics 2"}  # search_stemming -> fts_stem's tokenizer ("none": no table)
 _TABLES = """
 CREATE TABLE IF NOT EXISTS messages(
@@ -38,15 +39,18 @@ CREATE VIEW IF NOT EXISTS fts_source AS SELECT id,
 CREATE TABLE IF NOT EXISTS sources(source TEXT PRIMARY KEY, added_at TEXT, rebuilt_at TEXT);
 """
 _FTS = """CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5({columns},
-  content = 'fts_source', content_rowid = 'id', tokenize = '{tokenize}'{more});
+  content = 'fts_source', content_rowid = 'id', tokenize = '{tokenize}');
 """
 
 
 def schema(stemming: str) -> str:
-    """The tables of a new index: with ``stemming`` (a :data:`STEMMERS` key) the stems' table too ("none": not)."""
-    out = _TABLES + _FTS.format(table=EXACT, columns=FTS_COLUMNS, tokenize="unicode61 remove_diacritics 2", more=", prefix = '2 3'")
+    """The tables of a new index: with ``stemming`` (a :data:`STEMMERS` key) the stems' table too ("none": not).
+
+    No prefix indexes (FTS5's ``prefix``): ``prefix*`` merges the lists of the terms it names, fast for three letters
+    or more; a prefix index made every word three times the work of a poll (docs/benchmarks.md, issue 45)."""
+    out = _TABLES + _FTS.format(table=EXACT, columns=FTS_COLUMNS, tokenize="unicode61 remove_diacritics 2")
     if stemming in STEMMERS:
-        out += _FTS.format(table=STEM, columns=FTS_COLUMNS, tokenize=STEMMERS[stemming], more="")
+        out += _FTS.format(table=STEM, columns=FTS_COLUMNS, tokenize=STEMMERS[stemming])
     return out
 
 
@@ -85,3 +89,6 @@ MONTH = "substr(m.sent_at, 1, 7)"  # a row's month (YYYY-MM), as messages_month 
 COLUMNS = ("key", "source", "native_id", "sent_at", "ts", "conv_id", "conv_name", "sender_id", "sender_name", "is_me",
            "recipients", "subject", "attachments", "n_attachments", "original", "original_deleted", "text", "edited",
            "deleted", "search_text")  # fmt: skip
+
+# The people layer's follower (memex.people.seen) reads the handles of every row after the last it read
+PEOPLE_ROWS = "SELECT rowid, id, source, sender_id, sender_name, is_me, recipients FROM messages WHERE rowid > ? ORDER BY rowid LIMIT ?"

@@ -153,7 +153,7 @@ def require_state_dir(path: Path) -> Path:
     import errno
 
     from memex.errors import StateError
-    from memex.fs_errors import EnvironmentFault, explain, readonly
+    from memex.fs_errors import EnvironmentFault, explain, not_memex_made, readonly
 
     try:
         if not stat.S_ISDIR(os.stat(path).st_mode):  # never chmod a file that is in the way
@@ -168,6 +168,9 @@ def require_state_dir(path: Path) -> Path:
         raise (explain(exc) or StateError(f"cannot use the state folder ({exc.strerror}); set state_dir", path=path)) from None
     if not os.access(path, os.W_OK) and readonly(str(path)):
         raise EnvironmentFault(str(path), errno.EROFS)
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK) and (owner := not_memex_made(path)) is not None:
+        raise StateError(f"cannot use the state folder: it is {owner}'s and not one memex made, and this user ({_owner(None)}) "
+                         f"cannot write in it; set state_dir to a folder of your own", path=path)  # fmt: skip
     if not os.access(path, os.R_OK | os.W_OK | os.X_OK):  # a private folder of another user (the one cron runs memex as)
         raise StateError(f"cannot use the state folder: it is {_owner(path)}'s and this user ({_owner(None)}) cannot read it; run "
                          f"memex as {_owner(path)}, or set state_dir to a folder of this user's", path=path)  # fmt: skip

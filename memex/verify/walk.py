@@ -169,10 +169,14 @@ class Inspector:
         return Seen(key, where, note=note)
 
 
+STORE_TOPS = ("attachments/", "messages/", "quarantine/", "revisions/")  # every key memex writes starts with one
+
+
 def prefixes(sources: list[str] | None) -> list[str]:
-    """What to list: the whole store, or each named source's records, quarantine and revisions."""
+    """What to list: the whole store (its own four prefixes, never the rest of its folder or bucket: a store at ``/usr``
+    walks none of ``/usr``'s files), or each named source's records, quarantine and revisions."""
     if not sources:
-        return [""]
+        return list(STORE_TOPS)
     return [f"{top}/{encode_id(s)}/" for s in sources for top in ("messages", "quarantine", "revisions")]
 
 

@@ -65,6 +65,7 @@ class MessengerPoller(Inventory):
         self._pos: Any = None  # the "at" the live stream stands at
         self._stream: Iterator[tuple[str, tuple[int, Item]]] | None = None
         self._strays_said = False  # the thread files lying loose in the inbox were warned about (once per poll)
+        self._settling = 0  # exports the last scan found still being written (read once unchanged for settle_seconds)
 
     def watch_paths(self) -> list[Path]:
         """What ``memex watch`` watches: the inbox folder."""
@@ -102,7 +103,12 @@ class MessengerPoller(Inventory):
 
     # -- exports ---------------------------------------------------------------------------------------
     def _candidates(self) -> list[Candidate]:
-        return scan(self.inbox, self.settle_seconds)[0]
+        ready, self._settling = scan(self.inbox, self.settle_seconds)
+        return ready
+
+    def report(self) -> dict[str, Any]:
+        """The poll line's ``settling``: exports still being written, so an idle poll says it waits for them."""
+        return {"settling": self._settling} if self._settling else {}
 
     def _open(self, cand: Candidate) -> Opened | None:
         """The export behind a candidate, or None (its error kept for the end of the poll)."""

@@ -19,6 +19,7 @@ spool is the state. The native ID is the author's service ID (ACI) and the sent 
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from collections import deque
@@ -26,12 +27,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memex.plugin import NEVER, Batch, Claim, ConfigError, Cursor, Deadline, Entry, Item, SourceConfig, SourceError, Spool
 from pollers.signal.groups import GroupNames, parse_list
 from pollers.signal.process import STARTUP, Run, run
 from pollers.signal.render import EditChains, Renderer
+
+if TYPE_CHECKING:
+    from pollers.signal.daemon import Address, Client
 
 LINK_HINT = (
     "install signal-cli (https://github.com/AsamK/signal-cli) and link it as a device: signal-cli link -n memex, then scan the QR code"
@@ -49,11 +53,20 @@ class Settings:
     receive_timeout: int
     desktop_dir: Path | None = None  # Signal Desktop's folder: `memex backfill` reads its history (pollers.signal.desktop)
     key_cmd: tuple[str, ...] | None = None  # prints the OS key store's password for config.json's "encryptedKey"
+    daemon: Address | None = None  # a running signal-cli daemon to receive through (pollers.signal.daemon); None: run receive
 
 
 def make(source: SourceConfig) -> SignalPoller:
     """Validate ``[sources.NAME]`` of type signal and build its poller (nothing is run yet)."""
     keys = source.keys()
+    daemon_text = keys.text("daemon", default=None)
+    daemon = None
+    if daemon_text is not None:
+        from pollers.signal.daemon import parse_address  # sockets and HTTP only for a source that names a daemon
+
+        daemon = parse_address(daemon_text)
+    if daemon_text is not None and daemon is None:
+        raise keys.error("daemon", f'must be "unix:/path/to/socket", "tcp:HOST:PORT" or "http://HOST:PORT", not {daemon_text!r}')
     account = keys.text("account")
     if not account:
         raise keys.error("account", 'must be the linked account, e.g. "+491701234567"')
@@ -65,6 +78,7 @@ def make(source: SourceConfig) -> SignalPoller:
         receive_timeout=keys.number("receive_timeout", default=5, minimum=1, maximum=600),
         desktop_dir=keys.path("desktop_dir", default=None),
         key_cmd=tuple(keys.strings("key_cmd", default=[])) or None,
+        daemon=daemon,
     )
     keys.finish()
     if source.state_dir is None:
@@ -198,8 +212,33 @@ class SignalPoller:
             *(command or ("receive", "-t", str(s.receive_timeout))),
         ]
 
+    def listener(self) -> Any:
+        """``memex watch``'s receiver (:class:`pollers.signal.daemon.DaemonListener`) with a daemon; None without one."""
+        if self.settings.daemon is None:
+            return None
+        from pollers.signal.daemon import DaemonListener
+
+        return DaemonListener(self.name, self.settings.daemon, self.settings.account, self.spool, float(self.settings.receive_timeout))
+
+    def _daemon_call(self, method: str, params: dict[str, Any] | None, wait: float) -> tuple[Any, Client]:
+        """``method`` on the daemon, within the poll's deadline (cut short by a stop)."""
+        from pollers.signal.daemon import Client
+
+        assert self.settings.daemon is not None
+        client = Client(self.name, self.settings.daemon, self.settings.account)
+        what = f"source {self.name!r}: signal-cli daemon {method}"
+        timeout = self.deadline.timeout(wait + STARTUP, what)
+        return self.deadline.call(lambda: client.call(method, params, timeout), what, abandon=client.cut), client
+
     def _list_groups(self) -> dict[str, str] | None:
         """Every group signal-cli knows, by ID (``listGroups``); None when it cannot say (busy, failed: the ID stays the name)."""
+        if self.settings.daemon is not None and self.receive_state != "failed":
+            try:
+                found, _ = self._daemon_call("listGroups", None, self.settings.receive_timeout)
+                return parse_list(json.dumps(found).encode())
+            except (SourceError, ValueError, KeyError, TypeError) as exc:
+                self._warnings.append(f"signal-cli daemon listGroups failed ({exc}): a group new to memex is named by its ID this poll")
+                return None
         if self.receive_state in ("busy", "failed"):  # another instance holds the account (listGroups would wait for it
             return None  # too), or signal-cli cannot run: that is reported once, by the receive
         with tempfile.TemporaryFile() as out:
@@ -218,6 +257,9 @@ class SignalPoller:
         return None
 
     def _receive(self) -> None:
+        if self.settings.daemon is not None:
+            self._receive_from_daemon()
+            return
         writer = self.spool.writer()
         try:
             done = run(self.argv(), writer.fd, self.deadline, self.settings.receive_timeout + STARTUP)
@@ -248,3 +290,29 @@ class SignalPoller:
             self._error = SourceError(
                 f"signal-cli receive failed (exit {code}); run `{' '.join(self.argv())}` by hand to see why (what it printed is kept)"
             )
+
+    def _receive_from_daemon(self) -> None:
+        """``receive`` on the daemon, its messages spooled (synced) before anything is rendered; a watcher's listener, if
+        one receives for this source, is left to it (the daemon refuses two receives at once)."""
+        from pollers.signal.daemon import ALREADY, MAX_MESSAGES, DaemonRefused, listener_pid, mode_warning, spool_messages
+
+        if listener_pid(self.spool) is not None:
+            self.receive_state = "listener"
+            return
+
+        client: Client | None = None
+        got: Any = []
+        try:
+            got, client = self._daemon_call("receive", {"timeout": self.settings.receive_timeout, "maxMessages": MAX_MESSAGES},
+                                            self.settings.receive_timeout)  # fmt: skip
+            self.receive_state = "ok"
+        except DaemonRefused as exc:
+            if ALREADY not in str(exc):
+                self.receive_state, self._error = "failed", exc
+                return
+            self.receive_state = "daemon-mode"
+            self._warnings.append(mode_warning(self.name, str(self.settings.daemon)))
+        except SourceError as exc:
+            self.receive_state, self._error = "failed", exc
+            return
+        spool_messages(self.spool, (client.pushed if client else []) + (list(got) if isinstance(got, list) else []))

@@ -73,6 +73,7 @@ class Graph:
         self.deadline = Deadline(None)  # the poll's (memex.deadline), given by the runner; none for backfill
         self.requests = 0  # HTTP requests sent, for the benchmark
         self.date: str | None = None  # the Date header of the last answer: Graph's clock (start = "now" for channels)
+        self.retry_after: float | None = None  # a Retry-After this poll had no time left to wait out: the next poll's lower bound
         self._session: Any = None
 
     def _http(self) -> Any:
@@ -158,7 +159,12 @@ class Graph:
                 raise Gone(f"{self.source}: {where(url)}: gone (410)")
             if status in (429, 503) or status >= 500:
                 retry_after = _retry_after(resp.headers.get("Retry-After"), resp.headers.get("Date"))
-                delay = http_client.retry_delay(attempt, backoff, retry_after if status in (429, 503) else None)
+                if retry_after is not None and status in (429, 503):
+                    delay = http_client.retry_delay(attempt, backoff, retry_after)
+                    if self.deadline.at is not None and delay >= self.deadline.remaining():  # memex watch waits it out
+                        self.retry_after = max(self.retry_after or 0.0, delay)
+                else:
+                    delay = http_client.retry_delay(attempt, backoff)
                 attempt += 1
                 self._wait(delay, url, f"Graph answered {status}", attempt)
                 continue

@@ -62,6 +62,10 @@ from pollers.teams.cursor import Walk, advanced, numbered, partial
 from pollers.teams.graph import Gone, GraphUnavailable
 from pollers.teams.session import DEFAULT_GRAPH, MAX_PAGE, Settings, TeamsSession, conv_path
 
+# memex watch's delta polling: an idle poll is one request plus one per chat (and channel), so every 30 s is about
+# 0.03 + chats/30 requests a second, far below the Teams service's per-app limits (docs/sources/teams.md)
+WATCH_INTERVAL = 30
+
 
 def _url_key(keys: Any, key: str, default: str) -> str:
     value: str = keys.text(key, default=default).rstrip("/")
@@ -83,6 +87,7 @@ def make(source: SourceConfig) -> TeamsPoller:
     page_size = keys.number("page_size", default=MAX_PAGE, minimum=1, maximum=MAX_PAGE)
     overlap = keys.number("overlap_seconds", default=60, minimum=0, maximum=86400)
     channels = keys.flag("channels", default=False)
+    watch_interval = keys.number("watch_interval", default=WATCH_INTERVAL, minimum=1, maximum=3600)
     keys.finish()
     if source.state_dir is None:
         raise ConfigError(
@@ -102,13 +107,20 @@ def make(source: SourceConfig) -> TeamsPoller:
         overlap_us=overlap * 1_000_000,
         channels=channels,
     )
-    return TeamsPoller(source.name, settings, Login(source.name, settings.auth, source.state_dir))
+    poller = TeamsPoller(source.name, settings, Login(source.name, settings.auth, source.state_dir))
+    poller.watch_interval_seconds = float(watch_interval)
+    return poller
 
 
 class TeamsPoller(TeamsSession):
     """Reads new and changed chat messages of the signed-in user."""
 
     whole_revisions = True  # each revision is the whole message as it is now: `memex verify --repair` may store a missing original from it
+    watch_interval_seconds = float(WATCH_INTERVAL)  # memex watch polls this often (memex.source.Paced)
+
+    def report(self) -> dict[str, Any]:
+        """``retry_after_s``: a Retry-After (429, 503) this poll had no time left to wait: memex watch waits it out."""
+        return {"retry_after_s": round(self.graph.retry_after, 1)} if self.graph.retry_after else {}
 
     def __init__(self, name: str, settings: Settings, login: Login, *, backoff: tuple[float, ...] | None = None) -> None:
         super().__init__(name, settings, login, backoff=backoff)

@@ -26,11 +26,12 @@ def main(argv: list[str]) -> int:
         if not os.path.exists(store):
             print(f"no crontab for {getpass.getuser()}", file=sys.stderr)
             return 1
-        with open(store) as fh:
-            sys.stdout.write(fh.read())
+        with open(store, "rb") as fh:  # bytes, as the real one: a crontab need not be UTF-8
+            sys.stdout.buffer.write(fh.read())
         return 0
     if argv == ["-"]:
-        data = sys.stdin.read()
+        raw = sys.stdin.buffer.read()
+        data = raw.decode("utf-8", "surrogateescape")
         if os.environ.get("FAKE_CRONTAB_REFUSE"):
             print("crontab: cannot install: permission denied (cron.deny)", file=sys.stderr)
             return 1
@@ -42,8 +43,8 @@ def main(argv: list[str]) -> int:
             if line.strip() and not line.lstrip().startswith("#") and not ENV_LINE.match(line) and len(line.split()) < fields:
                 print(f'"-":{n}: bad command\nerrors in crontab file, can\'t install.', file=sys.stderr)
                 return 1
-        with open(store + ".new", "w") as fh:
-            fh.write(data)
+        with open(store + ".new", "wb") as fh:
+            fh.write(raw)
         os.replace(store + ".new", store)
         return 0
     if argv == ["-r"]:

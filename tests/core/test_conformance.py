@@ -230,9 +230,10 @@ def test_every_capability_is_one_protocol_resolved_into_the_record() -> None:
 
     class Everything(_Naive):
         settle_seconds = 2.0
+        watch_interval_seconds = 30.0
         whole_revisions = True
 
-    for name in sorted(NAMES - {"settle_seconds", "whole_revisions"}):
+    for name in sorted(NAMES - {"settle_seconds", "watch_interval_seconds", "whole_revisions"}):
         setattr(Everything, name, lambda self, *a, **k: None)
     full, bare = capabilities(Everything("none")), capabilities(_Naive("none"))
     assert all(getattr(full, n) not in (None, False, 0.0) for n in NAMES)

@@ -134,7 +134,7 @@ def test_a_plain_search_show_or_index_status_line_is_understood(argv: list[str],
 @pytest.mark.parametrize(
     "argv",
     [
-        ["search"], ["search", "--help"], ["search", "-h", "x"], ["search", "--", "-x"], ["search", "-x"],
+        ["search"], ["search", "--help"], ["search", "-h", "x"], ["search", "-x"],
         ["search", "-n", "0", "x"], ["search", "-n", "x", "y"], ["search", "-n"], ["search", "-n5", "x"],
         ["search", "--json", "--json", "x"], ["--debug", "search", "x"], ["show"], ["show", "a", "b"],
         ["show", "--help", "a"], ["index", "status", "x"], ["index", "rebuild"], ["status"],

@@ -1098,7 +1098,7 @@ MUTANTS = [
     # ---- end of i32-host ----
     # ---- rows of branch i32-term: append below ----
     pytest.param(
-        "memex/search/show.py",
+        "memex/cli/show.py",
         [("    lines = [f\"{name + ':':<13} {visible(value)}\" for name, value in head]\n",
           "    lines = [f\"{name + ':':<13} {value}\" for name, value in head]\n"),
          ('    lines += ["", visible(doc.get("text") or "(no text)", multiline=True)]\n', '    lines += ["", doc.get("text") or "(no text)"]\n'),
@@ -1222,7 +1222,7 @@ MUTANTS = [
     ),
     pytest.param(
         "pollers/email/mail/render.py",
-        [("    if not raw.strip():\n", "    if False:\n")],
+        [("    if not raw or raw.isspace():", "    if False:")],
         ["tests/email/test_maildir_verify.py::test_a_zero_byte_file_is_quarantined_as_no_mail_and_verify_stays_whole"],
         id="empty-file-stored-as-a-mail",
     ),
@@ -1444,7 +1444,7 @@ MUTANTS = [
     # ---- end of i35-people ----
     # ---- rows of branch i36-mcp: append below ----
     pytest.param(
-        "memex/assistant/archive.py",
+        "memex/read/archive.py",
         [('?mode=ro"', '?mode=rwc"'), ('"PRAGMA query_only = ON"', '"PRAGMA query_only = OFF"')],
         ["tests/core/test_mcp.py::test_the_index_connection_refuses_writes"],
         id="mcp-index-opened-read-write",
@@ -1498,6 +1498,117 @@ MUTANTS = [
         ["tests/core/test_bad_inputs_people_edges.py::test_the_writer_refuses_a_value_memex_could_not_read_back"],
         id="people-file-written-unchecked",
     ),
+    pytest.param(
+        "pollers/email/imap/push.py",
+        [('        conn.sock.sendall(b"DONE\\r\\n")\n        end = time.monotonic() + self.settings.timeout\n',
+          '        conn.sock.sendall(b"DONE\\r\\n")\n        end = time.monotonic() + 3600\n')],
+        ["tests/email/test_imap_push.py::test_a_black_holed_connection_is_found_dead_within_its_deadline_and_reopened"],
+        id="imap-push-waits-for-ever-on-a-dead-connection",
+    ),
+    pytest.param(
+        "pollers/email/imap/push.py",
+        [('                link.wake("connected")', '                pass')],
+        ["tests/email/test_imap_push.py::test_a_black_holed_connection_is_found_dead_within_its_deadline_and_reopened"],
+        id="imap-push-reconnects-without-a-catch-up-poll",
+    ),
+    pytest.param(
+        "pollers/signal/cli.py",
+        [("        spool_messages(self.spool, (client.pushed if client else []) + (list(got) if isinstance(got, list) else []))\n",
+          "        self._records.extend(json.dumps(m).encode() for m in (list(got) if isinstance(got, list) else []))\n"),
+         ("            if self._entry is None:\n                if self._claim is None:\n",
+          "            if self._entry is None and not self._records:\n                if self._claim is None:\n")],
+        ["tests/signal/test_signal_daemon.py::test_a_poll_killed_after_the_daemon_handed_over_keeps_the_messages_in_the_spool"],
+        id="signal-daemon-messages-held-in-memory-not-spooled-before-rendering",
+    ),
+    pytest.param(
+        "memex/uploader.py",
+        [('    return b"\\xef\\xbf\\xbd" not in body\n', "    return True\n")],
+        ["tests/core/test_search_follow.py::test_a_record_handed_over_as_its_dict_gives_the_row_its_stored_bytes_give"],
+        id="index-handed-a-dict-its-bytes-do-not-read-back-as",
+    ),
+    # ---- rows of branch i42-read: append below ----
+    pytest.param(
+        "memex/read/socket.py",
+        [("    old = os.umask(0o177)\n", "    old = os.umask(0o022)\n"), ("    os.chmod(path, 0o600)\n", "")],
+        ["tests/core/test_read_socket.py::test_the_socket_is_owner_only_and_a_live_one_is_left_alone"],
+        id="read-socket-open-to-other-users",
+    ),
+    pytest.param(
+        "memex/read/socket.py",
+        [("        if request.get(\"config\") != self.identity:\n", "        if False:\n")],
+        ["tests/core/test_read_socket.py::test_a_stale_socket_is_answered_in_process_and_replaced"],
+        id="read-socket-answers-another-config",
+    ),
+    pytest.param(
+        "memex/read/socket.py",
+        [("        if _listening(path):\n            return SocketServer(archive, path, None)\n", "")],
+        ["tests/core/test_read_socket.py::test_the_socket_is_owner_only_and_a_live_one_is_left_alone"],
+        id="read-socket-steals-a-live-servers-socket",
+    ),
+    # ---- end of i42-read ----
+    # ---- i42-web ----
+    pytest.param(
+        "memex/web/security.py",
+        [('        if host_name(_header(scope, b"host")) not in self.hosts:\n', "        if False:\n")],
+        ["tests/web/test_http.py::test_a_foreign_host_and_a_writing_method_are_refused"],
+        id="web-answers-any-host-dns-rebinding",
+    ),
+    pytest.param(
+        "memex/web/security.py",
+        [("            if not (offered and hmac.compare_digest(offered.encode(), self.token.encode())):\n", "            if False:\n")],
+        ["tests/web/test_http.py::test_off_loopback_every_request_needs_the_token"],
+        id="web-token-not-checked",
+    ),
+    pytest.param(
+        "memex/web/mail.py",
+        [("        attribute_filter=None if remote else _local_only,\n", "        attribute_filter=None,\n")],
+        ["tests/web/test_http.py::test_the_sanitiser_keeps_text_and_drops_everything_active"],
+        id="web-mail-fetches-remote-images-unasked",
+    ),
+    pytest.param(
+        "memex/web/views.py",
+        [('        inline = kind != "file" and request.query_params.get("download") != "1"\n', '        inline = request.query_params.get("download") != "1"\n')],
+        ["tests/web/test_http.py::test_attachments_a_browser_could_run_are_downloads_and_names_are_safe"],
+        id="web-serves-html-and-svg-attachments-inline",
+    ),
+    # ---- end of i42-web ----
+    # ---- rows of branch i44-lake: append below ----
+    pytest.param(
+        "memex/lake/table.py",
+        [("todo = sorted(k for k in record_keys(store) if k not in known.keys)", "todo = sorted(record_keys(store))")],
+        ["tests/core/test_lake.py::test_kill_9_at_any_point_of_an_update_then_an_update_leaves_every_record_once",
+         "tests/core/test_lake.py::test_an_update_adds_only_what_is_new_and_a_new_revision_ends_the_old_ones_currency"],
+        id="lake-update-adds-what-the-table-has",
+    ),
+    pytest.param(
+        "memex/lake/table.py",
+        [("            elif v.current != now:\n", "            elif False:\n")],
+        ["tests/core/test_lake.py::test_an_update_adds_only_what_is_new_and_a_new_revision_ends_the_old_ones_currency"],
+        id="lake-old-revision-stays-current",
+    ),
+    pytest.param(
+        "memex/lake/sql.py",
+        [('    con.execute("SET enable_external_access = false")\n', "")],
+        ["tests/core/test_lake.py::test_memex_sql_reads_but_cannot_write_and_bad_queries_are_one_line"],
+        id="lake-sql-writes-where-it-is-told",
+    ),
+    # ---- end of i44-lake ----
+    # ---- rows of branch i40-cli: append below ----
+    pytest.param(
+        "memex/error_lines.py",
+        [("        if reader_gone(exc):\n            raise", "        if False:\n            raise")],
+        ["tests/core/test_bad_inputs_edges.py::test_a_closed_pipe_ends_the_command_quietly[tail]",
+         "tests/core/test_bad_inputs_edges.py::test_a_closed_pipe_ends_the_command_quietly[search *]"],
+        id="closed-pipe-is-an-internal-error",
+    ),
+    pytest.param(
+        "memex/search/parse.py",
+        [("        if self.depth > MAX_DEPTH:\n", "        if False:\n")],
+        ["tests/core/test_bad_inputs_edges.py::test_a_bad_input_at_the_edges_gets_one_line[search-200-parentheses]",
+         "tests/core/test_bad_inputs_edges.py::test_a_bad_input_at_the_edges_gets_one_line[search-50-stacked-nots]"],
+        id="query-depth-unbounded",
+    ),
+    # ---- end of i40-cli ----
     pytest.param(
         "memex/conformance.py",
         [("        if problems:\n            raise _fail(\"capabilities\"", "        if False:\n            raise _fail(\"capabilities\"")],

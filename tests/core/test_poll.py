@@ -109,6 +109,15 @@ IDLE_POLL_NEVER_IMPORTS = frozenset(
         "memex.search.build",
         "mcp",  # the MCP SDK: only `memex mcp` imports it
         "memex.assistant.server",
+        "memex.web",  # `memex serve` and its extra: only that command imports them
+        "starlette",
+        "uvicorn",
+        "jinja2",
+        "nh3",
+        "memex.lake",  # the lake (memex lake, memex sql) and what it needs: only those commands import them
+        "deltalake",
+        "pyarrow",
+        "duckdb",
     }
 )
 

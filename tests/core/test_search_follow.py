@@ -108,3 +108,31 @@ def test_a_failed_update_in_the_background_keeps_the_journal_and_the_next_one_ca
     assert len(warned) == 2 and all("memex index rebuild" in str(kw.get("reason")) for kw in warned)
     assert set(follower.journal.read_text().splitlines()) == {key for key, _ in records[1:]}
     assert json.dumps([kw for _, kw in log.events]).count("Message") == 0  # no record's text in a warning
+
+
+def test_a_record_handed_over_as_its_dict_gives_the_row_its_stored_bytes_give(tmp_path: Path) -> None:
+    """The uploader hands the index a stored record's dict instead of its bytes (no ``json.loads`` of them again) only
+    when reading the bytes back gives the same row: a source's tuples are read as the lists its JSON holds, and a text
+    whose lone surrogate rendering replaced (U+FFFD in the bytes) is handed over as its bytes."""
+    from memex.records import Message
+    from memex.search.rows import message_row
+    from memex.source import Item
+    from memex.uploader import Uploader
+
+    path = write_config(tmp_path, {"chat": {"type": "imessage", "db": str(tmp_path / "chat.db")}})
+    uploader = Uploader(memex_config.load(path), "chat", Log())
+    uploader.stored = []
+    extra = {"fingerprint": "f1", "to": ("a@example.com", "b@example.com"), "to_names": ("A",), "subject": "s"}
+    plain = Message(source="chat", type="message", native_id="m1", sent_at="2024-01-02T03:04:05Z", text="hello", extra=extra,
+                    attachments=({"id": "0", "filename": "x.pdf"},))  # type: ignore[arg-type]  # fmt: skip
+    broken = Message(source="chat", type="message", native_id="m2", sent_at=None, text="half \ud800 pair", extra={"fingerprint": "f2"})
+    for message in (plain, broken):
+        assert uploader.put(Item(cursor=None, message=message)) == "new"
+    handed = dict(uploader.take_stored())
+    uploader.sync()
+    assert isinstance(handed[plain.key()], dict) and isinstance(handed[broken.key()], bytes)
+    store = open_store(memex_config.load(path).store)
+    for key, record in handed.items():
+        doc = record if isinstance(record, dict) else json.loads(record)
+        assert message_row(key, doc) == message_row(key, json.loads(store.get(key) or b""))
+    assert message_row(plain.key(), handed[plain.key()]).recipients == "a@example.com\nb@example.com\nA"  # type: ignore[arg-type]

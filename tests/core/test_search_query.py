@@ -11,6 +11,7 @@ import pytest
 
 from memex.search.dates import date_range
 from memex.search.index import SearchIndex
+from memex.search.parse import MAX_DEPTH, MAX_TERMS, QueryError
 from memex.search.query import parse
 from memex.search.schema import STEM
 
@@ -61,6 +62,8 @@ def found(index: SearchIndex, query: str, *, rank: bool = False) -> list[str]:
         ("archive -patch", {"b"}),
         ("archive and not patch", {"b"}),
         ("archive XOR patch", {"b", "c"}),
+        ("archive XOR patch XOR lunch", {"b", "c", "d"}),  # a chain: an odd number of its sides hold (as Xapian)
+        ("(archive XOR patch) XOR from:anna", {"b", "c", "e", "f"}),
         ("((archive OR lunch) AND (source:chat OR from:lars))", {"b", "d"}),
         ("source:chat OR wibble", {"c", "d"}),
         ("-source:mail", {"d"}),
@@ -71,6 +74,34 @@ def test_boolean_operators_combine_as_notmuch_reads_them(index: SearchIndex, que
     """AND, OR, XOR, NOT in any case, -term, parentheses and nesting, with NOT > AND > XOR > OR; filters (source:)
     combine with words inside an OR too."""
     assert set(found(index, query)) == expected
+
+
+DEEPEST = {  # each shape nested to the parser's limit (MAX_DEPTH) or as wide as it lets a query be (MAX_TERMS)
+    "nots": lambda: "NOT " * MAX_DEPTH + "lunch",
+    "parentheses": lambda: "(" * MAX_DEPTH + "lunch" + ")" * MAX_DEPTH,
+    "words-ored": lambda: "(archive OR " * MAX_DEPTH + "lunch" + ")" * MAX_DEPTH,
+    "filters-ored": lambda: "(source:chat OR " * MAX_DEPTH + "source:x" + ")" * MAX_DEPTH,
+    "not-of-filters": lambda: "NOT (source:chat OR " * (MAX_DEPTH // 2) + "lunch" + ")" * (MAX_DEPTH // 2),
+    "xors": lambda: "(archive XOR " * MAX_DEPTH + "lunch" + ")" * MAX_DEPTH,
+    "not-xor-dates": lambda: "NOT (date:2009.. XOR " * (MAX_DEPTH // 2) + "lunch" + ")" * (MAX_DEPTH // 2),
+    "filters-flat": lambda: " OR ".join(["source:chat"] * MAX_TERMS),
+    "dates-flat": lambda: " ".join(["date:2009..2025"] * MAX_TERMS),
+    "xor-chain": lambda: " XOR ".join(["date:2009..2025", "lunch"] * (MAX_TERMS // 2)),
+    "negations-flat": lambda: " OR ".join(["NOT date:2009..2025"] * MAX_TERMS),
+    "deep-and-wide": lambda: "(" * (MAX_DEPTH - 1) + " OR ".join(["-source:x"] * (MAX_TERMS - 1)) + ")" * (MAX_DEPTH - 1) + " lunch",
+}
+
+
+@pytest.mark.parametrize("shape", DEEPEST)
+def test_every_query_the_parser_takes_sqlite_runs(index: SearchIndex, shape: str) -> None:
+    """The parser's limits lie inside SQLite's: a query at the deepest nesting or the most terms it accepts runs
+    (past them SQLite's parser overflows its stack, or its expression tree passes 1,000 levels), and one nesting
+    more is refused by the parser with its one line."""
+    query = DEEPEST[shape]()
+    found(index, query)
+    deeper, wider = "(" + query + ")", query + " OR lunch"
+    with pytest.raises(QueryError, match=f"at most {MAX_TERMS}" if "flat" in shape or "chain" in shape else "levels deep"):
+        parse(wider if "flat" in shape or "chain" in shape else deeper)
 
 
 @pytest.mark.parametrize(

@@ -285,7 +285,7 @@ def test_a_source_with_nothing_to_watch_is_polled_on_its_interval(tmp_path: Path
     """IMAP has no files to watch: the watcher says so and polls it every `interval`; its failing polls stop nothing."""
     config, root = maildir_config(tmp_path, settle_seconds=0)
     text = config.read_text() + (
-        '[sources.mail]\ntype = "imap"\nhost = "127.0.0.1"\nport = 9\nsecurity = "none"\nuser = "u"\npassword_env = "NOPE"\ninterval = 1\n'
+        '[sources.mail]\ntype = "imap"\nhost = "127.0.0.1"\nport = 9\nsecurity = "none"\nuser = "u"\npassword_env = "NOPE"\ninterval = 1\npush = "off"\n'
     )
     config.write_text(text)
     state = tmp_path / "state"

@@ -404,6 +404,10 @@ def test_refused_connection_is_a_clear_error(tmp_path: Path, env_password: None)
         ({"host": "imap.example.com", "password_cmd": "x"}, "password_cmd", "exactly one"),
         ({"host": "imap.example.com", "password_env": None}, "password_cmd", "exactly one"),
         ({"host": "imap.example.com", "mailbox": ["INBOX"]}, "mailbox", "unknown key"),
+        ({"host": "imap.example.com", "push": "always"}, "push", '"auto", "idle" or "off"'),
+        ({"host": "imap.example.com", "push_renew": 1800}, "push_renew", "at most 1740"),
+        ({"host": "imap.example.com", "push_connections": 1}, "push_connections", "at least 2"),
+        ({"host": "imap.example.com", "push_mailboxes": []}, "push_mailboxes", "at least one"),
     ],
 )
 def test_config_mistakes_name_the_key(tmp_path: Path, table: dict[str, Any], key: str, words: str) -> None:

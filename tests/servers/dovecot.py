@@ -12,11 +12,13 @@ set: then they fail, so CI never silently skips them.
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import imaplib
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -254,13 +256,35 @@ def start(timeout: float = 30.0, *, tls: bool = False, introspection_url: str | 
     if os.geteuid() == 0:
         for path in [root, *root.rglob("*")]:
             os.chown(path, uid, gid)
+    server = Dovecot(root=root, port=port, proc=_launch(binary, root, uid, gid), uid=uid, gid=gid, tls_port=tls_port)
+    _greeted(server, timeout)
+    return server
+
+
+def _launch(binary: str, root: Path, uid: int, gid: int) -> subprocess.Popen[bytes]:
+    """Dovecot in the foreground on the config under ``root`` (as ``uid``/``gid`` when we are root)."""
     kwargs: dict[str, Any] = {}
     if os.geteuid() == 0:
         kwargs = {"user": uid, "group": gid, "extra_groups": []}
-    stderr = (root / "stderr.log").open("wb")
-    proc = subprocess.Popen([binary, "-F", "-c", str(conf)], stdout=stderr, stderr=subprocess.STDOUT, cwd=root, **kwargs)
-    stderr.close()
-    server = Dovecot(root=root, port=port, proc=proc, uid=uid, gid=gid, tls_port=tls_port)
+    with (root / "stderr.log").open("ab") as stderr:
+        return subprocess.Popen([binary, "-F", "-c", str(root / "dovecot.conf")], stdout=stderr, stderr=subprocess.STDOUT, cwd=root,
+                                start_new_session=True, **kwargs)  # fmt: skip
+
+
+def restart(server: Dovecot, timeout: float = 30.0) -> None:
+    """Stop the server and every process of it (each connection closes at once, as when its machine restarts), and
+    start it again on the same port, mail and state."""
+    server.proc.terminate()
+    server.proc.wait(10)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.proc.pid, signal.SIGKILL)  # its imap processes, which may outlive the master for 30 s
+    server.proc = _launch(require_dovecot(), server.root, server.uid, server.gid)
+    _greeted(server, timeout)
+
+
+def _greeted(server: Dovecot, timeout: float) -> None:
+    """Wait (with a deadline) until the server greets on its port; stop it and fail otherwise."""
+    root, port, proc = server.root, server.port, server.proc
     deadline = time.monotonic() + timeout
     while True:
         if proc.poll() is not None:
@@ -270,7 +294,7 @@ def start(timeout: float = 30.0, *, tls: bool = False, introspection_url: str | 
             with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
                 s.settimeout(2)
                 if s.recv(200).startswith(b"* OK"):
-                    return server
+                    return
         except OSError:
             pass
         if time.monotonic() > deadline:

@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 
 from memex import config as config_mod
+from memex.observe import health
 from memex.observe.dashboard import render_text
 from memex.observe.status import collect
 from memex.records import decode_id
 from memex.registry import make_poller
 from memex.runner import poll
 from memex.state.cursors import CursorStore
-from tests.conftest import assert_valid, patience
+from tests.conftest import assert_valid, patience, read_log, wait_until
 from tests.servers.graph import ME, TENANT, Fault, GraphServer
 
 CHAT_A = "19:2da4c29f6d7041eca70b638b43d45437@thread.v2"
@@ -357,6 +358,7 @@ def test_config_rejects_bad_teams_keys(tmp_path: Path, graph: GraphServer) -> No
         ({"page_size": 51}, "page_size"),
         ({"graph_url": "http://graph.example"}, "graph_url"),
         ({"chanels": True}, "chanels"),
+        ({"watch_interval": 0}, "watch_interval"),
     ):
         cfg = config_mod.load(write_config(tmp_path, graph, **extra))
         with pytest.raises(config_mod.ConfigError, match=key):
@@ -847,3 +849,33 @@ def test_channel_inline_images_are_fetched_from_graph_url(tmp_path: Path, graph:
     assert blobs == {png, gif}
     assert graph.requests(f"/messages/{root}/replies/")  # the reply's image from its own path
     assert all(not r.get("missing") for rec in stored(tmp_path).values() for r in rec["attachments"])
+
+
+def test_the_watcher_polls_teams_at_its_watch_interval_and_waits_out_a_retry_after_the_poll_could_not(
+    tmp_path: Path, setup: tuple[config_mod.Config, GraphServer]
+) -> None:
+    """Under ``memex watch`` (interval an hour) Teams is polled every ``watch_interval`` seconds (delta polling: no change
+    notifications without a public HTTPS endpoint), so a new message is stored within seconds; a 429 whose Retry-After
+    (3 s) outlasts the poll's time (--max-seconds-per-poll 2) is put in the poll line, and the next poll starts no
+    sooner than that, though the watch interval is 1 s."""
+    from tests.core.test_watch import STORED_WITHIN, stop, watching
+
+    _, graph = setup
+    cfg = config_mod.load(write_config(tmp_path, graph, page_size=5, interval=3600, watch_interval=1))
+    env = {**{k: v for k, v in os.environ.items() if k != "MEMEX_CONFIG"}, "REQUESTS_CA_BUNDLE": str(graph.cert)}
+    state = tmp_path / "state"
+    lines = lambda: [e for e in read_log(state, "teams") if e["event"] == "poll"]  # noqa: E731
+    with watching(cfg.path, "teams", "--max-seconds-per-poll", "2", env=env) as proc:
+        wait_until(lambda: lines(), STORED_WITHIN, "the first poll")
+        graph.post(CHAT_A, "live")
+        wait_until(lambda: any(r.get("text") == "live" for r in stored(tmp_path).values()), STORED_WITHIN, "the new message")
+        graph.fault(f"/me/chats/{CHAT_A}/messages", 429, headers={"Retry-After": "3"})
+        graph.post(CHAT_A, "after the pause")
+        throttled = wait_until(lambda: next((e for e in lines() if e.get("retry_after_s")), None), STORED_WITHIN, "a throttled poll")
+        wait_until(lambda: any(r.get("text") == "after the pause" for r in stored(tmp_path).values()), STORED_WITHIN, "the rest")
+        stop(proc)
+    start = next(e for e in read_log(state, "teams") if e["event"] == "watch.start")
+    assert start["mode"] == "interval" and start["interval_s"] == 1.0
+    after = [e for e in lines() if e["ts"] > throttled["ts"]]
+    gap = health.parse_ts(after[0]["ts"]) - after[0]["duration_ms"] / 1000 - health.parse_ts(throttled["ts"])  # type: ignore[operator]
+    assert throttled["retry_after_s"] == 3.0 and gap >= 2.9  # the Retry-After was honoured (a lower bound, not a speed)

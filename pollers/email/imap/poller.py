@@ -38,6 +38,7 @@ from __future__ import annotations
 import ipaddress
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -106,11 +107,15 @@ def make(source: SourceConfig) -> ImapPoller:
         raise keys.error("ca_file", 'is for TLS; it has no effect with security = "none"')
     if ca_file is not None and not Path(ca_file).is_file():
         raise keys.error("ca_file", f"{ca_file}: no such file (the PEM certificate of the CA to trust)")
+    from pollers.email.imap.push import read_keys as read_push_keys
+
+    push = read_push_keys(keys)
     keys.finish()
     ca = str(ca_file) if ca_file is not None else None
     settings = Settings(
         host, port, security, user, password_cmd, password_env, tuple(mailboxes), float(timeout), ca, oauth, source.state_dir
     )
+    settings = replace(settings, push=None if push.mode == "off" else push)  # memex watch's IDLE or NOTIFY
     return ImapPoller(source.name, settings)
 
 
@@ -149,6 +154,14 @@ class ImapPoller(Inventory):
             return who
         tokens.sign_in(say, ask, open_browser)
         return self.settings.user
+
+    def listener(self) -> Any:
+        """``memex watch``'s IDLE or NOTIFY connections (:mod:`pollers.email.imap.push`), or None with ``push = "off"``."""
+        if self.settings.push is None:
+            return None
+        from pollers.email.imap.push import ImapListener
+
+        return ImapListener(self.name, self.settings, self.settings.push)
 
     # -- the Poller interface ----------------------------------------------
     def validate_cursor(self, cursor: Any) -> str | None:

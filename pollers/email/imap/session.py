@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memex.plugin import NEVER, Deadline, Interrupted, SourceError
 from pollers.email.imap import utf7
@@ -36,6 +36,9 @@ from pollers.email.imap.wire import (
     uid_set,
     untagged_int,
 )
+
+if TYPE_CHECKING:
+    from pollers.email.imap.push import PushSettings
 
 SEARCH_WINDOW = 20_000  # UIDs per UID SEARCH (its answer is one line; imaplib refuses lines over 1,000,000 bytes)
 SEARCH_WINDOW_MAX = 80_000  # a window doubled over empty stretches stops here (80,000 10-digit UIDs < 1 MB)
@@ -65,6 +68,7 @@ class Settings:
     ca_file: str | None = None  # PEM file of the CA to trust instead of the system's (a private or self-signed server)
     oauth: OAuth | None = None  # auth = "oauth2": the provider's login (pollers.email.imap.oauth); None: the password
     state_dir: Path | None = None  # where an OAuth2 login is kept
+    push: PushSettings | None = None  # memex watch's IDLE or NOTIFY (pollers.email.imap.push); None: polled on the interval
 
 
 class MailboxError(SourceError):

@@ -156,7 +156,7 @@ def to_item(
     Empty bytes (a 0-byte file in a Maildir, blank lines only) are no mail: quarantined with that reason, so the
     poll's ``record.quarantined`` warning names the file, instead of a record with an empty ``.eml`` beside it.
     """
-    if not raw.strip():
+    if not raw or raw.isspace():  # not raw.strip(): that copied every mail to find its first byte
         return Item(
             cursor=cursor, failure=Failure(native_id=raw_id(raw), reason=f"empty ({len(raw)} bytes): not a mail", raw=raw or None, ref=ref)
         )

@@ -1,5 +1,5 @@
 """Whole conversations and counts from the index: ``memex show --thread``, ``memex search --output=threads``,
-``--count`` and ``--group-by``.
+``--count`` and ``--group-by`` (each function reads one open connection, :meth:`memex.read.archive.Archive.reading`).
 
 A row's ``thread`` is the lowest row id of the rows its links join it to (:mod:`memex.search.rows`): a mail thread
 by References and In-Reply-To, joined across missing parents; a chat by its conversation. Counts are SQL
@@ -13,7 +13,6 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from memex.search.index import SearchIndex
 from memex.search.query import Query
 from memex.search.schema import MONTH
 
@@ -21,54 +20,54 @@ GROUPS = ("sender", "conversation", "month")
 _GROUP_SQL = {"sender": "m.sender_id", "conversation": "m.thread", "month": MONTH}
 
 
-def thread_keys(index: SearchIndex, key: str) -> list[str]:
+def thread_keys(db: sqlite3.Connection, key: str) -> list[str]:
     """The keys of every message in the conversation of the message at ``key``, oldest first (messages with no time
     last); deleted ones too (``memex show`` marks them). Empty when ``key`` is not indexed."""
-    found = index.db.execute("SELECT thread FROM messages WHERE key = ?", (key,)).fetchone()
+    found = db.execute("SELECT thread FROM messages WHERE key = ?", (key,)).fetchone()
     if found is None:
         return []
-    rows = index.db.execute("SELECT key FROM messages WHERE thread = ? ORDER BY id < 0, id", (found[0],)).fetchall()
+    rows = db.execute("SELECT key FROM messages WHERE thread = ? ORDER BY id < 0, id", (found[0],)).fetchall()
     return [r[0] for r in rows]
 
 
-def count(index: SearchIndex, q: Query, *, threads: bool = False) -> int:
+def count(db: sqlite3.Connection, q: Query, *, threads: bool = False) -> int:
     """How many messages (or with ``threads``, conversations) ``q`` matches."""
     sql, params = q.matching("count(DISTINCT m.thread)" if threads else "count(*)")
-    n: int = index.db.execute(sql, params).fetchone()[0]
+    n: int = db.execute(sql, params).fetchone()[0]
     return n
 
 
-def group_counts(index: SearchIndex, q: Query, by: str, limit: int) -> list[dict[str, Any]]:
+def group_counts(db: sqlite3.Connection, q: Query, by: str, limit: int) -> list[dict[str, Any]]:
     """The messages ``q`` matches counted by ``by`` (:data:`GROUPS`): senders and conversations most first, months
     newest first; at most ``limit`` groups. Each ``{"group", "count", "name"}``: the sender's ID and a name it
     used, the conversation's first message's key and its name or subject, the month (``YYYY-MM``, None for no time)."""
     sql, params = q.matching(f"{_GROUP_SQL[by]} AS g, count(*) AS n")  # the group's column alone: an index holds it
     order = "g DESC" if by == "month" else "n DESC, g"
-    rows = index.db.execute(f"{sql} GROUP BY g ORDER BY {order} LIMIT ?", [*params, limit]).fetchall()
+    rows = db.execute(f"{sql} GROUP BY g ORDER BY {order} LIMIT ?", [*params, limit]).fetchall()
     out: list[dict[str, Any]] = [{"group": g, "count": n, "name": None} for g, n in rows]
     if by == "sender":
         for entry in out:
-            found = index.db.execute("SELECT sender_name FROM messages WHERE sender_id = ? AND sender_name != '' LIMIT 1",
+            found = db.execute("SELECT sender_name FROM messages WHERE sender_id = ? AND sender_name != '' LIMIT 1",
                                      (entry["group"],)).fetchone()  # fmt: skip
             entry["name"] = found[0] if found else None
     if by == "conversation":
         for entry in out:
-            first = _first(index, entry["group"])
+            first = first_row(db, entry["group"])
             entry["group"] = first["key"] if first else None
             entry["name"] = (first["conv_name"] or first["subject"] or first["conv_id"]) if first else None
     return out
 
 
-def threads(index: SearchIndex, q: Query, limit: int) -> list[dict[str, Any]]:
+def threads(db: sqlite3.Connection, q: Query, limit: int) -> list[dict[str, Any]]:
     """The conversations holding a message ``q`` matches, the latest match first, at most ``limit``: each with its
     first message's key, source, name or subject, first and last time, messages matched and in all, and participants
     (senders' names, in order of their first message)."""
     sql, params = q.matching("m.thread AS t, count(*) AS n, max(m.id) AS last")
-    found = index.db.execute(f"{sql} GROUP BY t ORDER BY last DESC LIMIT ?", [*params, limit]).fetchall()
+    found = db.execute(f"{sql} GROUP BY t ORDER BY last DESC LIMIT ?", [*params, limit]).fetchall()
     out = []
     for thread, matched, _last in found:
-        first = _first(index, thread)
-        rows = index.db.execute(
+        first = first_row(db, thread)
+        rows = db.execute(
             "SELECT sent_at, sender_name, sender_id, is_me FROM messages WHERE thread = ? AND deleted = 0 ORDER BY id < 0, id",
             (thread,),
         ).fetchall()
@@ -83,42 +82,7 @@ def threads(index: SearchIndex, q: Query, limit: int) -> list[dict[str, Any]]:
     return out
 
 
-def _first(index: SearchIndex, thread: int) -> dict[str, Any] | None:
+def first_row(db: sqlite3.Connection, thread: int) -> dict[str, Any] | None:
     """The row a conversation is named after: its lowest row id (its first message, or one with no time)."""
-    row = index.db.execute("SELECT key, source, conv_id, conv_name, subject FROM messages WHERE id = ?", (thread,)).fetchone()
+    row = db.execute("SELECT key, source, conv_id, conv_name, subject FROM messages WHERE id = ?", (thread,)).fetchone()
     return dict(zip(("key", "source", "conv_id", "conv_name", "subject"), row, strict=True)) if row else None
-
-
-def join_all(db: sqlite3.Connection) -> None:
-    """Label every row with its thread (the lowest row id of the rows its links join it to): a rebuild's last step,
-    one pass over the links in ref order with a union-find whose roots are the lowest ids, then the rows whose label
-    is not their own id written through a temporary table (a row is rewritten whole when its thread changes: only
-    those are) (a poll joins each new row as it comes:
-    :meth:`memex.search.index.SearchIndex._put_many`)."""
-    parent: dict[int, int] = {}
-
-    def root(i: int) -> int:
-        top = i
-        while (up := parent.get(top, top)) != top:
-            top = up
-        while i != top:  # path compression
-            parent[i], i = top, parent[i]
-        return top
-
-    last_ref, top = None, 0
-    for ref, rowid in db.execute("SELECT ref, id FROM links ORDER BY ref"):
-        here = root(rowid) if rowid in parent else rowid
-        if ref != last_ref:
-            last_ref, top = ref, here
-        elif here < top:
-            parent[top] = top = here
-        elif here > top:
-            parent[here] = top
-    db.execute("CREATE TEMP TABLE joined(id INTEGER PRIMARY KEY, thread INTEGER NOT NULL)")
-    try:
-        db.executemany("INSERT INTO joined VALUES (?, ?)", ((i, t) for i in parent if (t := root(i)) != i))
-        db.execute("BEGIN")  # every other row is its own thread already (rows come in so; copied rows keep theirs)
-        db.execute("UPDATE messages SET thread = joined.thread FROM joined WHERE messages.id = joined.id")
-        db.execute("COMMIT")
-    finally:
-        db.execute("DROP TABLE joined")

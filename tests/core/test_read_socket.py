@@ -1,0 +1,127 @@
+"""The read socket (:mod:`memex.read.socket`): while a server runs, ``memex search`` and ``memex show`` in every form
+ask it and print the same bytes as without it; the socket is owner-only, a stale one is replaced, a live one is
+left alone, and ``memex watch`` serves it for its life."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memex import config as memex_config
+from memex.read.archive import Archive
+from memex.read.client import ask, socket_path
+from memex.read.socket import SocketServer, serve_socket
+from tests.conftest import patience, run_cli, wait_until
+from tests.core.test_read import polled
+from tests.core.test_watch import STORED_WITHIN, started, stop, watching
+
+FORMS = [  # each option of search and show at least once
+    ("search", "lease"),
+    ("search", "--rank", "--json", "-n", "3", "lease", "OR", "lunch"),
+    ("search", "--count", "--output=threads", "*"),
+    ("search", "--group-by", "sender", "--json", "*"),
+    ("search", "-n", "5", "--group-by=conversation", "*"),
+    ("search", "--output", "threads", "lease"),
+    ("search", "--", "-lunch", "from:anna"),
+    ("search", "with:nobody-at-all", "lease"),  # a with: naming nobody: its note on stderr
+    ("show", "--json", "lunch@example.net"),
+    ("show", "--thread", "lease2@example.com"),
+]
+OFF = {"MEMEX_NO_SERVER": "1"}
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A polled archive (:func:`tests.core.test_read.polled`) of 30 chat messages and the search tests' mails."""
+    return polled(tmp_path_factory.mktemp("sock"), 30)
+
+
+def _serve(cfg: Path) -> SocketServer:
+    loaded = memex_config.load(cfg)
+    return serve_socket(Archive(loaded, follow_people=True), loaded.state_dir)
+
+
+def test_every_form_prints_the_same_bytes_through_the_server_as_without(archive: Path) -> None:
+    """Each form of `memex search` (-n, --json, --rank, --count, --group-by, --output=threads, --) and `memex show`
+    (--json, --thread) prints the same stdout, stderr and exit status answered by the server as in-process; the
+    server answered each one (its count of answers); a bad query is still the parser's one line, exit 2."""
+    expected = [run_cli(*form, config=archive, env=OFF) for form in FORMS]
+    assert all(e.returncode == 0 and (e.stdout or "names no person" in e.stderr) for e in expected), [e.stderr for e in expected]
+    with _serve(archive) as server:
+        assert server.serving
+        got = [run_cli(*form, config=archive) for form in FORMS]
+        answered = server.answered
+        bad = run_cli("search", "(lease", config=archive)
+    for form, e, g in zip(FORMS, expected, got, strict=True):
+        assert (g.returncode, g.stdout, g.stderr) == (e.returncode, e.stdout, e.stderr), form
+    assert answered == len(FORMS)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def test_the_socket_is_owner_only_and_a_live_one_is_left_alone(archive: Path) -> None:
+    """The socket is 0600 in a 0700 folder; a second server beside a live one does not serve and does not remove
+    it; closing the first removes the socket."""
+    state = memex_config.load(archive).state_dir
+    path = Path(socket_path(state))
+    with _serve(archive) as first:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        second = _serve(archive)
+        assert first.serving and not second.serving
+        second.close()
+        assert path.exists() and ask(state, archive, "count", query="lease", conversations=False) == 2
+    assert not path.exists()
+
+
+def test_a_stale_socket_is_answered_in_process_and_replaced(archive: Path) -> None:
+    """A socket left by a server that died (nobody listens): the commands answer in-process, the same bytes; the
+    next server replaces it and answers; a config file changed since the server read it is answered in-process."""
+    state = memex_config.load(archive).state_dir
+    path = socket_path(state)
+    Path(path).parent.mkdir(mode=0o700, exist_ok=True)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(path)
+    dead.close()  # the file stays, nobody accepts
+    expected = run_cli("search", "--json", "lease", config=archive, env=OFF)
+    stale = run_cli("search", "--json", "lease", config=archive)
+    assert (stale.returncode, stale.stdout) == (0, expected.stdout)
+    with _serve(archive) as server:
+        assert server.serving and run_cli("search", "--json", "lease", config=archive).stdout == expected.stdout
+        assert server.answered == 1
+        os.utime(archive, ns=(1, 1))  # the config "changed": the server's answer is not asked for
+        assert ask(state, archive, "count", query="lease", conversations=False) is None
+        assert run_cli("search", "--json", "lease", config=archive).stdout == expected.stdout
+        assert server.answered == 1
+
+
+def test_memex_watch_serves_the_socket_while_it_runs(archive: Path) -> None:
+    """`memex watch` listens on the read socket once it runs: a search is answered through it (the same bytes),
+    and the socket is gone after it stops."""
+    state = memex_config.load(archive).state_dir
+    expected = run_cli("search", "lease", config=archive, env=OFF)
+    with watching(archive, "md") as proc:
+        started(state, "md")
+        wait_until(lambda: ask(state, archive, "count", query="lease", conversations=False) == 2, STORED_WITHIN,
+                   "the watch's read socket answering")  # fmt: skip
+        assert run_cli("search", "lease", config=archive).stdout == expected.stdout
+        stop(proc)
+    assert not Path(socket_path(state)).exists()
+
+
+def test_the_new_fast_forms_say_what_click_says_and_import_no_click(archive: Path) -> None:
+    """--count, --group-by, --output=threads, a query after -- and show --thread, now parsed without click: the same
+    bytes and exit code as through click (--debug); a search after -- and a count import neither click nor rich."""
+    for form in [f for f in FORMS if set(f) & {"--count", "--group-by", "--group-by=conversation", "--output", "--", "--thread"}]:
+        plain, via_click = run_cli(*form, config=archive, env=OFF), run_cli("--debug", *form, config=archive, env=OFF)
+        assert (plain.returncode, plain.stdout, plain.stderr) == (via_click.returncode, via_click.stdout, via_click.stderr), form
+    for form in (("search", "--", "-lunch", "lease"), ("search", "--count", "--output=threads", "*")):
+        out = subprocess.run([sys.executable, "-X", "importtime", "-m", "memex", "--config", str(archive), *form],
+                             capture_output=True, text=True, timeout=patience(60), env={**os.environ, **OFF})  # fmt: skip
+        assert out.returncode == 0 and out.stdout, out.stderr[-500:]
+        imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+        assert not imported & {"click", "rich"}, form
