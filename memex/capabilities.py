@@ -195,6 +195,15 @@ class Inventoried(Protocol):
 
 
 @runtime_checkable
+class MovesWhenIdle(Protocol):
+    """Optional: a poller whose cursor moves past things that are not messages, poll after poll (signal-cli's receipts
+    and typing notices). Without it, a cursor that moved in each of :attr:`memex.observe.health.Rules.hollow_after`
+    polls in a row while nothing was stored is shown as ``STUCK`` (a plug-in that skips what it should store)."""
+
+    moves_when_idle: bool
+
+
+@runtime_checkable
 class WholeRevisions(Protocol):
     """Optional: a poller whose revisions are each the whole message as it is now (``whole_revisions = True``), so
     ``memex verify --repair`` may store a missing original from one (see :attr:`memex.source.Item.whole`)."""
@@ -236,13 +245,14 @@ class Capabilities:
     inventory: Callable[[Cursor], Iterator[Listed | Unchecked]] | None = None
     reread: Callable[[list[str]], Iterator[Item]] | None = None
     whole_revisions: bool = False
+    moves_when_idle: bool = False
     authenticate: Callable[..., str] | None = None
 
 
 # Each capability's Protocol, by the attribute names it declares (the names misspelt() compares against).
 PROTOCOLS: tuple[type, ...] = (Headed, Historied, HistoryCounting, CursorValidating, Reporting, Spooling, DeadlineAware,
                                Interruptible, Watchable, Pushing, Paced, Settling, Inventoried, WholeRevisions,
-                               Authenticating)  # fmt: skip
+                               MovesWhenIdle, Authenticating)  # fmt: skip
 NAMES: frozenset[str] = frozenset(f.name for f in fields(Capabilities))
 REQUIRED: frozenset[str] = frozenset({"name", "fetch", "positions", "close"})  # memex.source.Poller
 
@@ -273,6 +283,7 @@ def capabilities(poller: Any) -> Capabilities:
         inventory=listed.inventory if listed is not None else None,
         reread=listed.reread if listed is not None else None,
         whole_revisions=isinstance(poller, WholeRevisions) and poller.whole_revisions is True,
+        moves_when_idle=isinstance(poller, MovesWhenIdle) and poller.moves_when_idle is True,
         authenticate=_method(poller, Authenticating, "authenticate"),
     )
 
@@ -317,7 +328,7 @@ def misspelt(poller: Any) -> list[str]:
         missing = [m for m in everything if not hasattr(poller, m)]
         if missing:
             problems.append(f"{protocol.__name__}: {', '.join(present)} without {', '.join(missing)}: memex does not use it")
-        elif protocol not in (Settling, Paced, WholeRevisions) and not _resolved(found, everything):
+        elif protocol not in (Settling, Paced, WholeRevisions, MovesWhenIdle) and not _resolved(found, everything):
             problems.append(f"{protocol.__name__}: {', '.join(everything)} not callable: memex does not use it")
     return problems
 

@@ -53,6 +53,9 @@ COMMIT_SECONDS = 1.0
 # A first batch whose read ran past the time limit is not dropped: it gets this many seconds more to be stored,
 # so a source slower than --max-seconds still moves on each poll (and says so) instead of showing idle for ever.
 SLOW_GRACE = GRACE
+# The index work of a poll stops this long after its time limit (or at once on SIGTERM): what is not yet in the index
+# then stays in the journal for the next poll, so the poll ends within --max-seconds + GRACE however slow the index.
+INDEX_GRACE = GRACE / 4
 
 
 class TooSlow(MemexError):
@@ -249,9 +252,9 @@ def _run(
     result.positions_after, result.cursor_after = result.positions_before, result.cursor_before
     uploader = Uploader(cfg, name, log, deadline=deadline)
     uploader.stored = [] if cfg.search_index else None  # handed to the search index after each commit (memex.search.build)
-    index = _Index(cfg, name, log)
+    index = _Index(cfg, name, log, deadline)
     if cfg.search_index and has_pending(cfg.state_dir, name, "poll"):  # a journal left by a crash: one stat; no SQLite when there is none
-        index.follower = _follower(cfg, name, log)
+        index.follower = _follower(cfg, name, log, deadline)
         index.follower.catch_up(uploader.store)
     commit = Advance(name, poller, uploader, cursors, committed, log, declared_reset=lambda: result.reset is not None)
     commit.register(index)
@@ -323,6 +326,9 @@ def _run(
     if result.slow_read_s is not None:
         _slow(name, result, log)
     result.status = "ok" if _progress(result) else "idle"
+    moved = result.positions_before and result.positions_after != result.positions_before
+    if moved and result.status == "idle" and not can.moves_when_idle:  # memex.capabilities.MovesWhenIdle
+        result.extra["moved_idle"] = True  # the cursor moved and nothing was stored (memex.observe.health: N in a row)
 
 
 def _progress(result: PollResult) -> bool:
@@ -351,12 +357,12 @@ def _environment(exc: BaseException) -> bool:
 class _Index:
     """The search index's step of each commit (:class:`memex.advance.Step`): its follower, made at the first keys."""
 
-    def __init__(self, cfg: Config, name: str, log: Any) -> None:
-        self.cfg, self.name, self.log = cfg, name, log
+    def __init__(self, cfg: Config, name: str, log: Any, deadline: Deadline) -> None:
+        self.cfg, self.name, self.log, self.deadline = cfg, name, log, deadline
         self.follower: Any = None
 
     def before_commit(self, keys: list[str]) -> None:
-        self.follower = self.follower or _follower(self.cfg, self.name, self.log)
+        self.follower = self.follower or _follower(self.cfg, self.name, self.log, self.deadline)
         self.follower.before_commit(keys)
 
     def advanced(self, cursor: Cursor, positions: dict[str, int]) -> None:
@@ -399,11 +405,19 @@ class _Released:
         pass
 
 
-def _follower(cfg: Config, name: str, log: Any) -> Any:
-    """The search index's follower of this source's polls (imported only when there is something to index)."""
+def _follower(cfg: Config, name: str, log: Any, deadline: Deadline) -> Any:
+    """The search index's follower of this source's polls (imported only when there is something to index), its work
+    cut :data:`INDEX_GRACE` after the time limit, or at once when the poll is asked to stop."""
     from memex.search.build import Follower
 
-    return Follower(cfg, name, "poll", log, background=True)
+    def cutoff() -> float | None:
+        if deadline.stop.is_set():
+            return 0.0
+        return None if deadline.at is None else deadline.at + INDEX_GRACE
+
+    follower = Follower(cfg, name, "poll", log, background=True)
+    follower.cutoff = cutoff
+    return follower
 
 
 def _check_direction(poller: Poller, name: str, current: Cursor, batch: Batch, log: Any, result: PollResult) -> None:

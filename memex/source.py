@@ -120,6 +120,7 @@ class Listed:
 
     native_id: str
     ref: str
+    revisions: tuple[str, ...] | None = None  # the ids of the revisions the source has of it (None: it cannot list them)
 
 
 @dataclass(frozen=True)
