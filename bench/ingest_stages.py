@@ -51,6 +51,8 @@ def poll(work: Path, tree: Path, source: str, *, index: bool = True) -> dict[str
         done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
     assert done.returncode == 0, f"memex poll of {tree} exited {done.returncode}: {done.stderr.decode()[-2000:]}"
     got = json.loads(out.read_text())
+    for stage in got.get("missing", []):  # timed as 0 and left in "other": say so rather than show a false saving
+        print(f"warning: {tree} has none of the functions of stage {stage!r} (bench/stage_timer.py STAGES)", file=sys.stderr)
     stages = dict(got["stages"])
     stages["other"] = got["cpu"] - sum(stages.values())
     stages["total"] = got["cpu"]

@@ -63,14 +63,16 @@ def timed(stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def install() -> None:
-    """Wrap every stage's functions, in their module and wherever a loaded module holds them by name."""
+def install() -> list[str]:
+    """Wrap every stage's functions, in their module and wherever a loaded module holds them by name; the stages none
+    of whose functions the tree has (a module moved: name its new place in :data:`STAGES`)."""
     for module in ("memex.cli.poll", "memex.runner", "memex.uploader", "memex.search.build", "pollers.email.imap",
                    "pollers.email.maildir", "pollers.email.render"):  # fmt: skip
         try:
             importlib.import_module(module)
         except ImportError:
             pass
+    found: set[str] = set()
     for stage, names in STAGES.items():
         for name in names:
             module_name, _, path = name.partition(":")
@@ -82,11 +84,13 @@ def install() -> None:
             if original is None:
                 continue
             wrapped = timed(stage, original)
+            found.add(stage)
             setattr(owner, attr, wrapped)
             if not outer:  # a module function: also where it was imported by name
                 for mod in list(sys.modules.values()):
                     if getattr(mod, attr, None) is original:
                         setattr(mod, attr, wrapped)
+    return [stage for stage in STAGES if stage not in found]
 
 
 def main() -> None:
@@ -94,7 +98,7 @@ def main() -> None:
     out, tree = Path(sys.argv[1]), Path(sys.argv[2])
     args = sys.argv[sys.argv.index("--") + 1 :]
     sys.path.insert(0, str(tree))
-    install()
+    missing = install()
     from memex.cli.entry import main as memex_main
 
     sys.argv = ["memex", *args]
@@ -112,7 +116,7 @@ def main() -> None:
             profiler.disable()
             profiler.dump_stats(f"{profile}.{os.getpid()}")
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        out.write_text(json.dumps({"stages": spent, "cpu": usage.ru_utime + usage.ru_stime, "code": code}))
+        out.write_text(json.dumps({"stages": spent, "cpu": usage.ru_utime + usage.ru_stime, "code": code, "missing": missing}))
     sys.exit(code if isinstance(code, int) else 1)
 
 
