@@ -390,10 +390,10 @@ class Archive:
         """The conversations (of ``source``) whose last message is the newest, below the cursor ``before``.
 
         Walks the messages newest first (the row id's index, or ``messages_source_last`` for one source) and keeps a
-        row when no later one of its conversation (and source) follows (``messages_thread`` seeks it), stopping at
+        row when no later one of its conversation follows (``messages_thread`` seeks it), stopping at
         ``limit``: a page reads about as many rows as it shows, not every message (docs/benchmarks.md, issue 42)."""
         later = "SELECT 1 FROM messages x WHERE x.thread = m.thread AND x.deleted = 0 AND x.id > m.id"
-        where = ["m.deleted = 0", f"NOT EXISTS ({later}{' AND x.source = m.source' if source is not None else ''})"]
+        where = ["m.deleted = 0", f"NOT EXISTS ({later})"]  # a conversation is one source's (links are per source)
         params: list[Any] = []
         if source is not None:
             where.append("m.source = ?")
@@ -403,13 +403,7 @@ class Archive:
             params.append(_int(before))
         rows = db.execute(f"SELECT m.thread, m.id FROM messages m WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT ?",
                           [*params, limit]).fetchall()  # fmt: skip
-        out = []
-        for thread, last in rows:
-            extra = " AND source = ?" if source is not None else ""
-            (n,) = db.execute(f"SELECT count(*) FROM messages WHERE thread = ? AND deleted = 0{extra}",
-                              [thread, *([source] if source is not None else [])]).fetchone()  # fmt: skip
-            out.append(self._summary(db, thread, n, last))
-        return out
+        return [self._summary(db, thread, None, last) for thread, last in rows]
 
     def _summary(self, db: sqlite3.Connection, thread: int, n: int | None = None, last: int | None = None) -> ConversationSummary:
         """A conversation's summary: named after its first row, its people, its last message."""

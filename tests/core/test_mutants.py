@@ -1609,6 +1609,12 @@ MUTANTS = [
         id="query-depth-unbounded",
     ),
     # ---- end of i40-cli ----
+    pytest.param(
+        "memex/people/__init__.py",
+        [('        memo = f"{s.file.absolute()}\\0{index}\\0{made_from}"', '        memo = f"{s.file.absolute()}\\0{index}"')],
+        ["tests/core/test_people_cache.py::test_a_read_only_reader_makes_the_book_once_per_process_until_its_inputs_change"],
+        id="read-only-book-kept-after-its-cards-changed",
+    ),
 ]  # fmt: skip
 
 
