@@ -218,6 +218,14 @@ def parse(doc: Mapping[str, Any], path: Path | None) -> Config:
             sources[name] = _source(name, table, path, state_dir)
         except ConfigError as exc:  # one broken section stops only its own source (make_poller raises ``problem``)
             sources[name] = _broken_source(name, table, path, state_dir, exc)
+    for name, source in list(sources.items()):  # `into` names the source whose records these are: it must be one
+        into = source.options.get("into")
+        if isinstance(into, str) and into != name and into not in sources_table:
+            known = ", ".join(sorted(sources)) or "none"
+            problem = ConfigError(f"no source named {into!r} in this config (configured: {known}); `into` names the mail "
+                                  "source these mails are stored under: fix the name, or leave `into` out", path=path,
+                                  key=f"sources.{name}.into")  # fmt: skip
+            sources[name] = _broken_source(name, sources_table[name], path, state_dir, problem)
     return Config(path=path, state_dir=state_dir, store=store, sources=sources, log_max_bytes=log_max_bytes, log_backups=log_backups,
                   metrics_textfile=metrics_textfile, state_url=state_url, lease_seconds=lease_seconds,
                   search_index=search_index, search_stemming=search_stemming, people=people)  # fmt: skip

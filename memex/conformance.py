@@ -159,6 +159,7 @@ def check_poller(
 
     probe = make()
     spooled = callable(getattr(probe, "stored", None))  # a source read once (a queue): what backs it goes when stored
+    moves_when_idle = bool(getattr(probe, "moves_when_idle", False))  # memex.source.MovesWhenIdle
     probe.close()
     first = fresh_drain()
     distinct = set(first.keys)
@@ -193,6 +194,16 @@ def check_poller(
     if tail.keys:
         raise _fail("caught-up", f"{len(tail.keys)} records read again after the end")
     ran.append("caught-up")
+    still = fresh_drain(tail.cursor, check="still")  # a poll of the unchanged source, one more time
+    probe = make()
+    try:
+        was, now = probe.positions(tail.cursor), probe.positions(still.cursor)
+    finally:
+        probe.close()
+    if not moves_when_idle and (still.keys or now != was):
+        raise _fail("still", f"the cursor moved ({was} -> {now}) on an unchanged source with {len(still.keys)} records read: each "
+                    "poll would pass something without storing it (memex status shows it STUCK), or declare moves_when_idle")  # fmt: skip
+    ran.append("still")
     if add is None:
         return ran
     add(2)  # each later read is a fresh poller, as each poll is

@@ -50,6 +50,9 @@ COMMIT_SECONDS = 1.0
 # A first batch whose read ran past the time limit is not dropped: it gets this many seconds more to be stored,
 # so a source slower than --max-seconds still moves on each poll (and says so) instead of showing idle for ever.
 SLOW_GRACE = GRACE
+# The index work of a poll stops this long after its time limit (or at once on SIGTERM): what is not yet in the index
+# then stays in the journal for the next poll, so the poll ends within --max-seconds + GRACE however slow the index.
+INDEX_GRACE = GRACE / 4
 
 
 class TooSlow(MemexError):
@@ -274,7 +277,7 @@ def _run(
     uploader.stored = [] if cfg.search_index else None  # handed to the search index after each commit (memex.search.build)
     follower: Any = None
     if cfg.search_index and has_pending(cfg.state_dir, name, "poll"):  # a journal left by a crash: one stat; no SQLite when there is none
-        follower = _follower(cfg, name, log)
+        follower = _follower(cfg, name, log, deadline)
         follower.catch_up(uploader.store)
 
     refused = False
@@ -296,7 +299,7 @@ def _run(
         if not moved and not batch:
             return
         if batch:
-            follower = follower or _follower(cfg, name, log)
+            follower = follower or _follower(cfg, name, log, deadline)
             follower.before_commit(batch)  # the keys are journaled before the store's commit makes them durable
         uploader.sync()
         if moved:
@@ -373,6 +376,9 @@ def _run(
     if result.slow_read_s is not None:
         _slow(name, result, log)
     result.status = "ok" if _progress(result) else "idle"
+    moved = result.positions_before and result.positions_after != result.positions_before
+    if moved and result.status == "idle" and not getattr(poller, "moves_when_idle", False):
+        result.extra["moved_idle"] = True  # the cursor moved and nothing was stored (memex.observe.health: N in a row)
 
 
 def _progress(result: PollResult) -> bool:
@@ -398,11 +404,19 @@ def _environment(exc: BaseException) -> bool:
     return explain(exc) is not None
 
 
-def _follower(cfg: Config, name: str, log: Any) -> Any:
-    """The search index's follower of this source's polls (imported only when there is something to index)."""
+def _follower(cfg: Config, name: str, log: Any, deadline: Deadline) -> Any:
+    """The search index's follower of this source's polls (imported only when there is something to index), its work
+    cut :data:`INDEX_GRACE` after the time limit, or at once when the poll is asked to stop."""
     from memex.search.build import Follower
 
-    return Follower(cfg, name, "poll", log, background=True)
+    def cutoff() -> float | None:
+        if deadline.stop.is_set():
+            return 0.0
+        return None if deadline.at is None else deadline.at + INDEX_GRACE
+
+    follower = Follower(cfg, name, "poll", log, background=True)
+    follower.cutoff = cutoff
+    return follower
 
 
 def _check_direction(poller: Poller, name: str, current: Cursor, batch: Batch, log: Any, result: PollResult) -> None:

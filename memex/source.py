@@ -134,6 +134,14 @@ class Spooling(Protocol):
         ...
 
 
+class MovesWhenIdle(Protocol):
+    """Optional: a poller whose cursor moves past things that are not messages, poll after poll (signal-cli's receipts
+    and typing notices). Without it, a cursor that moved in each of :attr:`memex.observe.health.Rules.hollow_after`
+    polls in a row while nothing was stored is shown as ``STUCK`` (a plug-in that skips what it should store)."""
+
+    moves_when_idle: bool
+
+
 class DeadlineAware(Protocol):
     """Optional: a poller that waits on a network (retries, backoff) is told when the poll must end.
 
@@ -216,6 +224,7 @@ class Listed:
 
     native_id: str
     ref: str
+    revisions: tuple[str, ...] | None = None  # the ids of the revisions the source has of it (None: it cannot list them)
 
 
 @dataclass(frozen=True)

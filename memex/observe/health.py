@@ -45,6 +45,12 @@ everything. Each state below has one rule over the source's recent events
       between polls and every poll re-reads A..B;
     * the newest poll processed messages (new + dup + quarantined > 0), did
       not fail, and its cursor did not move;
+    * the cursor moved in each of the newest ``hollow_after`` (5) polls while
+      nothing was stored (their lines have ``moved_idle``): a poller that
+      passes over what it should store (two copies of one export, a plug-in
+      bug) would otherwise read ``IDLE`` for ever. A poller whose cursor
+      legitimately moves past things that are not messages (Signal's receipts)
+      declares ``moves_when_idle`` and its polls are never counted;
     * a replay: the newest poll met duplicates the poller did not declare as
       expected (``dup - dup_expected > 0``) starting at or below the position
       where the previous poll started, although that poll moved on: something
@@ -111,6 +117,7 @@ class Rules:
     failing_after: int = 3
     stale_factor: float = 2.0
     stuck_repeats: int = 3
+    hollow_after: int = 5
     regressed_hold_s: float = 24 * 3600.0
     spool_max_age_s: float = 900.0
 
@@ -230,6 +237,14 @@ def find_stuck(events: Sequence[dict[str, Any]], rules: Rules = Rules()) -> str 
     before, after = _positions(newest, "positions_before"), _positions(newest, "positions_after")
     if _processed(newest) > 0 and before == after and newest.get("status") != "error":
         return f"last poll processed {_processed(newest)} messages but the cursor stayed at {newest.get('cursor_after', '?')}"
+    hollow = 0  # polls in a row whose cursor moved while nothing was stored
+    for poll in polls:
+        if poll is None or not poll.get("moved_idle"):
+            break
+        hollow += 1
+    if hollow >= rules.hollow_after:
+        return (f"the cursor moved in each of the last {hollow} polls (now {newest.get('cursor_after', '?')}) but nothing was "
+                "stored: the source's poller passes over messages without handing them over (a bug to report to its author)")  # fmt: skip
     # The same moving transition, N times in a row (no boundary in between).
     run = []
     for poll in polls:

@@ -19,11 +19,13 @@ duplicate, and duplicates are handed over too, so it is indexed then.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Generator, Iterator
+import time
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,7 +33,7 @@ from memex.config import Config
 from memex.errors import MemexError, StateError
 from memex.hold import point_from_env
 from memex.records import encode_id
-from memex.search import index_path, journal_keys, journal_path
+from memex.search import index_path, journal_path
 from memex.search.index import SIDE_FILES, SearchIndex
 from memex.search.locks import OPEN_LOCK, REBUILD_LOCK, REBUILD_WAIT, SWAP_WAIT, RebuildRunning
 from memex.search.rows import is_record_key, load_record
@@ -68,6 +70,25 @@ def journal_drop(path: Path, upto: int) -> None:
         fh.seek(upto)
         rest = fh.read()
     atomic_replace(path, rest)
+
+
+def journal_entries(path: Path) -> list[tuple[str, int]]:
+    """The journal's keys (each once, in order), each with the byte offset just past its line: dropping the journal up
+    to there leaves every key after it (a later line naming an earlier key only names it again)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    entries: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    pos = 0
+    for line in data.splitlines(keepends=True):
+        pos += len(line)
+        key = line.decode().strip()
+        if key and key not in seen:
+            seen.add(key)
+            entries.append((key, pos))
+    return entries
 
 
 def read_bodies(store: ObjectStore, keys: Iterator[str] | list[str], workers: int) -> Iterator[tuple[str, bytes]]:
@@ -206,8 +227,24 @@ def _stopped(exc: sqlite3.Error | OSError, new: Path) -> MemexError:
     return StateError(f"rebuild stopped: SQLite {getattr(exc, 'sqlite_errorname', type(exc).__name__)}; {fix}", path=new)
 
 
+# With a cutoff, an update adds its records a chunk a transaction (SQLite does its work at the insert, so the cutoff is
+# looked at between chunks), each sized by the last one's rate (seconds a record, kept across updates) to take at most a
+# quarter of the time left (ADD_MIN to ADD_MAX): whole batches far from the cutoff, a few records at a time near it.
+ADD_CHUNK, ADD_MIN, ADD_MAX = 1, 1, 5000
+FAR = 30.0  # seconds before the cutoff beyond which an update with no rate known yet adds a whole batch at once
+
+
+class IndexDeferred(Exception):
+    """An index update reached its cutoff (the poll's time limit): rolled back, its keys left in the journal."""
+
+
 class Follower:
-    """Keeps the index in step with what one writer (``poll`` or ``backfill``) of one source stores."""
+    """Keeps the index in step with what one writer (``poll`` or ``backfill``) of one source stores.
+
+    ``cutoff`` (the runner's: the poll's time limit plus a quarter of its grace) bounds the index work: an update still running
+    then is rolled back and its keys stay in the journal, for the next run's catch-up (:meth:`catch_up`, which keeps
+    what each chunk added), so a poll under load ends on time and the index is behind by at most one poll's records.
+    """
 
     def __init__(self, cfg: Config, source: str, writer: str, log: Any, *, background: bool = False) -> None:
         self.cfg, self.source, self.log = cfg, source, log
@@ -218,18 +255,75 @@ class Follower:
         self._appended = 0  # journal appends so far: an update empties the journal only if none came after its own
         self._ends: dict[int, int] = {}  # the journal's size after each append still in it (by its number)
         self._update: threading.Thread | None = None
+        self.cutoff: Callable[[], float | None] | None = None  # when index work stops (a monotonic time), or never
+        self._rate: float | None = None  # seconds the last transaction took a record (sizes the next one near the cutoff)
+
+    def _left(self) -> float:
+        """Seconds until the cutoff (infinite without one; 0 or less once it has come: index work then stops)."""
+        at = self.cutoff() if self.cutoff is not None else None
+        return float("inf") if at is None else at - time.monotonic()
+
+    def _add(self, index: SearchIndex, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
+        """Add ``records`` (how many were records); with a cutoff, :data:`ADD_CHUNK` a transaction, raising
+        :class:`IndexDeferred` when the cutoff comes between two (the chunks before it stay in the index)."""
+        if self.cutoff is None:
+            return index.add(records)
+        n = 0
+        it = iter(records)
+        while chunk := list(itertools.islice(it, self._chunk())):
+            if self._left() <= 0:
+                raise IndexDeferred
+            began = time.monotonic()
+            n += index.add(chunk)
+            self._rate = max(time.monotonic() - began, 1e-4) / len(chunk)
+        return n
+
+    def _chunk(self) -> int:
+        """Records for the next transaction: a quarter of the time left at the last rate (:data:`ADD_MIN` to
+        :data:`ADD_MAX`); before any rate is known, whole batches while the cutoff is far (:data:`FAR`), else
+        :data:`ADD_CHUNK`."""
+        left = min(self._left(), 3600.0)
+        if self._rate is None:
+            return ADD_MAX if left > FAR else ADD_CHUNK
+        return max(ADD_MIN, min(ADD_MAX, int(left / 4 / self._rate)))
+
+    def _deferred(self, keys: int, added: int) -> None:
+        """Note an update cut at the cutoff: the journal holds its keys for the next run."""
+        self.whole = False
+        self.log.info("search.deferred", keys=keys, records=added, reason="the poll's time limit; the next poll adds them")
 
     def catch_up(self, store: ObjectStore, seen: int | None = None) -> int:
         """Add the records the journal names (read back from the store), then empty it unless keys were journaled
-        after the ``seen``-th append (by default: the last one so far); how many were records."""
+        after the ``seen``-th append (by default: the last one so far); how many were records. With a cutoff, a
+        transaction at a time (:meth:`_chunk`), each one's keys leaving the journal once they are in the index: cut at
+        the cutoff, the next catch-up goes on from there, so every poll moves the index on, however slow."""
         seen = self._appended if seen is None else seen
-        keys = journal_keys(self.journal)
+        entries = journal_entries(self.journal)
+        keys = [k for k, _ in entries]
         if not keys:
             self._empty(seen)
             return 0
+        n = 0
         try:
             with SearchIndex.open(self.cfg.state_dir, writer=True, stemming=self.cfg.search_stemming) as index:
-                n = index.add(read_records(store, keys, 1))
+                if self.cutoff is None:
+                    n = index.add(read_records(store, keys, 1))
+                done = len(keys) if self.cutoff is None else 0
+                dropped = 0
+                while done < len(keys):
+                    if self._left() <= 0:
+                        raise IndexDeferred
+                    step = entries[done : done + self._chunk()]
+                    began = time.monotonic()
+                    n += index.add(read_records(store, [k for k, _ in step], 1))
+                    self._rate = max(time.monotonic() - began, 1e-4) / len(step)
+                    done += len(step)
+                    if done < len(keys):  # the last step's keys leave with the emptying below
+                        self._drop(step[-1][1] - dropped)
+                        dropped = step[-1][1]
+        except IndexDeferred:
+            self._deferred(len(keys), n)
+            return n
         except RebuildRunning:
             self.log.info("search.rebuild_running", keys=len(keys))  # the journal is kept for the next run
             self.whole = False
@@ -303,7 +397,10 @@ class Follower:
             return
         try:
             with SearchIndex.open(self.cfg.state_dir, writer=True, stemming=self.cfg.search_stemming) as index:  # durable once closed
-                index.add((key, record if isinstance(record, dict) else json.loads(record)) for key, record in stored)
+                self._add(index, ((key, record if isinstance(record, dict) else json.loads(record)) for key, record in stored))
+        except IndexDeferred:
+            self._deferred(len(stored), 0)
+            return
         except RebuildRunning:
             self.log.info("search.rebuild_running", keys=len(stored))  # the journal is kept for the next run
             self.whole = False
@@ -334,6 +431,16 @@ class Follower:
                 _journal_failed(self.log, self.journal, exc)
                 return
             self._ends = {n: end - upto for n, end in self._ends.items() if n > seen}
+
+    def _drop(self, upto: int) -> None:
+        """Drop the journal's first ``upto`` bytes (keys a catch-up chunk put in the index), no append falling between."""
+        with self._lock:
+            try:
+                journal_drop(self.journal, upto)
+            except OSError as exc:  # kept whole: the next catch-up adds those keys again, harmlessly
+                _journal_failed(self.log, self.journal, exc)
+                return
+            self._ends = {n: end - upto for n, end in self._ends.items() if end > upto}
 
     def _remove(self) -> None:
         """Empty the journal (kept: the next append then needs no folder sync); lost in a crash, it replays harmlessly."""

@@ -88,6 +88,40 @@ def fsync_dir(path: str | Path) -> None:
         os.close(fd)
 
 
+_HOST: list[str] = []  # this machine's name as temp file names carry it (computed once)
+
+
+def writer_tag() -> str:
+    """``PID@HOST``: who writes a temp file, as its name carries it (``.STEM.PID@HOST.RANDOM.tmp``), so that a sweep
+    can tell a temp file of a writer that is gone (killed) on this machine from a live one's (:func:`temp_writer`)."""
+    if not _HOST:
+        name = "".join(c for c in os.uname().nodename if c.isascii() and (c.isalnum() or c == "-"))
+        _HOST.append(name[:40] or "host")
+    return f"{os.getpid()}@{_HOST[0]}"
+
+
+def temp_writer(name: str) -> tuple[int, str] | None:
+    """The (pid, host) a temp file's name says wrote it (:func:`writer_tag`), or None for a name without them."""
+    parts = name.split(".")
+    pid, _, host = parts[2].partition("@") if len(parts) > 3 else ("", "", "")
+    return (int(pid), host) if pid.isdigit() and host else None
+
+
+def writer_gone(name: str) -> bool:
+    """Whether the temp file ``name`` was written on this machine by a process that no longer runs (killed, crashed).
+    A pid reused since by another process reads as alive: that file then waits for the age rule, never the reverse."""
+    writer = temp_writer(name)
+    if writer is None or writer[1] != writer_tag().partition("@")[2] or writer[0] == os.getpid():
+        return False
+    try:
+        os.kill(writer[0], 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # EPERM: it runs, as another user
+        return False
+    return False
+
+
 def write_temp(directory: Path, stem: str, data: bytes, mode: int = FILE_MODE, *, sync: bool = True) -> Path:
     """Write ``data`` to a new, uniquely named, fsynced temp file in ``directory``.
 
@@ -95,7 +129,7 @@ def write_temp(directory: Path, stem: str, data: bytes, mode: int = FILE_MODE, *
     the folder mistakes it for a finished file. The caller renames or links it.
     ``sync=False`` leaves the fsync to the caller (a group commit makes many temp files durable at once).
     """
-    tmp = directory / f".{stem}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
+    tmp = directory / f".{stem}.{writer_tag()}.{os.urandom(6).hex()}.tmp"
     write_new(str(tmp), data, mode, sync=sync)
     return tmp
 
@@ -120,7 +154,7 @@ def write_new(path: str, data: bytes, mode: int = FILE_MODE, *, sync: bool = Fal
 
 def stream_temp(directory: Path, stem: str, open_body: Callable[[], IO[bytes]], mode: int = FILE_MODE) -> Path:
     """Like :func:`write_temp`, copying a stream in chunks instead of bytes held in memory."""
-    tmp = directory / f".{stem}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
+    tmp = directory / f".{stem}.{writer_tag()}.{os.urandom(6).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         with open_body() as src, os.fdopen(os.dup(fd), "wb") as dst:

@@ -15,7 +15,17 @@ from typing import IO, Any
 
 from memex.errors import ConfigError, StoreError
 from memex.fs_errors import explain
-from memex.state.files import ensure_private_dir, fsync_dir, fsync_file, make_dirs, stream_temp, write_new, write_temp
+from memex.state.files import (
+    ensure_private_dir,
+    fsync_dir,
+    fsync_file,
+    make_dirs,
+    stream_temp,
+    write_new,
+    write_temp,
+    writer_gone,
+    writer_tag,
+)
 from memex.state.flush import flush_plan, sync_files
 from memex.store.objects import STALE_TMP_SECONDS, TMP_DIR
 
@@ -47,7 +57,7 @@ class FileStore:
         self._checked: set[Path] = set()  # folders known to exist, private, and durable in their parent
         self._folders: dict[str, str] = {}  # key prefix ("messages/s") -> its checked folder
         self._dirty_lock = threading.Lock()  # backfill writes from several threads while sync() runs
-        self._temp_names = itertools.count()  # temp file names: <pid>.<this store's token>.<n>
+        self._temp_names = itertools.count()  # temp file names: <pid>@<host>.<this store's token>.<n>
         self._token = secrets.token_hex(4)
         self.log: Any = None  # the source's logger (Uploader.store sets it): repairs and the flush method are logged
         self.repaired = 0  # objects found damaged at their name and replaced by put_new (of those it returned True for)
@@ -60,13 +70,15 @@ class FileStore:
         if self._tmp is None:
             self._folder(self.root)
             tmp = ensure_private_dir(self.root / TMP_DIR)
-            _sweep_stale(tmp)
+            swept = temp_files(tmp, sweep=True)
+            if swept.removed and self.log is not None:
+                self.log.info("store.temp_swept", files=swept.removed, bytes=swept.removed_bytes, folder=str(tmp))
             self._tmp = str(tmp)
         return self._tmp
 
     def _temp_file(self, body: bytes) -> str:
         """Write ``body`` to a new temp file (not fsynced: :meth:`sync` flushes them together); its path."""
-        tmp = f"{self._tmp_dir()}/.obj.{os.getpid()}.{self._token}.{next(self._temp_names)}.tmp"
+        tmp = f"{self._tmp_dir()}/.obj.{writer_tag()}.{self._token}.{next(self._temp_names)}.tmp"
         write_new(tmp, body)
         return tmp
 
@@ -321,16 +333,48 @@ def _damage(path: str, size: int, *, json_object: bool) -> str | None:
     return None if isinstance(parsed, dict) else "not_json"
 
 
-def _sweep_stale(tmp: Path) -> None:
-    """Remove temp files a killed writer left behind (only old ones: a live writer may own new ones)."""
-    cutoff = time.time() - STALE_TMP_SECONDS
+class TempFiles:
+    """What a look at ``.memex-tmp`` found: temp files in all, those stale (their writer gone), and those removed."""
+
+    def __init__(self) -> None:
+        self.files = self.bytes = self.stale = self.stale_bytes = self.removed = self.removed_bytes = 0
+
+    def to_json(self) -> dict[str, int]:
+        """The counts by name (``memex verify --json``)."""
+        return {k: getattr(self, k) for k in ("files", "bytes", "stale", "stale_bytes", "removed", "removed_bytes")}
+
+
+def is_stale(name: str, mtime: float, now: float) -> bool:
+    """The age rule for a temp file in ``.memex-tmp`` (docs/records.md): stale once its writer is gone (its name says
+    which process on which machine wrote it: gone from this machine means killed or crashed), or once older than
+    :data:`STALE_TMP_SECONDS` (a writer on another machine sharing the folder, or a name without its writer)."""
+    return name.endswith(".tmp") and (mtime < now - STALE_TMP_SECONDS or writer_gone(name))
+
+
+def temp_files(tmp: Path, *, sweep: bool) -> TempFiles:
+    """Count the temp files in ``tmp`` (a store's ``.memex-tmp``); with ``sweep``, remove the stale ones
+    (:func:`is_stale`): a killed writer's, never a live one's."""
+    found = TempFiles()
+    now = time.time()
     try:
         with os.scandir(tmp) as it:
             for entry in it:
                 try:
-                    if entry.name.endswith(".tmp") and entry.stat().st_mtime < cutoff:
+                    st = entry.stat(follow_symlinks=False)
+                    if not stat.S_ISREG(st.st_mode):
+                        continue
+                    found.files += 1
+                    found.bytes += st.st_size
+                    if not is_stale(entry.name, st.st_mtime, now):
+                        continue
+                    found.stale += 1
+                    found.stale_bytes += st.st_size
+                    if sweep:
                         os.unlink(entry.path)
+                        found.removed += 1
+                        found.removed_bytes += st.st_size
                 except OSError:
                     pass
     except OSError:
         pass
+    return found

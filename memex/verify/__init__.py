@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from memex.config import Config
 from memex.deadline import Deadline
@@ -48,6 +49,7 @@ def verify(cfg: Config, sources: list[str] | None = None, *, repair: bool = Fals
             return report
         after = _once(cfg, store, sources, repair=False, workers=workers, deadline=deadline, tick=tick)
         after.repair = True
+        after.temp = report.temp  # what the repair's pass found and removed
         for name, part in report.sources.items():
             later = after.source(name)
             later.before, later.repaired, later.not_repaired = dict(part.counts), part.repaired, part.not_repaired
@@ -68,6 +70,12 @@ def _once(cfg: Config, store: ObjectStore, sources: list[str] | None, *, repair:
             tick(n)
 
     walk(store, report, sources=sources, workers=workers, damaged=damaged, tick=step)
+    root = getattr(store, "root", None)  # a local folder: its temp files, those a killed writer left counted (removed by --repair)
+    if isinstance(root, Path):
+        from memex.store.files import temp_files
+        from memex.store.objects import TMP_DIR
+
+        report.temp = temp_files(root / TMP_DIR, sweep=repair).to_json()
     from memex.state.backend import cursor_store
 
     sections = cursor_store(cfg).load()

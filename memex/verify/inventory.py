@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from memex.config import Config
-from memex.records import canonical_json, encode_id, message_key
+from memex.records import canonical_json, encode_id, message_key, revision_key
 from memex.registry import open_poller
 from memex.source import Item, Listed, Unchecked
 from memex.store.attachments import store_content
@@ -62,15 +62,20 @@ def compare(cfg: Config, store: ObjectStore, report: Report, name: str, *, curso
         reader = Reader(store)
         rereads: list[str] = []
 
-        def present(entry: Listed) -> bool:
+        def present(entry: Listed) -> tuple[bool, list[str]]:
+            """Whether the message is stored (or quarantined), and the ids of its listed revisions that are not."""
             key = message_key(name, entry.native_id)
-            return reader.has(key) or reader.has(f"quarantine/{encode_id(name)}/{encode_id(entry.native_id)}.json")
+            if not (reader.has(key) or reader.has(f"quarantine/{encode_id(name)}/{encode_id(entry.native_id)}.json")):
+                return False, []
+            return True, [r for r in entry.revisions or () if not reader.has(revision_key(name, entry.native_id, r))]
 
-        for entry, found in ordered_map(present, listing, pool, window):
+        for entry, (found, lost) in ordered_map(present, listing, pool, window):
             part.listed += 1
             if not found:
                 part.add(MISSING, {"native_id": entry.native_id, "ref": entry.ref})
-            if fixer is not None and (not found or entry.native_id in wanted):
+            for revision in lost:  # a revision the source still has (an edit, an unsend) that the store lacks
+                part.add(MISSING, {"native_id": entry.native_id, "ref": entry.ref, "revision": revision})
+            if fixer is not None and (not found or lost or entry.native_id in wanted):
                 rereads.append(entry.ref)
                 if len(rereads) >= REREAD_BATCH:
                     fixer.store_items(reread(rereads))

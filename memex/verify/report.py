@@ -79,6 +79,7 @@ class Report:
     other: int = 0  # objects outside the layout (left alone)
     seconds: float = 0.0
     repair: bool = False
+    temp: dict[str, int] | None = None  # a local store's .memex-tmp: temp files, stale ones, removed (memex.store.files.TempFiles)
 
     def source(self, name: str) -> SourceReport:
         """The report of ``name``, created on first use."""
@@ -107,6 +108,7 @@ class Report:
             "seconds": round(self.seconds, 3),
             "repair": self.repair,
             "sources": {n: s.to_json() for n, s in sorted(self.sources.items())},
+            "temp_files": self.temp,
         }
 
     def human(self) -> str:
@@ -140,6 +142,8 @@ class Report:
                 for ex in s.examples.get(kind, [])[:3]:
                     if shown < 12:
                         where = ex.get("key") or f"{ex.get('native_id')} (at {ex.get('ref')})"
+                        if ex.get("revision"):
+                            where += f", its revision {ex['revision']}"
                         lines.append(f"  {name}: {DESCRIBE[kind]}: {where}" + (f": {ex['reason']}" if ex.get("reason") else ""))
                     shown += 1
             for reason in s.not_repaired[:3]:
@@ -150,6 +154,24 @@ class Report:
                 lines.append(f"  {name}: not checked: ... and {len(s.unchecked) - 3} more (memex verify --json lists them all)")
         if shown > 12:
             lines.append(f"  ... and {shown - 12} more (memex verify --json lists up to {EXAMPLES} per kind)")
+        if self.temp and self.temp["files"]:
+            lines.append("  " + temp_line(self.temp))
         if not self.whole and not self.repair:
             lines.append("  run `memex verify --repair` to re-read what the sources still have (it never deletes anything)")
         return "\n".join(lines)
+
+
+def temp_line(temp: dict[str, int]) -> str:
+    """What ``.memex-tmp`` holds, in words: temp files of writers that were killed (removed by --repair or the next
+    poll that stores) and those of writers still at work (left alone)."""
+    mib = 1 << 20
+    parts = []
+    if temp["removed"]:
+        parts.append(f"{temp['removed']} left by a stopped writer ({temp['removed_bytes'] / mib:.1f} MiB) removed")
+    elif temp["stale"]:
+        parts.append(f"{temp['stale']} left by a stopped writer (killed?; {temp['stale_bytes'] / mib:.1f} MiB): the next poll that "
+                     "stores, or memex verify --repair, removes them")  # fmt: skip
+    live = temp["files"] - temp["stale"]
+    if live:
+        parts.append(f"{live} of a writer at work ({(temp['bytes'] - temp['stale_bytes']) / mib:.1f} MiB), left alone")
+    return ".memex-tmp: " + "; ".join(parts)

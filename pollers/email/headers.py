@@ -232,6 +232,22 @@ def simple_addresses(values: list[str]) -> list[tuple[str, str]] | None:
     return out
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")  # in a header value: an escape sequence (its '[' opens a domain literal)
+_ANGLED = re.compile(rf"(?P<name>[^<>]*)<(?P<addr>{_SIMPLE_ADDR})>[ \t]*")
+
+
+def _controlled(values: list[str]) -> list[tuple[str, str]] | None:
+    """``Name <addr>`` values whose name holds control characters (``\\x1b[31mEvil``), read as such: the general
+    parser takes an escape sequence's ``[`` for a domain literal and loses the address. None for any other shape."""
+    out: list[tuple[str, str]] = []
+    for value in values:
+        found = _ANGLED.fullmatch(value.strip())
+        if found is None:
+            return None
+        out.append((found.group("name").strip().strip('"').strip(), found.group("addr")))
+    return out
+
+
 def addresses(msg: email.message.Message, name: str, problems: list[str]) -> list[tuple[str, str]]:
     """``(display name, address)`` pairs of an address header; empty when absent or unparseable.
 
@@ -243,6 +259,8 @@ def addresses(msg: email.message.Message, name: str, problems: list[str]) -> lis
     if not values:
         return []
     pairs = simple_addresses(values)
+    if pairs is None and any(_CONTROL.search(v) for v in values):
+        pairs = _controlled(values)
     if pairs is None:
         try:
             pairs = email.utils.getaddresses(values)

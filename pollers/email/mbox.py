@@ -147,7 +147,9 @@ class MboxPoller:
 
     # -- files -----------------------------------------------------------------------------------------
     def files(self, warnings: list[str]) -> list[tuple[str, Path]]:
-        """The mbox files under ``path`` (relative name, path), sorted; a named file that is not an mbox is a warning."""
+        """The mbox files under ``path`` (relative name, path), sorted; a named file that is not an mbox is a warning,
+        and so is a folder holding no mbox file at all (every poll: never a silent ``idle`` for ever)."""
+        self._check_root()
         if self.root.is_file():
             if self.root.stat().st_size == 0:  # an empty folder file (Thunderbird): nothing yet
                 return []
@@ -156,9 +158,8 @@ class MboxPoller:
                     f"{self.root}: not an mbox file (it does not start with a 'From ' line); check `path` in source {self.name!r}"
                 )
             return [(self.root.name, self.root)]
-        if not self.root.is_dir():
-            raise SourceError(f"{self.root}: no such file or folder; check `path` in source {self.name!r}")
         found: list[tuple[str, Path]] = []
+        empty = 0
         for folder, dirs, names in os.walk(self.root):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             for n in sorted(names):
@@ -166,13 +167,38 @@ class MboxPoller:
                     continue
                 path = Path(folder) / n
                 rel = path.relative_to(self.root).as_posix()
-                if not path.is_file() or path.stat().st_size == 0:
+                if not path.is_file():
+                    continue
+                if path.stat().st_size == 0:
+                    empty += 1
                     continue
                 if self._is_mbox(path):
                     found.append((rel, path))
                 elif n == "mbox" or n.lower().endswith(CLAIMS):
                     self._warn(warnings, rel, "not-mbox", f"{rel}: not an mbox file (it does not start with a 'From ' line); skipped")
+        if not found and not empty:  # Takeout/ instead of Takeout/Mail: say so, or the poll reads "idle" for ever
+            self._warn(warnings, ".", "no-mbox", f"{self.root}: no mbox file in this folder or below it; point `path` in source "
+                       f"{self.name!r} at the folder (or file) holding them (a Takeout's Mail folder, Thunderbird's Local Folders)")  # fmt: skip
         return sorted(found)
+
+    def _check_root(self) -> None:
+        """Raise the one line for a ``path`` that is neither a file nor a folder: missing, a FIFO, a link loop, ..."""
+        import stat as st_mode
+
+        try:
+            mode = self.root.stat().st_mode
+        except FileNotFoundError:
+            raise SourceError(f"{self.root}: no such file or folder; check `path` in source {self.name!r}") from None
+        except OSError as exc:
+            import errno
+
+            why = "a symbolic link that leads back to itself (a loop)" if exc.errno == errno.ELOOP else f"cannot be read ({exc.strerror})"
+            raise SourceError(f"{self.root}: {why}; check `path` in source {self.name!r}") from None
+        if st_mode.S_ISREG(mode) or st_mode.S_ISDIR(mode):
+            return
+        kind = "a named pipe (FIFO)" if st_mode.S_ISFIFO(mode) else "a socket" if st_mode.S_ISSOCK(mode) else "a device"
+        raise SourceError(f"{self.root}: {kind}, not an mbox file or a folder of them; memex reads mbox files where they lie "
+                          f"(save the mails to a file first); check `path` in source {self.name!r}")  # fmt: skip
 
     def _is_mbox(self, path: Path) -> bool:
         try:
@@ -346,7 +372,8 @@ class MboxPoller:
                 warnings,
                 rel,
                 "unquoted",
-                f"{rel}: a 'From ' line in a mail's body was not quoted by its writer (first at byte {mail.start}); kept inside that mail",
+                f"{rel}: a 'From ' line in a mail's body was not quoted by its writer (first at byte {mail.unquoted_at}, in the "
+                f"mail at byte {mail.start}); kept inside that mail",
             )
         if mail.nul_bytes:
             self._warn(
@@ -356,6 +383,9 @@ class MboxPoller:
                 f"{rel}: NUL bytes after the mail at byte {mail.start} (left by a crash?) were passed over; the mails around them are read",
             )
         problems = list(mail.problems)
+        if mail.cr:
+            problems.append("mbox: classic Mac line ends (CR only), read as LF")
+            self._warn(warnings, rel, "cr", f"{rel}: lines end with a lone CR (classic Mac OS); read as LF line ends")
         if _mixed(raw):
             problems.append("mbox: mixed line ends (LF and CRLF); kept as written")
             self._warn(

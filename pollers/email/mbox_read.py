@@ -19,6 +19,10 @@ Variants (``variant`` of an ``mbox`` source):
   is followed and the body left as it is (mboxcl2); otherwise mails end at the next separator and are unquoted
   by the mboxrd rule, which is mboxo's for every ``>From `` line and differs only for ``>>From `` (rare).
 
+A file whose lines end with a lone CR (classic Mac OS mail programs, Eudora: :func:`cr_only`, judged from its first
+4 KiB) is read with each CR taken as LF (one byte for one, so offsets are the file's); its mails are stored with LF
+line ends. Separator dates are asctime's or RFC 2822's (``From daemon@host Sun, 11 Nov 2007 06:58:35 +0200``).
+
 In every variant a ``Content-Length`` that does not land on a separator is ignored (one problem noted on the mail).
 The From_ line is not part of the mail, nor is the blank line a writer puts before the next separator.
 
@@ -29,7 +33,6 @@ not held (:attr:`Mail.too_big`: its first :data:`KEEP_OF_BIG` bytes are kept for
 from __future__ import annotations
 
 import csv
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -43,8 +46,10 @@ HEADER_LIMIT = 1 << 20  # a header block longer than this has no Content-Length 
 MAX_LINE = 4096  # a separator line longer than this is not one
 VARIANTS = ("auto", "mboxrd", "mboxo", "mboxcl", "mboxcl2")
 
-_DATE = re.compile(
-    rb"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? +(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* +\d{1,2},? +\d{1,2}:\d\d"
+_WEEKDAY = rb"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? +"
+_MONTH = rb"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*"
+_DATE = re.compile(  # asctime's "Tue Aug  8 12:36", or RFC 2822's "Sun, 11 Nov 2007 06:58" (some Exim set-ups write it)
+    _WEEKDAY + rb"(?:" + _MONTH + rb" +\d{1,2},? +\d{1,2}:\d\d|\d{1,2} +" + _MONTH + rb" +\d{2,4} +\d{1,2}:\d\d)"
 )
 _HEADER = re.compile(rb"[!-9;-~]+[ \t]*:")  # a field name (RFC 5322: printable ASCII but colon) and its colon
 _RD = re.compile(rb"^>(>*From )", re.M)
@@ -65,8 +70,10 @@ class Mail:
     raw: bytes  # the mail, unquoted, without the From_ line and the blank line before the next one
     last: bool = False  # nothing follows it (the end of the file): it may still be being written
     unquoted: int = 0  # "From " lines left in its body that its writer did not quote
+    unquoted_at: int = -1  # the file offset of the first of them
     nul_bytes: int = 0  # NUL bytes cut from its end (a crash's leftover)
     too_big: bool = False  # longer than MAX_MAIL: ``raw`` is only its beginning
+    cr: bool = False  # its file ends lines with a lone CR: ``raw`` has LF where the file has CR
     problems: list[str] = field(default_factory=list)
 
 
@@ -92,12 +99,18 @@ def unquote(raw: bytes, variant: str) -> bytes:
 
 
 def starts_mbox(head: bytes) -> bool:
-    """Whether a file's first bytes are an mbox's: blank lines at most, then a separator line."""
-    head = head.lstrip(b"\r\n")
+    """Whether a file's first bytes are an mbox's: blank lines at most, then a separator line (its line ending in
+    LF, CRLF or a lone CR: :func:`cr_only`)."""
+    head = head.lstrip(b" \t\r\n")
     if not head.startswith(b"From "):
         return False
-    line = head.split(b"\n", 1)[0].rstrip(b"\r")
-    return is_separator(line) or b"\n" not in head
+    line = re.split(b"[\r\n]", head, maxsplit=1)[0]
+    return is_separator(line) or not re.search(b"[\r\n]", head)
+
+
+def cr_only(head: bytes) -> bool:
+    """Whether a file's first bytes end their lines with a lone CR (classic Mac OS, Eudora): CRs and not one LF."""
+    return b"\r" in head and b"\n" not in head
 
 
 class Reader:
@@ -115,7 +128,10 @@ class Reader:
         self.base = offset  # file offset of buf[0]
         self.off = 0
         self.eof = False
+        self.first_unquoted = -1  # the file offset of the first unquoted "From " line of the mail being split
         self.max_mail = MAX_MAIL
+        fh.seek(0)
+        self.cr = cr_only(fh.read(4096))  # lone CRs end the lines: each read as LF (the same length)
         fh.seek(offset)
 
     def _more(self) -> bool:
@@ -126,7 +142,7 @@ class Reader:
         if not data:
             self.eof = True
             return False
-        self.buf += data
+        self.buf += data.replace(b"\r", b"\n") if self.cr else data
         return True
 
     def _compact(self) -> None:
@@ -139,11 +155,17 @@ class Reader:
 
     def before(self, end: int, n: int) -> bytes:
         """The ``n`` bytes before file offset ``end`` (fewer at the start of the file): from the buffer when it holds
-        them (it keeps KEEP_BEFORE bytes before the current mail), else read from the file."""
+        them (it keeps KEEP_BEFORE bytes before the current mail), else read from the file; always the file's bytes
+        (a CR-only file's CRs as they are)."""
         start = max(0, end - n)
-        if start >= self.base and end <= self.base + len(self.buf):
+        if not self.cr and start >= self.base and end <= self.base + len(self.buf):
             return self.buf[start - self.base : end - self.base]
-        return os.pread(self.fh.fileno(), end - start, start)
+        at = self.fh.tell()
+        try:
+            self.fh.seek(start)
+            return self.fh.read(end - start)
+        finally:
+            self.fh.seek(at)
 
     def _line_end(self, pos: int) -> int:
         """The index of the LF ending the line at ``pos`` (reading on as needed), or -1 if the file ends first."""
@@ -190,6 +212,8 @@ class Reader:
                     return i, unquoted, quoted
                 buf = self.buf
                 unquoted += 1
+                if self.first_unquoted < 0:
+                    self.first_unquoted = self.base + i
             elif before == 62:  # ">": a quoted line if the run of ">" starts a line
                 k = i - 1
                 while k and buf[k - 1] == 62:
@@ -243,7 +267,9 @@ class Reader:
                 sep = self._next_separator(self.off)[0]
                 self.off = len(self.buf) if sep < 0 else sep
                 continue
-            yield self._one()
+            mail = self._one()
+            mail.cr = self.cr
+            yield mail
 
     def _one(self) -> Mail:
         """The mail at ``off`` (a separator), and ``off`` moved past it."""
@@ -264,6 +290,7 @@ class Reader:
         problems = []
         if self.variant in ("mboxcl", "mboxcl2"):
             problems.append("mbox: no Content-Length that ends at a separator; read up to the next separator")
+        self.first_unquoted = -1
         sep, unquoted, quoted = self._next_separator(body)
         if sep == -2:
             return self._big(start, envelope, body)
@@ -280,7 +307,8 @@ class Reader:
         variant = "mboxrd" if self.variant == "auto" else self.variant
         self.off = end
         raw = unquote(raw, variant) if quoted else raw
-        mail = Mail(self.base + start, self.base + end, envelope, raw, last=sep < 0, unquoted=unquoted, nul_bytes=nul)
+        mail = Mail(self.base + start, self.base + end, envelope, raw, last=sep < 0, unquoted=unquoted, nul_bytes=nul,
+                    unquoted_at=self.first_unquoted if unquoted else -1)  # fmt: skip
         mail.problems = problems
         return mail
 

@@ -65,6 +65,26 @@ def change_time(row: dict[str, Any]) -> int:
     return max(int(row.get("date_edited") or 0), int(row.get("date_retracted") or 0))
 
 
+def _edit_id(version: Version, parts: set[str]) -> str:
+    """A later version's revision id: its time, and its part when the message has several."""
+    return f"edit-{version.ns}" if len(parts) == 1 else f"edit-p{version.part}-{version.ns}"
+
+
+def revision_ids(row: dict[str, Any]) -> tuple[str, ...]:
+    """The ids of the revisions :func:`original_and_revisions` makes of ``row`` (for ``memex verify``), in its order."""
+    history = edit_history(row.get("message_summary_info"))
+    parts = {v.part for v in history}
+    first: dict[str, Version] = {}
+    for version in history:
+        first.setdefault(version.part, version)
+    ids = [_edit_id(v, parts) for v in history if first[v.part] is not v]
+    if not history and row.get("date_edited"):
+        ids.append(f"edit-{row['date_edited']}")
+    if row.get("date_retracted"):
+        ids.append(f"unsend-{row['date_retracted']}")
+    return tuple(ids)
+
+
 def original_and_revisions(message: Message, row: dict[str, Any], at: Any) -> tuple[Message, list[Message]]:
     """The record to store as the original (its first version if the history has one) and the revisions after it.
 
@@ -83,9 +103,8 @@ def original_and_revisions(message: Message, row: dict[str, Any], at: Any) -> tu
         for version in history:
             if first[version.part] is version:
                 continue
-            rev_id = f"edit-{version.ns}" if len(parts) == 1 else f"edit-p{version.part}-{version.ns}"
             revisions.append(replace(message, text=version.text, deleted=False,
-                                     revision={"id": rev_id, "kind": "edit", "at": at(version.ns)}))  # fmt: skip
+                                     revision={"id": _edit_id(version, parts), "kind": "edit", "at": at(version.ns)}))  # fmt: skip
     elif row.get("date_edited"):  # edited, history unreadable: the current text is the one revision we can know
         revisions.append(replace(message, deleted=False, revision={"id": f"edit-{row['date_edited']}", "kind": "edit",
                                                                    "at": at(row["date_edited"])}))  # fmt: skip

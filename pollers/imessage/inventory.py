@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from memex.errors import SourceError, describe_exc
 from memex.source import Cursor, Item, Listed
+from pollers.imessage.edits import revision_ids
 from pollers.imessage.rows import read_all
 
 CHUNK = 5000
@@ -30,24 +31,30 @@ class Inventory:
         def _render(self, conn: sqlite3.Connection, rows: list[Any], recent: list[list[Any]]) -> list[Item]: ...
 
     def inventory(self, cursor: Cursor) -> Iterator[Listed]:
-        """``Listed(guid, str(ROWID))`` of every message row up to the cursor's ROWID, in ROWID order."""
+        """``Listed(guid, str(ROWID), revisions)`` of every message row up to the cursor's ROWID, in ROWID order: with
+        the ids of the revisions (edits, unsend) its row holds, so verify sees a revision missing from the store."""
         top = int(cursor.get("rowid", 0)) if cursor else 0
         after = 0
+        if self._columns is None:
+            self._connect()
+        changes = [c for c in ("message_summary_info", "date_edited", "date_retracted") if c in (self._columns or ())]
+        extra = "".join(f", {c}" for c in changes)
         while after < top:
             conn = self._connect()
             try:
                 conn.execute("BEGIN")
                 try:
-                    rows = read_all(conn, "SELECT ROWID, guid FROM message WHERE ROWID > ? AND ROWID <= ? ORDER BY ROWID LIMIT ?",
-                                    (after, top, CHUNK))  # fmt: skip
+                    rows = read_all(conn, f"SELECT ROWID, guid{extra} FROM message WHERE ROWID > ? AND ROWID <= ? ORDER BY ROWID "
+                                          "LIMIT ?", (after, top, CHUNK))  # fmt: skip
                 finally:
                     conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise SourceError(f"{self.db}: read failed ({describe_exc(exc)}); run memex verify again") from None
             if not rows:
                 return
-            for rowid, guid in rows:
-                yield Listed(str(guid), str(rowid))
+            for rowid, guid, *changed in rows:
+                revised = dict(zip(changes, changed, strict=True))
+                yield Listed(str(guid), str(rowid), revision_ids(revised) if any(changed) else ())
             after = int(rows[-1][0])
 
     def reread(self, refs: list[str]) -> Iterator[Item]:

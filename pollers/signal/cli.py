@@ -95,6 +95,8 @@ def make(source: SourceConfig) -> SignalPoller:
 class SignalPoller:
     """One signal-cli account, read through its spool."""
 
+    moves_when_idle = True  # receipts and typing notices move the spool's line count: no message, nothing to store
+
     def __init__(self, name: str, settings: Settings, spool: Spool) -> None:
         self.name = name
         self.settings = settings

@@ -31,10 +31,17 @@ def _extra(spec: dict[str, Any], i: int) -> dict[str, Any]:
     return {"odd": {i}} if i in spec.get("unserialisable", []) else {}
 
 
+_WORDS = [f"w{n:x}q{n % 7}" for n in range(4096)] * 2  # twice over: a text starting near the end wraps round
+
+
 def _message(name: str, spec: dict[str, Any], i: int) -> Message:
     """Message i; the spec's ``fields`` (``{"i": {field: value}}``) set fields as a careless poller would (a made-up
     ``type``, a date that is not RFC 3339, a revision of an unknown kind)."""
-    message = Message(source=name, type="message", native_id=f"m{i}", sent_at=None, text=f"body {i}", extra=_extra(spec, i))
+    text = f"body {i}"
+    if spec.get("words"):  # a longer text of distinct words (the index's work grows with it), made cheaply
+        start = i * 37 % 4096
+        text += " " + " ".join(_WORDS[start : start + int(spec["words"])])
+    message = Message(source=name, type="message", native_id=f"m{i}", sent_at=None, text=text, extra=_extra(spec, i))
     for field, value in spec.get("fields", {}).get(str(i), {}).items():
         setattr(message, field, value)
     return message
@@ -43,7 +50,7 @@ def _message(name: str, spec: dict[str, Any], i: int) -> Message:
 class FakePoller:
     """Messages 1..N from ``{"count": N, "backward": bool, "mode": ...}`` in a JSON file (see ``_item_cursor`` for modes).
 
-    ``read_seconds`` makes each fetch take that long (a plug-in reading a whole export before it returns a batch).
+    ``words`` adds that many words to each message's text. ``read_seconds`` makes each fetch take that long (a plug-in reading a whole export before it returns a batch).
     Mode ``crash`` raises a KeyError in fetch; ``library_quotes_the_record`` has ``float()`` parse the spec's ``text``,
     whose ValueError quotes it (as sqlite3 and many parsers quote the value they choke on).
     """
@@ -51,6 +58,7 @@ class FakePoller:
     def __init__(self, name: str, spec: Path) -> None:
         self.name = name
         self.spec = spec
+        self._moved = False
 
     def _load(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads(self.spec.read_text())
@@ -74,6 +82,9 @@ class FakePoller:
         if spec.get("mode") == "library_quotes_the_record":  # a library parsing a record's text quotes it in its exception
             float(spec["text"])
         after = int(cursor["n"]) if cursor else 0
+        if spec.get("hollow") and after >= spec["count"] and not self._moved:  # a plug-in bug: each poll passes one more
+            self._moved = True  # "thing" at the end (a second copy of an export) and stores nothing
+            return Batch(items=[], cursor={"n": after + 1})
         if spec.get("backward") and after:
             return Batch(items=[], cursor={"n": after - 1})
         last = min(spec["count"], after + limit)

@@ -50,7 +50,7 @@ def test_imessage_conforms(tmp_path: Path) -> None:
         imessage_samples.append(db, n, seed=next(seeds))  # as Messages.app writes new rows (each seed its own GUIDs)
 
     ran = check_poller(factory(cfg, "im"), expected=expected, add=add)
-    assert ran == ["drain", "resume", "deterministic", "caught-up", "new", "head"]
+    assert ran == ["drain", "resume", "deterministic", "caught-up", "still", "new", "head"]
     fresh = tmp_path / "again"
     fresh.mkdir()
     imessage_samples.build(fresh / "chat.db", 8, seed=3)
@@ -128,7 +128,7 @@ def test_the_example_plugin_conforms(tmp_path: Path, monkeypatch: pytest.MonkeyP
         added[0] += n
 
     ran = check_poller(factory(cfg, "j"), expected=8, add=add, copy=factory(copy_cfg, "j"))
-    assert ran == ["drain", "resume", "deterministic", "copy", "caught-up", "new", "head"]
+    assert ran == ["drain", "resume", "deterministic", "copy", "caught-up", "still", "new", "head"]
     check_poll(copy_cfg, "j", expected=8)
 
 
@@ -165,6 +165,8 @@ class _Naive:
     def fetch(self, cursor: Any, limit: int) -> Batch:
         self.calls += 1
         after = cursor["n"] if cursor else 0
+        if self.flaw == "cursor-moves-when-idle" and after >= 6 and self.calls == 1:  # each poll passes "something" at the end
+            return Batch(items=[], cursor={"n": after + 1})
         if self.flaw == "item-cursor-one-behind":  # resuming after an item reads that item again
             items = [Item(cursor={"n": i - 1}, message=self._message(i)) for i in range(after + 1, min(6, after + limit) + 1)]
         elif self.flaw == "item-cursor-one-ahead":  # inside a batch, resuming after an item skips the next one
@@ -187,7 +189,12 @@ class _Naive:
 
 @pytest.mark.parametrize(
     ("flaw", "check"),
-    [("item-cursor-one-behind", "resume"), ("item-cursor-one-ahead", "resume"), ("record-depends-on-the-read", "deterministic")],
+    [
+        ("item-cursor-one-behind", "resume"),
+        ("item-cursor-one-ahead", "resume"),
+        ("record-depends-on-the-read", "deterministic"),
+        ("cursor-moves-when-idle", "still"),
+    ],
 )
 def test_the_kit_catches_a_poller_that_breaks_a_promise(flaw: str, check: str) -> None:
     """A naive poller fails the kit with the check it breaks named (the kit itself can fail)."""
@@ -197,7 +204,7 @@ def test_the_kit_catches_a_poller_that_breaks_a_promise(flaw: str, check: str) -
 
 def test_a_sound_poller_passes_the_kit() -> None:
     """The same poller without a flaw passes: the failures above are the flaws', not the kit's."""
-    assert check_poller(lambda: _Naive("none"), expected=6) == ["drain", "resume", "deterministic", "caught-up"]
+    assert check_poller(lambda: _Naive("none"), expected=6) == ["drain", "resume", "deterministic", "caught-up", "still"]
 
 
 def test_signal_conforms(tmp_path: Path) -> None:

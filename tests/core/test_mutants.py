@@ -1609,6 +1609,46 @@ MUTANTS = [
         id="query-depth-unbounded",
     ),
     # ---- end of i40-cli ----
+    # ---- rows of branch i40-guar: append below ----
+    pytest.param(
+        "memex/store/files.py",
+        [("(mtime < now - STALE_TMP_SECONDS or writer_gone(name))", "(mtime < now - STALE_TMP_SECONDS)")],
+        ["tests/core/test_store_temp_sweep.py::test_a_poll_after_kill_9_removes_the_dead_writers_temp_files_and_verify_reports_them"],
+        id="temp-files-of-a-killed-writer-kept-an-hour",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [("    follower.cutoff = cutoff\n", "    follower.cutoff = None\n")],
+        ["tests/core/test_poll_under_load.py::test_polls_beside_a_cpu_hog_end_within_the_time_limit_and_the_index_misses_nothing"],
+        id="index-work-after-the-time-limit-unbounded",
+    ),
+    pytest.param(
+        "memex/runner.py",
+        [('        result.extra["moved_idle"] = True', "        pass")],
+        ["tests/core/test_runner_faults.py::test_a_cursor_that_moves_while_nothing_is_stored_shows_as_stuck_after_five_polls"],
+        id="cursor-moving-while-nothing-is-stored-shown-idle",
+    ),
+    pytest.param(
+        "memex/conformance.py",
+        [("    if not moves_when_idle and (still.keys or now != was):", "    if False:")],
+        ["tests/core/test_conformance.py::test_the_kit_catches_a_poller_that_breaks_a_promise[cursor-moves-when-idle-still]"],
+        id="conformance-misses-a-cursor-moving-while-idle",
+    ),
+    pytest.param(
+        "memex/verify/inventory.py",
+        [("            return True, [r for r in entry.revisions or () if not reader.has(revision_key(name, entry.native_id, r))]",
+          "            return True, []")],
+        ["tests/core/test_verify.py::test_a_deleted_revision_is_found_and_restored_where_the_source_lists_revisions[file]"],
+        id="verify-blind-to-a-deleted-revision",
+    ),
+    pytest.param(
+        "memex/search/build.py",
+        [("                        self._drop(step[-1][1] - dropped)\n", "                        pass\n")],
+        ["tests/core/test_poll_under_load.py::test_a_catch_up_cut_at_its_cutoff_keeps_what_each_transaction_added"],
+        id="index-catch-up-cut-keeps-nothing",
+    ),
+    # ---- end of i40-guar ----
+    # ---- rows of branch i42-speed ----
     pytest.param(
         "memex/people/__init__.py",
         [('        memo = f"{s.file.absolute()}\\0{index}\\0{made_from}"', '        memo = f"{s.file.absolute()}\\0{index}"')],

@@ -110,3 +110,23 @@ def test_a_cursor_the_runner_cannot_trust_is_refused_loudly_and_never_saved(tmp_
     refused = [e for e in read_log(tmp_path / "state", "f") if e.get("event") == "poller.bad_cursor"]
     assert len(refused) == 1 and reason in refused[0]["reason"] and refused[0]["source"] == "f"
     assert json.loads((tmp_path / "state" / "cursors.json").read_text()) == before
+
+
+def test_a_cursor_that_moves_while_nothing_is_stored_shows_as_stuck_after_five_polls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plug-in whose cursor moves on each poll while it stores nothing (two copies of one export, read as "new" each
+    time) is ``STUCK`` in ``memex status`` after 5 such polls (``moved_idle`` in each poll line), never ``IDLE`` for
+    ever; before the fifth it is still ``IDLE``."""
+    from memex.observe.health import IDLE, STUCK, source_health
+
+    cfg = _fake(tmp_path, monkeypatch, {})
+    (tmp_path / "spec.json").write_text(json.dumps({"count": 5, "hollow": True}))
+    assert poll(cfg, "f").new == 5
+    states = []
+    for _ in range(5):
+        result = poll(cfg, "f")
+        assert (result.status, result.extra.get("moved_idle")) == ("idle", True)
+        states.append(source_health(cfg, "f").state)
+    assert states == [IDLE, IDLE, IDLE, IDLE, STUCK]
+    assert "nothing was stored" in source_health(cfg, "f").reason

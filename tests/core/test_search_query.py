@@ -154,3 +154,19 @@ def test_without_stemming_every_word_is_matched_as_written(tmp_path: Path) -> No
         idx.add(_records())
         assert STEM not in idx.tables
         assert set(found(idx, "message")) == {"a", "f"}
+
+
+@pytest.mark.parametrize(
+    ("query", "hit"),
+    [("notmuch_message_file_get_header", True), ("get_header", True), ("notmuch_message", True), ("header", True),
+     ("notmuch_mess*", True), ("header_get", False), ("get_file", False), ("foo.bar", True), ("bar", True),
+     ("co-op", True), ("op", True), ("coop", False), ("e-mail", True), ("email", False)],
+)  # fmt: skip
+def test_a_word_ends_at_every_character_that_is_not_a_letter_or_digit(tmp_path: Path, query: str, hit: bool) -> None:
+    """docs/searching.md's "What a word is", each example: ``_``, ``.`` and ``-`` split words (an identifier is a phrase
+    of its parts, found by any part, in its order only), so ``coop`` never finds ``co-op``."""
+    doc = {"source": "mail", "native_id": "w", "text": "call notmuch_message_file_get_header and foo.bar, e-mail the co-op",
+           "sent_at": None, "sender": {"id": "a@example.com"}, "extra": {"subject": "s"}}  # fmt: skip
+    with SearchIndex(tmp_path / "index.sqlite") as idx:
+        idx.add([("messages/mail/w.json", doc)])
+        assert (found(idx, query) == ["w"]) is hit

@@ -169,6 +169,22 @@ def test_a_revision_without_its_original_is_found_and_the_original_restored(inde
     assert index.get(key) == sound
 
 
+def test_a_deleted_revision_is_found_and_restored_where_the_source_lists_revisions(index: Index) -> None:
+    """The edited message's revision deleted (its original kept): iMessage's inventory names each row's revisions, so
+    verify reports it missing (native ID, ref and revision id) and --repair stores it again from chat.db."""
+    rev = revision_key("im", index.guid(EDITED_ROWID), "edit-700000000000000000")
+    sound = index.get(rev)
+    assert sound is not None
+    index.delete(rev)
+    report = found(index)
+    assert report["whole"] is False and damage_of(report) == {"missing_from_source": 1}
+    example = report["sources"]["im"]["examples"]["missing_from_source"][0]
+    assert example == {"native_id": index.guid(EDITED_ROWID), "ref": str(EDITED_ROWID), "revision": "edit-700000000000000000"}
+    repaired = found(index, repair=True)
+    assert repaired["whole"] is True and repaired["sources"]["im"]["repaired"] == {"restored": 1}, repaired
+    assert index.get(rev) == sound
+
+
 def test_a_tombstone_of_a_message_never_seen_is_counted_not_damage(index: Index) -> None:
     """A ``delete`` revision without an original (unsent before any poll read it) is counted apart: the index is whole.
 
@@ -223,7 +239,7 @@ def test_cli_exit_codes_json_and_quiet(index: Index) -> None:
     as_json = run_cli("verify", "--json", "im", config=index.config_path)
     assert as_json.returncode == 1
     doc = json.loads(as_json.stdout)
-    assert set(doc) == {"store", "whole", "objects", "other_objects", "seconds", "repair", "sources"}
+    assert set(doc) == {"store", "whole", "objects", "other_objects", "seconds", "repair", "sources", "temp_files"}
     assert doc["sources"]["im"]["damage"]["empty"] == 1 and doc["sources"]["im"]["examples"]["empty"][0]["key"] == key
     unknown = run_cli("verify", "nosuch", config=index.config_path)
     assert unknown.returncode == 2 and "nosuch" in unknown.stderr

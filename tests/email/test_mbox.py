@@ -7,6 +7,9 @@ import io
 import json
 import mailbox
 import os
+import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -389,3 +392,78 @@ def test_mbox_conforms_to_the_plugin_contract_and_a_copy_gives_the_same_records(
     ran = check_poller(lambda: make_poller(cfg.source("mb")), expected=7, add=add, copy=lambda: make_poller(copy_cfg.source("mb")))
     assert {"drain", "resume", "copy", "new", "head"} <= set(ran)
     check_poll(cfg, "cp", expected=7)
+
+
+GIT_DATA = DATA / "git"
+
+
+def _mailsplit(path: Path, tmp: Path, *, mboxrd: bool = False) -> list[bytes]:
+    """The mails ``git mailsplit`` (the reference reader) makes of ``path``, without their From_ line."""
+    out = tmp / f"split-{path.name}"
+    out.mkdir()
+    subprocess.run(["git", "mailsplit", *(["--mboxrd"] if mboxrd else []), f"-o{out}", str(path)], check=True, capture_output=True,
+                   timeout=60)  # fmt: skip
+    return [p.read_bytes().split(b"\n", 1)[1].rstrip(b"\n") for p in sorted(out.iterdir())]
+
+
+@pytest.mark.parametrize(
+    ("name", "variant", "shape"),
+    [("sample.mbox", "auto", "as written"), ("sample.mboxrd", "mboxrd", "as written"), ("sample.mbox", "auto", "cr-only"),
+     ("sample.mbox", "auto", "rfc2822-dates"), ("sample.mbox", "auto", "blank-lines-first")],
+)  # fmt: skip
+def test_gits_mailsplit_samples_read_as_mailsplit_reads_them(tmp_path: Path, name: str, variant: str, shape: str) -> None:
+    """git's own mailsplit test archives (format-patch mails, gmane news posts, mboxrd quoting) give the mails ``git
+    mailsplit`` gives, byte for byte; so do the same file with classic Mac line ends (compared with mailsplit of the LF
+    file, which mailsplit cannot read itself: memex stores LF), with RFC 2822 dates in its separators, and with blank
+    lines before its first separator (both of which mailsplit reads)."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    original = (GIT_DATA / name).read_bytes()
+    data = {
+        "as written": original,
+        "cr-only": original.replace(b"\n", b"\r"),
+        "rfc2822-dates": re.sub(rb"(?m)^From (\S+) Mon Sep 17 00:00:00 2001$", rb"From \1 Sun, 11 Nov 2007 06:58:35 +0200", original),
+        "blank-lines-first": b"\n\n\n" + original,
+    }[shape]
+    assert data != original or shape == "as written"
+    path = tmp_path / name
+    path.write_bytes(data)
+    theirs = _mailsplit(path if shape != "cr-only" else GIT_DATA / name, tmp_path, mboxrd=variant == "mboxrd")
+    mine = [m.raw.rstrip(b"\n") for m in Reader(path.open("rb"), 0, variant, chunk=256).mails()]
+    assert len(mine) == len(theirs) == {"sample.mbox": 8, "sample.mboxrd": 2}[name]
+    assert mine == theirs
+
+
+EMAIL_FOLDER = DATA / "email-folder"
+# The subjects Email::Folder's own test (t/01mbox.t) expects of its archives: the reference these are read against.
+EF_SUBJECTS = sorted(["R: [p5ml] karie kahimi binge...help needed", "RE: [p5ml] Re: karie kahimi binge...help needed"]
+                     + ["Re: January's meeting"] * 3 + ["Re: [p5ml] karie kahimi binge...help needed"] * 2
+                     + ["Re: [rt-users] Configuration Problem", "[p5ml] Re: karie kahimi binge...help needed",
+                        "[rt-users] Configuration Problem"])  # fmt: skip
+EF_CL2 = ["Fifteenth anniversary of Perl.", "Re: Fifteenth anniversary of Perl.", "Re: Fifteenth anniversary of Perl."]
+
+
+@pytest.mark.parametrize(
+    ("name", "subjects"),
+    [("testmbox", EF_SUBJECTS), ("testmbox.mac", EF_SUBJECTS), ("testmbox.dos", EF_SUBJECTS), ("mboxcl2", EF_CL2),
+     ("mboxcl2.lies", EF_CL2)],
+)  # fmt: skip
+def test_email_folders_archives_lf_cr_crlf_and_mboxcl2_read_whole(name: str, subjects: list[str]) -> None:
+    """Perl Email::Folder's test archives, one mailbox written with LF, classic Mac CR and DOS CRLF line ends, and two
+    mboxcl2 files (one with a Content-Length that lies): memex reads the mails that reader's own test expects (count
+    and subjects); the LF file's mails are Python ``mailbox``'s byte for byte, and the CR and CRLF files' mails are
+    the LF file's with their line ends (their writer added Content-Length and Lines to the first)."""
+    import email
+
+    mails = list(Reader((EMAIL_FOLDER / name).open("rb"), 0, chunk=256).mails())
+    assert sorted(str(email.message_from_bytes(m.raw)["Subject"]) for m in mails) == sorted(subjects)
+    assert all(m.cr == name.endswith(".mac") for m in mails)
+    lf = [m.raw.rstrip(b"\n") for m in Reader((EMAIL_FOLDER / "testmbox").open("rb"), 0).mails()]
+    if name == "testmbox":
+        box = mailbox.mbox(EMAIL_FOLDER / name, create=False)
+        assert lf == [unquote(box.get_bytes(k), "mboxrd").rstrip(b"\n") for k in box.iterkeys()]
+        box.close()
+    elif name.startswith("testmbox"):
+        ends = [m.raw.replace(b"\r\n", b"\n").rstrip(b"\n") for m in mails]
+        ends[0] = re.sub(rb"\nContent-Length: \d+\nLines: \d+\n", b"\n", ends[0], count=1)
+        assert ends == lf
