@@ -1655,6 +1655,13 @@ MUTANTS = [
         id="conformance-kit-misses-a-misspelt-capability",
     ),
     # ---- end of i41-house ----
+    # ---- rows of branch i42-speed ----
+    pytest.param(
+        "memex/people/__init__.py",
+        [('        memo = f"{s.file.absolute()}\\0{index}\\0{made_from}"', '        memo = f"{s.file.absolute()}\\0{index}"')],
+        ["tests/core/test_people_cache.py::test_a_read_only_reader_makes_the_book_once_per_process_until_its_inputs_change"],
+        id="read-only-book-kept-after-its-cards-changed",
+    ),
 ]  # fmt: skip
 
 
