@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pollers.email import imap
-from pollers.email import session as imap_session
+from pollers.email.imap import poller as imap
+from pollers.email.imap import session as imap_session
 from tests.servers import dovecot as dv
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import run
-from pollers.email.maildir import MaildirPoller
+from pollers.email.maildir.poller import MaildirPoller
 
 ROOT = Path(__file__).resolve().parent.parent
 

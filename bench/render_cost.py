@@ -42,7 +42,7 @@ def _read(path: Path) -> list[bytes]:
 def child(tree: Path, corpus: Path, repeat: int) -> None:
     """Render ``corpus`` with the renderer of ``tree``; print CPU seconds, wall seconds and messages as JSON."""
     sys.path.insert(0, str(tree))
-    from pollers.email.render import to_item
+    from pollers.email.mail.render import to_item
 
     mails = _read(corpus)
     for raw in mails:  # warm: imports, regex caches, codecs

@@ -29,8 +29,11 @@ from typing import Any
 
 STAGES: dict[str, tuple[str, ...]] = {
     "fetch": ("imaplib:IMAP4.uid", "imaplib:IMAP4.select", "pollers.email.session:ImapSession._parse",
-              "pollers.email.maildir:MaildirPoller._read", "pollers.email.maildir:MaildirPoller._list"),
-    "render": ("pollers.email.render:to_item",),
+              "pollers.email.maildir:MaildirPoller._read", "pollers.email.maildir:MaildirPoller._list",
+              # the same functions after pollers/email's sub-packages (a tree has one set or the other)
+              "pollers.email.imap.session:ImapSession._parse", "pollers.email.maildir.poller:MaildirPoller._read",
+              "pollers.email.maildir.poller:MaildirPoller._list"),
+    "render": ("pollers.email.render:to_item", "pollers.email.mail.render:to_item"),
     "records": ("memex.uploader:conforms", "memex.records:canonical_json", "memex.records:Message.to_json"),
     "store": ("memex.uploader:Uploader.put", "memex.uploader:Uploader.sync"),
     "index": ("memex.search.build:Follower.before_commit", "memex.search.build:Follower._update_index",
@@ -67,7 +70,8 @@ def install() -> list[str]:
     """Wrap every stage's functions, in their module and wherever a loaded module holds them by name; the stages none
     of whose functions the tree has (a module moved: name its new place in :data:`STAGES`)."""
     for module in ("memex.cli.poll", "memex.runner", "memex.uploader", "memex.search.build", "pollers.email.imap",
-                   "pollers.email.maildir", "pollers.email.render"):  # fmt: skip
+                   "pollers.email.maildir", "pollers.email.render", "pollers.email.imap.poller", "pollers.email.maildir.poller",
+                   "pollers.email.mail.render", "memex.advance"):  # fmt: skip
         try:
             importlib.import_module(module)
         except ImportError:

@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memex.capabilities import Capabilities, capabilities, misspelt
 from memex.config import Config
-from memex.source import Batch, Cursor, Poller, check_cursor, moved_backward
+from memex.live_cursor import check_cursor
+from memex.source import Batch, Cursor, Poller, moved_backward
 
 MAX_STOPS = 6  # resume points tried (each re-reads the rest of the source)
 
@@ -60,10 +62,10 @@ def _json_round_trip(check: str, cursor: Cursor) -> None:
         raise _fail(check, "cursor does not survive a JSON round trip (tuples, non-string keys?)")
 
 
-def _check_item_cursor(check: str, poller: Poller, cursor: Cursor, before: dict[str, int]) -> dict[str, int]:
+def _check_item_cursor(check: str, poller: Poller, can: Capabilities, cursor: Cursor, before: dict[str, int]) -> dict[str, int]:
     _json_round_trip(check, cursor)
     try:
-        positions = check_cursor(poller, cursor)
+        positions = check_cursor(poller, can, cursor)
     except ValueError as exc:
         raise _fail(check, f"a cursor it made is refused by its own checks: {exc}") from None
     back = moved_backward(before, positions)
@@ -102,6 +104,7 @@ def drain(
     after saving the cursor, so what backs it may be deleted.
     """
     out = Drained(cursor=cursor)
+    can = capabilities(poller)
     positions = poller.positions(cursor) if cursor is not None else {}
     for _ in range(most):
         batch: Batch = poller.fetch(out.cursor, limit)
@@ -116,16 +119,15 @@ def drain(
                 raise _fail(check, f"{key} came twice in one read of the source (not marked expected_dup)")
             out.keys.append(key)
             out.records[key] = body
-            positions = _check_item_cursor(check, poller, batch.after(n, out.cursor), positions)
+            positions = _check_item_cursor(check, poller, can, batch.after(n, out.cursor), positions)
             out.stops.append((len(out.keys), batch.after(n, out.cursor)))
         if batch.cursor is not None:
-            positions = _check_item_cursor(check, poller, batch.cursor, before if not batch.items else positions)
+            positions = _check_item_cursor(check, poller, can, batch.cursor, before if not batch.items else positions)
         moved = batch.cursor != out.cursor
         out.cursor = batch.cursor
         if not batch.items and not moved:
-            stored = getattr(poller, "stored", None)  # memex.source.Spooling
-            if release and callable(stored) and out.cursor is not None:
-                stored(out.cursor)
+            if release and can.stored is not None and out.cursor is not None:  # memex.capabilities.Spooling
+                can.stored(out.cursor)
             return out
     raise _fail(check, f"still not caught up after {most} batches (does fetch ever return an empty batch?)")
 
@@ -139,6 +141,10 @@ def check_poller(
     limit: int = 3,
 ) -> list[str]:
     """Run every check of the plug-in contract on a source holding ``expected`` records; return the checks run.
+
+    First of all, the poller's attributes: a name that looks like a misspelt capability (``validate_cursr``), or half
+    a capability's Protocol (``inventory`` without ``reread``), is a ``[capabilities]`` failure
+    (:func:`memex.capabilities.misspelt`): memex would silently treat the poller as one without it.
 
     A spooling poller (one with ``stored``: its source hands each message over once, as signal-cli does) is held to
     what its spool promises instead of exact resumes: resuming from a cursor may read an earlier record of the same
@@ -158,9 +164,15 @@ def check_poller(
             poller.close()
 
     probe = make()
-    spooled = callable(getattr(probe, "stored", None))  # a source read once (a queue): what backs it goes when stored
-    moves_when_idle = bool(getattr(probe, "moves_when_idle", False))  # memex.source.MovesWhenIdle
-    probe.close()
+    try:
+        problems = misspelt(probe)
+        if problems:
+            raise _fail("capabilities", "; ".join(problems))
+        can = capabilities(probe)
+        spooled = can.stored is not None  # a source read once (a queue): what backs it goes when stored
+        moves_when_idle = can.moves_when_idle  # memex.capabilities.MovesWhenIdle
+    finally:
+        probe.close()
     first = fresh_drain()
     distinct = set(first.keys)
     if len(distinct) != expected:
@@ -213,13 +225,14 @@ def check_poller(
     ran.append("new")
     poller = make()
     try:
-        head = getattr(poller, "head", None)
-        start = head() if callable(head) else None
+        can = capabilities(poller)
+        head = can.head  # memex.capabilities.Headed
+        start = head() if head is not None else None
         if start is not None:
-            _check_item_cursor("head", poller, start, {})
+            _check_item_cursor("head", poller, can, start, {})
     finally:
         poller.close()
-    if callable(head):
+    if head is not None:
         add(1)
         after_head = fresh_drain(start, check="head")
         if len(set(after_head.keys)) != 1:

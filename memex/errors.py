@@ -17,6 +17,7 @@ class MemexError(Exception):
     exit_code = 1
     retry_helps = True  # False when running the same command again would fail the same way (the fix is elsewhere)
     needs_action = False  # True when polls cannot succeed until the user acts: `memex status` shows FAILING at once
+    said = False  # True when its line is on stderr already (memex.observe.logs.LogUnwritable): not said twice
 
 
 class ConfigError(MemexError, ValueError):

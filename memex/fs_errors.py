@@ -4,8 +4,8 @@ A full disk (``ENOSPC``, ``EDQUOT``), a read-only mount (``EROFS``), a permissio
 where a folder belongs or the reverse (``ENOTDIR``, ``EISDIR``), a symbolic link loop (``ELOOP``), a name too long
 (``ENAMETOOLONG``) or a failing disk (``EIO``) is the user's environment, not a bug in memex. Wherever such an
 ``OSError`` (or SQLite's word for one: ``SQLITE_FULL``, ``SQLITE_READONLY``, ...) ends a command or a poll, it is
-said by :func:`explain` as one line, exit 1: the CLI's top-level handler (:func:`memex.cli.poll.guarded`) and the
-runner's failure path both go through :func:`memex.runner.internal_error`, which asks here first.
+said by :func:`explain` as one line, exit 1: the CLI's top-level handler (:func:`memex.error_lines.guarded`) and the
+runner's failure path both go through :func:`memex.error_lines.internal_error`, which asks here first.
 
 The path named is the one at fault: the file the operation was on, or for ``ENOTDIR`` and ``ELOOP`` the component
 of it that is a file or a looping link. Operations on a descriptor (``write``, ``fsync``) carry no path, so the

@@ -77,7 +77,7 @@ def route_library_logs() -> None:
                 message = shown(record)
                 level = record.levelname.lower()
                 if stream.isatty():
-                    from memex.observe.safe_text import visible
+                    from memex.safe_text import visible
 
                     stream.write(f"memex: {visible(record.name)}: {level}: {visible(message)}\n")
                 else:

@@ -20,22 +20,25 @@ source begins and which cursor may be saved is :mod:`memex.live_cursor`.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from memex.advance import Advance
+from memex.capabilities import Capabilities, capabilities
 from memex.config import Config
 from memex.deadline import GRACE, Deadline, Interrupted
+from memex.error_lines import debug_enabled, internal_error
 from memex.errors import AlreadyRunning, AuthRequired, BadCursor, CursorConflict, LeaseLost, MemexError, StateError
-from memex.live_cursor import start_now, trusted_positions
+from memex.live_cursor import refuse_bad_stored, start_now
 from memex.observe import heartbeat, metrics
 from memex.observe.logs import config_logger
 from memex.registry import open_poller
 from memex.search import has_pending
-from memex.source import Batch, Cursor, Poller, describe, moved_backward, refuse_bad_stored
+from memex.source import Batch, Cursor, Poller, describe, moved_backward
 from memex.state.backend import claimed_section, cursor_store, run_lock
 from memex.state.files import require_state_dir
 from memex.uploader import Uploader
@@ -128,29 +131,6 @@ def run_lock_path(state_dir: Path, source: str) -> Path:
     return state_dir / "locks" / f"{source}.poll.lock"
 
 
-def debug_enabled() -> bool:
-    """Whether ``--debug`` / ``MEMEX_DEBUG=1`` asked for tracebacks of internal errors."""
-    return os.environ.get("MEMEX_DEBUG", "") not in ("", "0")
-
-
-def internal_error(exc: BaseException) -> str:
-    """The one line for an unexpected exception: the environment's fault in words (a full disk, a read-only mount:
-    :mod:`memex.fs_errors`), else a bug described by type and place only (its message might quote message data)."""
-    from memex.fs_errors import explain
-
-    fault = explain(exc)
-    if fault is not None:
-        return str(fault)
-    import traceback  # here, not at the top: only a bug needs it (start-up cost)
-
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = ""
-    if frames:
-        last = frames[-1]
-        where = f" at {Path(last.filename).name}:{last.lineno}"
-    return f"internal error: {type(exc).__name__}{where}; please report it (run with the same data to reproduce)"
-
-
 def poll(
     cfg: Config,
     name: str,
@@ -197,13 +177,13 @@ def poll(
     try:  # from here the lock is released however the poll ends (its finally)
         beat = heartbeat.start(cfg, name, log)  # None unless the source has a heartbeat_url
         with open_poller(cfg.source(name)) as poller:
+            can = capabilities(poller)
             try:
-                _run(cfg, name, poller, result, log, deadline=deadline, stop=stop, batch_size=batch_size, epoch=lock.epoch,
+                _run(cfg, name, poller, can, result, log, deadline=deadline, stop=stop, batch_size=batch_size, epoch=lock.epoch,
                      claimed=claimed_section(lock))  # fmt: skip
             finally:
-                report = getattr(poller, "report", None)  # memex.source.Spooling
-                if report is not None:
-                    result.extra = {**result.extra, **report()}
+                if can.report is not None:  # memex.capabilities.Reporting
+                    result.extra = {**result.extra, **can.report()}
     except Interrupted as exc:  # a request cut short by SIGTERM or --max-seconds; what was stored is saved
         result.stopped = exc.reason
         if exc.reason == "deadline" and not _progress(result):
@@ -245,6 +225,7 @@ def _run(
     cfg: Config,
     name: str,
     poller: Poller,
+    can: Capabilities,
     result: PollResult,
     log: Any,
     *,
@@ -258,59 +239,28 @@ def _run(
     cursors = cursor_store(cfg, epoch=epoch, deadline=deadline.for_saving(), primed=primed)
     committed: Cursor = cursors.cursor(name)
     if committed is not None:
-        refuse_bad_stored(poller, name, committed, cursors.where(name))
-    use_deadline = getattr(poller, "use_deadline", None)  # memex.source.Interruptible
-    set_deadline = getattr(poller, "set_deadline", None)  # memex.source.DeadlineAware (the time limit only)
-    if use_deadline is not None:
-        use_deadline(deadline)
-    elif set_deadline is not None and deadline.at is not None:
-        set_deadline(deadline.at)
+        refuse_bad_stored(poller, can, name, committed, cursors.where(name))
+    if can.use_deadline is not None:  # memex.capabilities.Interruptible
+        can.use_deadline(deadline)
+    elif can.set_deadline is not None and deadline.at is not None:  # DeadlineAware: the time limit only
+        can.set_deadline(deadline.at)
     if committed is None and cfg.source(name).start == "now":
-        committed = start_now(cursors.section(name), name, poller, cursors, log)
+        committed = start_now(cursors.section(name), name, poller, can, cursors, log)
     current: Cursor = committed
     result.positions_before = poller.positions(committed) if committed is not None else {}
     result.cursor_before = describe(result.positions_before)
     result.positions_after, result.cursor_after = result.positions_before, result.cursor_before
     uploader = Uploader(cfg, name, log, deadline=deadline)
-    stored = getattr(poller, "stored", None)  # memex.source.Spooling
-
     uploader.stored = [] if cfg.search_index else None  # handed to the search index after each commit (memex.search.build)
-    follower: Any = None
+    index = _Index(cfg, name, log, deadline)
     if cfg.search_index and has_pending(cfg.state_dir, name, "poll"):  # a journal left by a crash: one stat; no SQLite when there is none
-        follower = _follower(cfg, name, log, deadline)
-        follower.catch_up(uploader.store)
-
-    refused = False
-
-    def commit() -> None:
-        nonlocal committed, refused, follower
-        if refused:
-            return
-        moved = current != committed
-        positions: dict[str, int] = {}
-        if moved:
-            try:
-                positions = trusted_positions(poller, name, committed, current, declared_reset=result.reset is not None)
-            except BadCursor as exc:
-                refused = True
-                log.error("poller.bad_cursor", reason=exc.reason)
-                raise
-        batch = uploader.take_stored()
-        if not moved and not batch:
-            return
-        if batch:
-            follower = follower or _follower(cfg, name, log, deadline)
-            follower.before_commit(batch)  # the keys are journaled before the store's commit makes them durable
-        uploader.sync()
-        if moved:
-            cursors.advance(name, committed, current, positions=positions)
-            committed = current
-            if stored is not None:
-                stored(current)  # memex.source.Spooling: release what backs the records now durable
-            result.positions_after = positions
-            result.cursor_after = describe(result.positions_after)
-        if batch:
-            follower.after_commit(batch, uploader.store)  # a crash before this: the next run catches up from the journal
+        index.follower = _follower(cfg, name, log, deadline)
+        index.follower.catch_up(uploader.store)
+    commit = Advance(name, poller, uploader, cursors, committed, log, declared_reset=lambda: result.reset is not None)
+    commit.register(index)
+    if can.stored is not None:
+        commit.register(_Released(can.stored))
+    commit.register(_Shown(result))
 
     since_commit, last_commit = 0, time.monotonic()
     try:
@@ -356,28 +306,28 @@ def _run(
             short = len(batch.items) < batch_size  # the poller stopped at a boundary of its own (a page, a mailbox):
             # its next fetch may wait on a network, so what is stored becomes durable first
             if done or short or since_commit >= COMMIT_ITEMS or time.monotonic() - last_commit >= COMMIT_SECONDS:
-                commit()  # one group commit for several fast batches: a sync and a cursor write each cost a flush
+                commit(current)  # one group commit for several fast batches: a sync and a cursor write each cost a flush
                 since_commit, last_commit = 0, time.monotonic()
             if done:
                 break
-        commit()  # stopped between batches: what was fetched and stored so far
+        commit(current)  # stopped between batches: what was fetched and stored so far
     except BaseException:
         # Whatever stopped the loop (an upload failure, a source error), keep
         # the progress that is durable; that failure stays the poll's error.
         try:
-            commit()
+            commit(current)
         except BadCursor:
             pass  # logged as poller.bad_cursor by commit()
         raise
     finally:
         result.repaired = uploader.repaired
-        if follower is not None:
-            follower.finish()  # the last update of the index (a thread) done before the poll's line
+        if index.follower is not None:
+            index.follower.finish()  # the last update of the index (a thread) done before the poll's line
     if result.slow_read_s is not None:
         _slow(name, result, log)
     result.status = "ok" if _progress(result) else "idle"
     moved = result.positions_before and result.positions_after != result.positions_before
-    if moved and result.status == "idle" and not getattr(poller, "moves_when_idle", False):
+    if moved and result.status == "idle" and not can.moves_when_idle:  # memex.capabilities.MovesWhenIdle
         result.extra["moved_idle"] = True  # the cursor moved and nothing was stored (memex.observe.health: N in a row)
 
 
@@ -402,6 +352,57 @@ def _environment(exc: BaseException) -> bool:
     from memex.fs_errors import explain
 
     return explain(exc) is not None
+
+
+class _Index:
+    """The search index's step of each commit (:class:`memex.advance.Step`): its follower, made at the first keys."""
+
+    def __init__(self, cfg: Config, name: str, log: Any, deadline: Deadline) -> None:
+        self.cfg, self.name, self.log, self.deadline = cfg, name, log, deadline
+        self.follower: Any = None
+
+    def before_commit(self, keys: list[str]) -> None:
+        self.follower = self.follower or _follower(self.cfg, self.name, self.log, self.deadline)
+        self.follower.before_commit(keys)
+
+    def advanced(self, cursor: Cursor, positions: dict[str, int]) -> None:
+        pass
+
+    def after_commit(self, keys: list[str], store: Any) -> None:
+        self.follower.after_commit(keys, store)
+
+
+class _Shown:
+    """The poll's result follows the saved cursor (what its summary line and ``memex status`` show)."""
+
+    def __init__(self, result: PollResult) -> None:
+        self.result = result
+
+    def before_commit(self, keys: list[str]) -> None:
+        pass
+
+    def advanced(self, cursor: Cursor, positions: dict[str, int]) -> None:
+        self.result.positions_after = positions
+        self.result.cursor_after = describe(positions)
+
+    def after_commit(self, keys: list[str], store: Any) -> None:
+        pass
+
+
+class _Released:
+    """A spooling poller's step (:class:`memex.capabilities.Spooling`): what backs the records now durable may go."""
+
+    def __init__(self, stored: Callable[[Cursor], None]) -> None:
+        self.stored = stored
+
+    def before_commit(self, keys: list[str]) -> None:
+        pass
+
+    def advanced(self, cursor: Cursor, positions: dict[str, int]) -> None:
+        self.stored(cursor)
+
+    def after_commit(self, keys: list[str], store: Any) -> None:
+        pass
 
 
 def _follower(cfg: Config, name: str, log: Any, deadline: Deadline) -> Any:
@@ -453,9 +454,7 @@ def poll_many(
         try:
             results[n] = poll(cfg, n, max_seconds=max_seconds, stop=stop, console=console)
         except MemexError as exc:  # its state folder or log unusable (memex.fs_errors): this source only, said by the CLI
-            results[n] = PollResult(
-                source=n, status="error", error=str(exc), exit_code=exc.exit_code, unsaid=not getattr(exc, "said", False)
-            )
+            results[n] = PollResult(source=n, status="error", error=str(exc), exit_code=exc.exit_code, unsaid=not exc.said)
         except Exception as exc:  # poll() reports its own faults; this is a last line of defence
             results[n] = PollResult(source=n, status="error", error=internal_error(exc), exit_code=1)
 

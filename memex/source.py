@@ -10,23 +10,21 @@ the cursor of the last item that is durably stored.
 A poller type is a callable ``make(source: SourceConfig) -> Poller``
 registered in the ``memex.pollers`` entry-point group under its type name.
 ``make`` validates the source's keys (raising ConfigError) and does no I/O.
+
+What a poller may do beyond ``fetch``/``positions``/``close`` (a head, a history walk, an inventory, ...) is declared
+in :mod:`memex.capabilities`, one ``Protocol`` each, and found once per poller by
+:func:`memex.capabilities.capabilities`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from memex.config import SourceConfig
-from memex.deadline import Deadline
 from memex.records import Message
 from memex.store.attachments import Content
-
-if TYPE_CHECKING:
-    from memex.push import Listener
 
 Cursor = Any  # JSON-serialisable; its shape belongs to the poller
 
@@ -116,108 +114,6 @@ class Poller(Protocol):
         ...
 
 
-class Spooling(Protocol):
-    """Optional: a poller that reads from a spool (:mod:`memex.state.spool`) of what its source handed over once.
-
-    The runner calls ``stored`` right after a cursor is saved, when every record up to it is durable in
-    the store, so the poller may then (and only then) remove the spool entries behind them; and ``report``
-    once at the end of the poll for fields of the poll line (``spool_count``, ``spool_oldest_age_s``, which
-    ``memex status``, the dashboard and the metrics show).
-    """
-
-    def stored(self, cursor: Cursor) -> None:
-        """Every record up to ``cursor`` is durable in the store."""
-        ...
-
-    def report(self) -> dict[str, Any]:
-        """Extra fields for the poll line (no message text)."""
-        ...
-
-
-class MovesWhenIdle(Protocol):
-    """Optional: a poller whose cursor moves past things that are not messages, poll after poll (signal-cli's receipts
-    and typing notices). Without it, a cursor that moved in each of :attr:`memex.observe.health.Rules.hollow_after`
-    polls in a row while nothing was stored is shown as ``STUCK`` (a plug-in that skips what it should store)."""
-
-    moves_when_idle: bool
-
-
-class DeadlineAware(Protocol):
-    """Optional: a poller that waits on a network (retries, backoff) is told when the poll must end.
-
-    The runner calls ``set_deadline`` with a :func:`time.monotonic` value before the first ``fetch``,
-    so retries stop in time for the cron minute instead of running past ``--max-seconds``.
-    """
-
-    def set_deadline(self, deadline: float) -> None:
-        """Stop retrying (raise) rather than sleep past ``deadline``."""
-        ...
-
-
-class Interruptible(Protocol):
-    """Optional, preferred over :class:`DeadlineAware`: a poller that waits on a network gets the poll's
-    :class:`~memex.deadline.Deadline` (time limit and stop request) before its first request.
-
-    It bounds every socket timeout, retry and backoff by it and, for each exchange with the server,
-    uses ``deadline.guard`` (shut the socket down) or ``deadline.call`` (stop waiting), so a hung server
-    cannot hold the poll past ``--max-seconds`` or SIGTERM; it raises :class:`~memex.deadline.Interrupted`,
-    which the runner takes as the end of the poll (progress saved).
-    """
-
-    def use_deadline(self, deadline: Deadline) -> None:
-        """Keep ``deadline`` for every later exchange with the server."""
-        ...
-
-
-class Watchable(Protocol):
-    """Optional: a poller whose new messages show up as file changes, so ``memex watch`` can poll on events.
-
-    ``memex watch`` (:mod:`memex.watch`) watches each path returned: a folder for any change inside it
-    (recursively), a file (which need not exist yet) for changes of that file only, through its parent
-    folder. After a burst of changes has been quiet for a moment it runs one ordinary poll (the runner,
-    its run lock and cursor), so whatever the poll does not see yet (a file still settling) must be
-    found by a later poll: the watcher also polls every ``interval`` in case an event was missed.
-    """
-
-    def watch_paths(self) -> list[Path]:
-        """Folders or files whose changes may mean new messages."""
-        ...
-
-
-class Pushing(Protocol):
-    """Optional: a poller whose server can say when new messages arrive (IMAP IDLE or NOTIFY, a signal-cli daemon).
-
-    The watcher runs the listener's connections beside its polls (:mod:`memex.push`); each wake-up starts the
-    ordinary poll, so what is stored and the cursor stay the poll's alone. The interval poll goes on too, and
-    stands in while the push connections are down.
-    """
-
-    def listener(self) -> Listener | None:
-        """The source's push listener (no connection opened yet), or None when its config turns push off."""
-        ...
-
-
-class Paced(Protocol):
-    """Optional: a poller that ``memex watch`` polls at its own pace (Teams: delta polling within Graph's throttling).
-
-    The watcher polls it every ``watch_interval_seconds`` instead of the source's ``interval`` (which stays cron's),
-    and after a poll whose line carries ``retry_after_s`` (the server's Retry-After it had no time to wait out) not
-    before that many seconds.
-    """
-
-    watch_interval_seconds: float
-
-
-class Settling(Protocol):
-    """Optional: a poller that leaves files changed less than ``settle_seconds`` ago for a later poll.
-
-    ``memex watch`` waits at least that long after the last change before it polls, or the poll it runs
-    would leave the new file behind with no further event to bring it in.
-    """
-
-    settle_seconds: float
-
-
 @dataclass(frozen=True)
 class Listed:
     """One message the source has, as ``memex verify`` lists it: its native ID and where it is (``ref``: a ROWID, a file)."""
@@ -238,42 +134,6 @@ class Unchecked:
     why: str
 
 
-class Inventoried(Protocol):
-    """Optional: a poller whose source can be listed cheaply, so ``memex verify`` finds what the index lacks.
-
-    ``inventory`` lists every message the source has up to ``cursor`` (what the polls have passed, so each should
-    be stored), streamed, and an :class:`Unchecked` for each part it cannot list; ``reread`` renders the messages
-    at some of those ``ref`` s again (with their revisions, blobs and attachments), for ``memex verify --repair``
-    to store through the same create-only path as a poll.
-    """
-
-    def inventory(self, cursor: Cursor) -> Iterator[Listed | Unchecked]:
-        """Every message of the source up to ``cursor``, in the source's own order (and what cannot be listed)."""
-        ...
-
-    def reread(self, refs: list[str]) -> Iterator[Item]:
-        """The items of the messages at ``refs`` (from :meth:`inventory`), read again; refs gone since are skipped."""
-        ...
-
-
-class HistoryPoller(Poller, Protocol):
-    """A poller that can also report its head (``start = "now"``) and walk its history (``memex backfill``)."""
-
-    def head(self) -> Cursor:
-        """A live cursor positioned at the newest message now: polling from it yields only later messages."""
-        ...
-
-    def history(self, since: datetime | None, until: datetime | None, checkpoint: Cursor) -> Iterator[Item]:
-        """Every message sent in ``[since, until)`` (None: unbounded), after ``checkpoint``, in a fixed order.
-
-        ``checkpoint`` is None (from the start) or the ``cursor`` of an item
-        this method yielded before; each item's ``cursor`` must resume the walk
-        right after that item. History cursors belong to backfill and may have
-        another shape than live cursors.
-        """
-        ...
-
-
 PollerFactory = Callable[[SourceConfig], Poller]
 
 
@@ -289,51 +149,3 @@ def describe(positions: dict[str, int]) -> str:
 def moved_backward(before: dict[str, int], after: dict[str, int]) -> list[str]:
     """The position names that went down (or vanished) from ``before`` to ``after``."""
     return [k for k, v in before.items() if after.get(k, -1) < v]
-
-
-def check_cursor(poller: Any, cursor: Any) -> dict[str, int]:
-    """The positions of a cursor given by hand, or ValueError saying what is wrong with it.
-
-    The poller's own ``validate_cursor(cursor) -> str | None`` (if it has one) checks the shape and types;
-    then its positions must be computable, non-empty, and integers that are not negative.
-    """
-    positions = stored_cursor_positions(poller, cursor)
-    if not positions:
-        raise ValueError("not a cursor of this source (it has no positions)")
-    return positions
-
-
-def refuse_bad_stored(poller: Any, name: str, cursor: Any, where: str) -> None:
-    """Refuse a stored cursor its poller would not have written (``cursors.json`` edited by hand): one line naming the
-    source, what is wrong and the commands that set it right (:class:`~memex.errors.StoredCursorRefused`), before
-    anything reads it (a poll, ``memex verify``) and fails on it in a way no one can read."""
-    from memex.errors import StoredCursorRefused
-
-    try:
-        stored_cursor_positions(poller, cursor)
-    except ValueError as exc:
-        raise StoredCursorRefused(f"the stored cursor of source {name!r} is not one this source writes ({exc}); set a good one with "
-                                  f"`memex cursor set {name} VALUE`, or read everything again with `memex cursor reset {name}` "
-                                  "(duplicates are skipped)", path=where) from None  # fmt: skip
-
-
-def stored_cursor_positions(poller: Any, cursor: Any) -> dict[str, int]:
-    """The positions of a cursor read from the cursor store, or ValueError saying what is wrong with it.
-
-    A hand-edited ``cursors.json`` can hold anything; each poll checks its cursor here (the poller's own
-    ``validate_cursor``, then computable, whole, not negative positions) before the poller reads it.
-    """
-    validate = getattr(poller, "validate_cursor", None)
-    problem = validate(cursor) if callable(validate) else None
-    if problem:
-        raise ValueError(problem)
-    try:
-        positions = poller.positions(cursor)
-    except Exception as exc:
-        raise ValueError(f"not a cursor of this source ({exc.__class__.__name__})") from None
-    if not isinstance(positions, dict):
-        raise ValueError("not a cursor of this source (its positions are not a map)")
-    bad = [str(k) for k, v in positions.items() if type(v) is not int or v < 0]
-    if bad:
-        raise ValueError(f"position {', '.join(bad)} must be a whole number, not negative")
-    return positions

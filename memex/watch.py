@@ -5,9 +5,9 @@ run lock or lease (a cron poll and the watcher never poll one source at once; wh
 logs ``poll skipped``), the same cursor, the same summary line. That line's ``trigger`` says why it ran:
 
 - ``start``: once when the watcher starts;
-- ``event``: after changes to the source's :meth:`~memex.source.Watchable.watch_paths` (``events``: how
+- ``event``: after changes to the source's :meth:`~memex.capabilities.Watchable.watch_paths` (``events``: how
   many were coalesced), once they have been quiet for ``settle`` seconds (never less than the poller's own
-  ``settle_seconds`` plus :data:`MARGIN`, see :class:`~memex.source.Settling`: a poll any sooner would
+  ``settle_seconds`` plus :data:`MARGIN`, see :class:`~memex.capabilities.Settling`: a poll any sooner would
   leave the new file for a later poll that no event would start), or at the latest :data:`BURST_FACTOR`
   settle periods after the first change of a burst that never quiets;
 - ``more``: at once after a poll that stopped at ``--max-seconds-per-poll`` before catching up;
@@ -39,12 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from memex.capabilities import capabilities
 from memex.config import Config
+from memex.error_lines import internal_error
 from memex.errors import ConfigError, MemexError, describe_exc
 from memex.observe.logs import config_logger
 from memex.push import Link, Listener
 from memex.registry import make_poller
-from memex.runner import DEFAULT_MAX_SECONDS, PollResult, internal_error, poll
+from memex.runner import DEFAULT_MAX_SECONDS, PollResult, poll
 
 DEFAULT_SETTLE = 1.0  # seconds of quiet after the last change before a poll
 MARGIN = 0.5  # added to a poller's own settle_seconds (clock granularity, the poll's own start-up)
@@ -95,7 +97,7 @@ class Plan:
     watchable: bool
     settle: float
     interval: float
-    listener: Listener | None = None  # its push connections (memex.source.Pushing), opened when watching starts
+    listener: Listener | None = None  # its push connections (memex.capabilities.Pushing), opened when watching starts
 
 
 def plan(cfg: Config, name: str, settle: float) -> Plan:
@@ -103,26 +105,23 @@ def plan(cfg: Config, name: str, settle: float) -> Plan:
     conf = cfg.source(name)
     poller = make_poller(conf)
     try:
-        watch_paths = getattr(poller, "watch_paths", None)  # memex.source.Watchable
+        can = capabilities(poller)
         paths: list[Path] | None = None
-        if callable(watch_paths):
+        if can.watch_paths is not None:  # memex.capabilities.Watchable
             try:
-                paths = watch_paths()
+                paths = can.watch_paths()
             except MemexError as exc:  # its folders cannot be found now: polled on its interval, which reports why
                 config_logger(cfg, name).warning("watch.unavailable", reason=str(exc))
                 paths = []
-        own = getattr(poller, "settle_seconds", None)  # memex.source.Settling
-        paced = getattr(poller, "watch_interval_seconds", None)  # memex.source.Paced
-        make_listener = getattr(poller, "listener", None)  # memex.source.Pushing
-        listener = make_listener() if callable(make_listener) else None
+        listener = can.listener() if can.listener is not None else None  # memex.capabilities.Pushing
     finally:
         try:
             poller.close()
         except Exception:
             pass
-    if isinstance(own, int | float) and own > 0:
-        settle = max(settle, float(own) + MARGIN)
-    interval = float(paced) if isinstance(paced, int | float) and paced > 0 else float(conf.interval)
+    if can.settle_seconds > 0:  # memex.capabilities.Settling
+        settle = max(settle, can.settle_seconds + MARGIN)
+    interval = can.watch_interval_seconds if can.watch_interval_seconds > 0 else float(conf.interval)  # Paced
     return Plan(name, targets(paths or []), paths is not None, settle, interval, listener)
 
 

@@ -21,7 +21,7 @@ from memex.assistant import render
 from memex.assistant.archive import GROUPS, LIMIT_MAX, TEXT_MAX, THREAD_MAX, Archive, ToolError
 from memex.config import Config
 from memex.errors import MemexError
-from memex.observe.safe_text import visible
+from memex.safe_text import visible
 
 INSTRUCTIONS = """\
 This server reads a personal message archive (mail, iMessage, Signal, Teams, Messenger, ... as memex stored them),

@@ -1,6 +1,6 @@
 """Manual backfill: a source's whole history, or a date range of it, into the store.
 
-``memex backfill SOURCE`` walks the poller's :meth:`~memex.source.HistoryPoller.history`
+``memex backfill SOURCE`` walks the poller's :meth:`~memex.capabilities.Historied.history`
 and stores every item the way a poll does (create-only, or get-compare-put
 with ``rewrite``), but:
 
@@ -43,11 +43,12 @@ from typing import IO
 from memex.backfill.checkpoint import BackfillConflict
 from memex.backfill.report import BackfillResult
 from memex.backfill.run import BackfillRun
+from memex.capabilities import capabilities
 from memex.config import Config
+from memex.error_lines import internal_error
 from memex.errors import AlreadyRunning, ConfigError, MemexError
 from memex.observe.logs import source_logger
 from memex.registry import open_poller
-from memex.runner import internal_error
 from memex.state.backend import run_lock
 from memex.state.files import require_state_dir
 
@@ -110,10 +111,11 @@ def backfill(
         return result
     try:
         with open_poller(src) as poller:
-            if not callable(getattr(poller, "history", None)):
+            can = capabilities(poller)
+            if can.history is None:
                 raise ConfigError(f"source type {src.type!r} cannot walk its history yet; backfill is not available for it",
                                   path=cfg.path, key=f"sources.{source}.type")  # fmt: skip
-            run = BackfillRun(cfg, source, poller, log, result, since=since, until=until, rewrite=rewrite, workers=workers,
+            run = BackfillRun(cfg, source, poller, can, log, result, since=since, until=until, rewrite=rewrite, workers=workers,
                        stop=stop_event, console=console, retries=retries, retry_delay=retry_delay,
                        checkpoint_seconds=checkpoint_seconds, checkpoint_items=checkpoint_items,
                        progress_seconds=progress_seconds, max_failures=max_failures)  # fmt: skip

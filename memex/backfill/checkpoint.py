@@ -12,6 +12,7 @@ from typing import Any
 
 from memex.backfill.frontier import Frontier
 from memex.backfill.report import BackfillResult
+from memex.capabilities import Capabilities
 from memex.config import Config
 from memex.errors import MemexError
 from memex.live_cursor import BACKFILL_KEY
@@ -49,8 +50,9 @@ def describe_args(args: dict[str, Any]) -> str:
 class Checkpoint:
     """Where a backfill resumes, and saving its frontier (the cursors file's ``backfill`` key of the source)."""
 
-    def __init__(self, cfg: Config, source: str, poller: Any, log: Any, result: BackfillResult, args: dict[str, Any]) -> None:
-        self.cfg, self.source, self.poller, self.log, self.result, self.args = cfg, source, poller, log, result, args
+    def __init__(self, cfg: Config, source: str, poller: Any, can: Capabilities, log: Any, result: BackfillResult,
+                 args: dict[str, Any]) -> None:  # fmt: skip
+        self.cfg, self.source, self.poller, self.can, self.log, self.result, self.args = cfg, source, poller, can, log, result, args
         self.cursors = cursor_store(cfg)
         self.start: Cursor = None
         self.done_before = 0
@@ -107,8 +109,7 @@ class Checkpoint:
             return state["live_start"]
         if self.cursors.cursor(self.source) is not None or self.cfg.source(self.source).start != "now":
             return None
-        head = getattr(self.poller, "head", None)
-        return head() if callable(head) else None
+        return self.can.head() if self.can.head is not None else None  # memex.capabilities.Headed
 
     def save(self, frontier: Frontier, uploader: Uploader, status: str = "running") -> None:
         """Sync the store, then record the frontier (only the ``backfill`` key of the section changes)."""

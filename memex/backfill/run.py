@@ -17,10 +17,11 @@ from typing import IO, Any
 from memex.backfill.checkpoint import Checkpoint, backfill_args
 from memex.backfill.frontier import Frontier
 from memex.backfill.report import BackfillResult, Counts, Progress
+from memex.capabilities import Capabilities
 from memex.config import Config
 from memex.deadline import Deadline, Interrupted
+from memex.error_lines import internal_error
 from memex.errors import MemexError, StoreError
-from memex.runner import internal_error
 from memex.search import has_pending
 from memex.search.build import Follower
 from memex.source import Item
@@ -35,11 +36,11 @@ EXIT_INTERRUPTED = 130
 class BackfillRun:
     """One backfill run's moving parts (reader, uploaders, checkpoint, progress)."""
 
-    def __init__(self, cfg: Config, source: str, poller: Any, log: Any, result: BackfillResult, *, since: datetime | None,
+    def __init__(self, cfg: Config, source: str, poller: Any, can: Capabilities, log: Any, result: BackfillResult, *, since: datetime | None,
                  until: datetime | None, rewrite: bool, workers: int, stop: threading.Event, console: IO[str] | None,
                  retries: int, retry_delay: float, checkpoint_seconds: float, checkpoint_items: int, progress_seconds: float,
                  max_failures: int) -> None:  # fmt: skip
-        self.cfg, self.source, self.poller, self.log, self.result = cfg, source, poller, log, result
+        self.cfg, self.source, self.poller, self.can, self.log, self.result = cfg, source, poller, can, log, result
         self.since, self.until, self.rewrite = since, until, rewrite
         self.workers = max(1, workers)
         self.stop = stop
@@ -48,7 +49,7 @@ class BackfillRun:
         self.checkpoint_seconds, self.checkpoint_items = checkpoint_seconds, checkpoint_items
         self.progress_seconds = progress_seconds
         self.max_failures = max_failures
-        self.checkpoint = Checkpoint(cfg, source, poller, log, result, backfill_args(since, until, rewrite))
+        self.checkpoint = Checkpoint(cfg, source, poller, can, log, result, backfill_args(since, until, rewrite))
         self.counts = Counts()
         self.progress = Progress(source, self.counts, result, log, console)
         self.reader_error: str | None = None
@@ -59,8 +60,8 @@ class BackfillRun:
         """Read ahead, upload concurrently, checkpoint the frontier, report progress."""
         result = self.result
         total: int | None = None
-        counter = getattr(self.poller, "history_count", None)
-        if callable(counter):
+        counter = self.can.history_count  # memex.capabilities.HistoryCounting
+        if counter is not None:
             try:
                 total = int(counter(self.since, self.until, self.checkpoint.start))
             except MemexError:
@@ -68,10 +69,11 @@ class BackfillRun:
         store = open_store(self.cfg.store, max_pool_connections=self.workers)
         # SIGTERM or Ctrl-C: requests in flight get the grace to finish, then a hung one is cut short (memex.deadline).
         on_stop = Deadline(None, self.stop)
-        for part in (store, self.poller):
-            use_deadline = getattr(part, "use_deadline", None)
-            if use_deadline is not None:
-                use_deadline(on_stop)
+        use_deadline = getattr(store, "use_deadline", None)  # the S3 store's (memex.store), not a poller's
+        if use_deadline is not None:
+            use_deadline(on_stop)
+        if self.can.use_deadline is not None:  # memex.capabilities.Interruptible
+            self.can.use_deadline(on_stop)
         getattr(store, "client", None)  # S3: create the one shared boto3 client here, before the threads
         uploader = Uploader(self.cfg, self.source, self.log, store=store, deadline=on_stop)  # the deadline only ends a test's hold
         if self.cfg.search_index:
@@ -152,7 +154,9 @@ class BackfillRun:
         """The reader thread: history items, numbered, into the bounded queue; then one end mark per uploader."""
         walk: Iterator[Item] | None = None
         try:
-            walk = iter(self.poller.history(self.since, self.until, self.checkpoint.start))
+            history = self.can.history
+            assert history is not None  # memex.backfill refuses a source without one before this runs
+            walk = iter(history(self.since, self.until, self.checkpoint.start))
             window = self.workers * READ_AHEAD_PER_WORKER * 4
             for seq, item in enumerate(walk):
                 while not halt.is_set() and not frontier.wait_for_room(seq, window, 0.1):

@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 
 import click
 
-from memex.cli.poll import fail, guarded, stop_on_signals
+from memex.cli.poll import stop_on_signals
+from memex.error_lines import fail, guarded
 
 __all__ = ["fail", "json_option", "load_config", "reports_errors", "stop_on_signals"]
 

@@ -37,8 +37,8 @@ def cron(ctx: click.Context, mailto: str | None, install: bool, uninstall: bool)
     printing. Warns about a source using a *_env key: cron will not have it.
     """
     from memex.cli import cron_install
-    from memex.cli.poll import warn
     from memex.cli.recipes import cron_warnings, crontab, current_program
+    from memex.error_lines import warn
 
     if install and uninstall:
         fail("pass --install or --uninstall, not both", 2)

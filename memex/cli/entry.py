@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from memex.error_lines import reader_gone  # a closed pipe on stdout or stderr (memex.error_lines.guarded asks it too)
+
 
 class PollArgs:
     """A ``memex poll`` command line, understood and valid (a plain class: a dataclass costs ~1 ms to define)."""
@@ -108,25 +110,6 @@ def _command(argv: list[str]) -> str | None:
         else:
             return argv[i]
     return None
-
-
-def reader_gone(exc: BaseException) -> bool:
-    """Whether ``exc`` is the write to a closed pipe on stdout or stderr (``memex tail | head -1`` once ``head`` has
-    read its line), as opposed to a broken socket to a server, which stays an error.
-
-    The pipe's state is asked of the kernel: poll(2) reports POLLERR (Linux) or POLLHUP on a pipe whose reader is gone.
-    """
-    if not isinstance(exc, BrokenPipeError):
-        return False
-    import select
-
-    poller = select.poll()
-    for fd in (1, 2):
-        poller.register(fd, select.POLLOUT)
-    try:
-        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
-    except OSError:
-        return False
 
 
 def end_quietly() -> NoReturn:

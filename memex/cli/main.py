@@ -129,14 +129,15 @@ def auth(ctx: click.Context, source: str, no_browser: bool) -> None:
     was revoked. Exit codes: 0 signed in, 1 sign-in failed, 2 SOURCE's type
     needs no sign-in or the config is wrong.
     """
+    from memex.capabilities import capabilities
     from memex.errors import ConfigError, SourceError
-    from memex.observe.safe_text import visible
     from memex.registry import open_poller
+    from memex.safe_text import visible
 
     cfg = load_config(ctx)
     conf = cfg.source(source)
     with open_poller(conf) as poller:
-        authenticate = getattr(poller, "authenticate", None)
+        authenticate = capabilities(poller).authenticate  # memex.capabilities.Authenticating
         if authenticate is None:
             raise ConfigError(f"sources of type {conf.type!r} need no sign-in", path=cfg.path, key=f"sources.{source}")
         extra: dict[str, Any] = {}
@@ -182,7 +183,7 @@ def cursor_show(ctx: click.Context, source: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data if not source else data[source], indent=2, sort_keys=True))
         return
-    from memex.observe.safe_text import visible
+    from memex.safe_text import visible
 
     for n in names:  # json.dumps escapes every non-ASCII character: the cursor is exact and inert
         click.echo(f"{visible(n)}\t{json.dumps(data[n], sort_keys=True)}")
@@ -196,37 +197,13 @@ def _confirm(what: str) -> None:
         raise click.Abort()
 
 
-def _explicit_change(cfg: Any, source: str, value: Any, reason: str, *, yes: bool = True) -> None:
-    from memex.observe.logs import config_logger
-    from memex.observe.safe_text import visible
-    from memex.registry import make_poller
-    from memex.source import check_cursor, describe, moved_backward, stored_cursor_positions
-    from memex.state.backend import cursor_store
-    from memex.state.files import require_state_dir
+def _explicit_change(cfg: Any, source: str, value: Any, *, yes: bool = True) -> None:
+    """Set (or, with None, reset) ``source``'s cursor through :func:`memex.cursor_edit.change_cursor`; say what changed."""
+    from memex.cursor_edit import change_cursor
+    from memex.safe_text import visible
 
-    poller = make_poller(cfg.source(source))
-    require_state_dir(cfg.state_dir)
-    store = cursor_store(cfg)
-    before = store.section(source).get("cursor")
-    try:
-        pos_before = stored_cursor_positions(poller, before) if before is not None else {}
-    except ValueError:  # edited by hand into a shape the source never writes: setting or resetting it is the way out
-        pos_before = {}
-    pos_after: dict[str, int] = {}
-    if value is not None:
-        try:
-            pos_after = check_cursor(poller, value)
-        except ValueError as exc:
-            stored = f"; the stored one is at {describe(pos_before)} (memex cursor show {source} --json)" if before is not None else ""
-            fail(f"cursor of {source!r} not set: {exc}{stored}", 2)
-        if moved_backward(pos_before, pos_after) and not yes:
-            _confirm(f"This moves the cursor of {source!r} back ({describe(pos_before)} -> {describe(pos_after)}); the next poll "
-                     "re-reads what lies between (stored messages are skipped as duplicates)")  # fmt: skip
-    store.set_cursor(source, value, reason=reason, positions=pos_after if value is not None else None)
-    log = config_logger(cfg, source)
-    log.warning(f"cursor.{reason}", positions_before=pos_before, positions_after=pos_after,
-                cursor_before=describe(pos_before), cursor_after=describe(pos_after))  # fmt: skip
-    click.echo(visible(f"{source}: cursor {describe(pos_before)} -> {describe(pos_after)}"))
+    change = change_cursor(cfg, source, value, confirm_back=None if yes else _confirm)
+    click.echo(visible(change.line()))
 
 
 @cursor.command("set")
@@ -252,9 +229,9 @@ def cursor_set(ctx: click.Context, source: str, value: str, yes: bool) -> None:
         cfg.source(source)
         if not yes:
             _confirm(f"Setting the cursor of {source!r} to null resets it: the next poll re-reads its whole history")
-        _explicit_change(cfg, source, None, "reset")
+        _explicit_change(cfg, source, None)
         return
-    _explicit_change(cfg, source, parsed, "set", yes=yes)
+    _explicit_change(cfg, source, parsed, yes=yes)
 
 
 @cursor.command("reset")
@@ -268,7 +245,7 @@ def cursor_reset(ctx: click.Context, source: str, yes: bool) -> None:
     cfg.source(source)
     if not yes:
         _confirm(f"Resetting the cursor of {source!r} makes the next poll re-read its whole history")
-    _explicit_change(cfg, source, None, "reset")
+    _explicit_change(cfg, source, None)
 
 
 @main.command()
@@ -327,7 +304,8 @@ def backfill(ctx: click.Context, source: str, since: str | None, until: str | No
     2 usage or configuration error, 130 interrupted.
     """
     from memex.backfill import backfill as run_backfill
-    from memex.observe.safe_text import visible
+    from memex.error_lines import say_error
+    from memex.safe_text import visible
 
     start, end = _utc_datetime(since, "--since"), _utc_datetime(until, "--until")
     if start is not None and end is not None and start >= end:
@@ -340,7 +318,7 @@ def backfill(ctx: click.Context, source: str, since: str | None, until: str | No
     if as_json:
         click.echo(json.dumps(result.summary(), indent=2, sort_keys=True))
     elif result.status == "refused":
-        click.echo(f"memex: error: {visible(result.error)}", err=True)
+        say_error(result.error or "")
     elif sys.stdout.isatty():  # off a terminal the summary is the log's backfill.finished (on stderr too unless it is done)
         click.echo(visible(result.human()))
     if result.exit_code:
@@ -361,9 +339,9 @@ def tail(ctx: click.Context, sources: tuple[str, ...], follow: bool, lines: int,
     shown too. With -f, follow new lines like tail -F until Ctrl-C; --json
     prints the raw JSON lines.
     """
-    from memex.observe.safe_text import inert_json
     from memex.observe.tail import Line, colour, format_line, last_lines
     from memex.observe.tail import follow as follow_logs
+    from memex.safe_text import inert_json
 
     cfg = load_config(ctx, state=True)
     names = list(sources) or sorted(cfg.sources)

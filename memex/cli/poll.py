@@ -3,7 +3,7 @@
 A cron poll with nothing new is mostly interpreter start-up and imports, so this module and
 :mod:`memex.cli.entry` import neither click nor anything a poll does not need. The click command
 (:mod:`memex.cli.main`) runs the same :func:`run_poll`; so do command lines the entry hands over.
-Also here, for every command: one-line errors with their exit codes, and the stop-on-signal event.
+Also here, for every command: the stop-on-signal event. Error lines are :mod:`memex.error_lines`'s.
 """
 
 from __future__ import annotations
@@ -11,61 +11,16 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from memex.errors import MemexError
+from memex.error_lines import fail, guarded, say_error, warn
+
+__all__ = ["fail", "guarded", "run_poll", "stop_on_signals", "warn"]  # fail, guarded, warn: memex.error_lines's, for callers here
 
 if TYPE_CHECKING:
     from memex.config import Config
-
-
-def fail(message: str, code: int) -> NoReturn:
-    """Print one error line and exit with ``code`` (controls in it, from a path or server text, shown visibly)."""
-    from memex.observe.safe_text import visible
-
-    print(f"memex: error: {visible(message)}", file=sys.stderr, flush=True)
-    sys.exit(code)
-
-
-def warn(message: str) -> None:
-    """Print one warning line on stderr (the command goes on)."""
-    print(f"memex: warning: {message}", file=sys.stderr, flush=True)
-
-
-def guarded(func: Callable[[], Any], passthrough: tuple[type[BaseException], ...] = ()) -> Any:
-    """Run ``func``: a MemexError is one stderr line and its exit code; a bug one line, no traceback unless --debug.
-
-    ``passthrough``: exceptions that carry their own exit (click's usage errors) and are re-raised as they are.
-    """
-    try:
-        return func()
-    except MemexError as exc:
-        if getattr(exc, "said", False):  # already on stderr as the poll's error line (memex.observe.logs.LogUnwritable)
-            sys.exit(exc.exit_code)
-        fail(str(exc), exc.exit_code)
-    except passthrough:
-        raise
-    except BrokenPipeError as exc:
-        from memex.cli.entry import reader_gone
-
-        if reader_gone(exc):
-            raise  # the reader of stdout has gone (``| head``): memex.cli.entry.main ends quietly
-        fail(_internal(exc), 1)
-    except Exception as exc:  # a full disk, a read-only mount, ... (memex.fs_errors) or a bug: one line, no traceback
-        fail(_internal(exc), 1)  # (it could quote message data) unless --debug
-
-
-def _internal(exc: Exception) -> str:
-    """The one line for an exception no layer below turned into a MemexError (its traceback first with --debug)."""
-    from memex.runner import debug_enabled, internal_error
-
-    if debug_enabled():
-        import traceback
-
-        traceback.print_exc()
-    return internal_error(exc)
 
 
 @contextmanager
@@ -90,9 +45,9 @@ def stop_on_signals() -> Iterator[threading.Event]:
 
 def run_poll(cfg: Config, sources: tuple[str, ...], all_sources: bool, max_seconds: float) -> int:
     """Poll ``sources`` (or every enabled one) once; the exit code. The caller has checked that exactly one was asked."""
-    from memex.observe.safe_text import visible
     from memex.runner import poll as poll_one
     from memex.runner import poll_many
+    from memex.safe_text import visible
 
     names = [n for n, s in sorted(cfg.sources.items()) if s.enabled] if all_sources else list(sources)
     for name in list(names):
@@ -115,5 +70,5 @@ def run_poll(cfg: Config, sources: tuple[str, ...], all_sources: bool, max_secon
             results = poll_many(cfg, names, max_seconds=max_seconds, stop=stop, console=sys.stderr)
     for r in results:
         if r.unsaid:
-            print(f"memex: {r.source}: error: {r.error}", file=sys.stderr, flush=True)
+            say_error(r.error or "", source=r.source)
     return max((r.exit_code for r in results), default=0)

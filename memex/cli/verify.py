@@ -63,7 +63,7 @@ def verify(ctx: click.Context, sources: tuple[str, ...], repair: bool, quiet: bo
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
     elif not (quiet and report.whole):
-        from memex.observe.safe_text import visible
+        from memex.safe_text import visible
 
         click.echo("\n".join(visible(line) for line in report.human().split("\n")))  # keys, reasons, server text
     if not report.whole:

@@ -8,7 +8,7 @@ Three ways to hold a login, each kept in ``<state_dir>/auth/`` (folder 0700, fil
 * :mod:`memex.oauth.installed_app`: an OAuth2 authorization-code flow with PKCE and a loopback redirect
   (RFC 8252, the installed-app flow Google asks for), with a paste-the-address path for machines without a
   browser; refresh token and access token in ``<source>.oauth2.json``.
-* :mod:`memex.oauth.command`: a command the user already has (mutt's ``mutt_oauth2.py``, oama, pizauth) prints
+* :mod:`memex.oauth.secret_cmd`: a command the user already has (mutt's ``mutt_oauth2.py``, oama, pizauth) prints
   an access token; memex keeps nothing.
 
 A refresh that the identity provider refuses for good (``invalid_grant``: revoked, expired, password changed,

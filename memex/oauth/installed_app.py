@@ -88,17 +88,16 @@ class InstalledApp:
     # -- HTTP --------------------------------------------------------------
     def _token_request(self, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
         """POST ``form`` (plus the client's credentials) to the token endpoint; the status and the JSON answer."""
-        import requests
+        from memex import http_client
 
-        from memex.liblog import route_library_logs
-
-        route_library_logs()
         form = {**form, "client_id": self.settings.client_id}
         if self.settings.client_secret:
             form["client_secret"] = self.settings.client_secret
         try:
-            resp = requests.post(self.settings.token_url, data=form, timeout=self.settings.timeout, headers={"Accept": "application/json"})
-        except requests.RequestException as exc:
+            resp = http_client.post(
+                self.settings.token_url, data=form, timeout=self.settings.timeout, headers={"Accept": "application/json"}
+            )
+        except http_client.request_errors() as exc:
             raise SourceError(f"{self.source}: cannot reach the token endpoint {self.settings.token_url} ({type(exc).__name__})") from None
         try:
             body = resp.json()

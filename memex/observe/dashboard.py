@@ -31,10 +31,10 @@ from memex.observe import dashboard_view as dv
 from memex.observe import health
 from memex.observe.follow import Follower, parse_line
 from memex.observe.logs import human_line, log_path
-from memex.observe.safe_text import visible
 from memex.observe.status import CONFIG, config_problem
 from memex.observe.tail import colour, shown
 from memex.observe.watch_state import WatchLog, from_log
+from memex.safe_text import visible
 from memex.source import describe
 from memex.state.backend import cursor_store, leases
 

@@ -42,19 +42,16 @@ def send(url: str, body: bytes, timeout: float = TIMEOUT) -> str | None:
     outcome: list[str | None] = []
 
     def run() -> None:
-        import urllib.error
-        import urllib.request
+        from memex import http_client
 
-        request = urllib.request.Request(url, data=body, method="POST", headers={"User-Agent": "memex-heartbeat"})
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                response.read(1024)
-            outcome.append(None)
-        except urllib.error.HTTPError as exc:
-            outcome.append(f"HTTP {exc.code}")
-        except (OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            outcome.append(f"{type(exc).__name__}: {reason}")
+            response = http_client.post(url, data=body, headers={"User-Agent": "memex-heartbeat"}, timeout=timeout)
+        except http_client.request_errors() as exc:
+            outcome.append(http_client.unreachable(exc))
+        except ValueError as exc:  # not a URL requests can send (checked at config load; a last line of defence)
+            outcome.append(type(exc).__name__)
+        else:
+            outcome.append(None if response.status_code < 400 else f"HTTP {response.status_code}")
 
     thread = threading.Thread(target=run, name="heartbeat", daemon=True)
     thread.start()

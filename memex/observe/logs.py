@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from memex.errors import MemexError
 from memex.fs_errors import at_path
-from memex.observe.safe_text import json_text, visible
+from memex.safe_text import json_text, visible
 from memex.state.files import ensure_private_dir
 from memex.state.locks import wait_flock
 
@@ -58,7 +58,7 @@ def human_line(event: dict[str, Any]) -> str:
     """The terminal form of an event: ``poll ok: 4 new (cursor 89632 -> 89636)`` for polls.
 
     A poll cut short says so: ``poll stopped (time limit): 4 new ...`` or ``poll stopped (interrupted): ...``. The
-    line is shown through :func:`memex.observe.safe_text.visible`: an error quoting server text or a path, a
+    line is shown through :func:`memex.safe_text.visible`: an error quoting server text or a path, a
     mailbox's name in a cursor, cannot reach the terminal as a control.
     """
     return visible(_human_line(event))

@@ -11,8 +11,8 @@ from memex.errors import ConfigError, StateError
 from memex.observe.follow import RecentReader
 from memex.observe.health import FAILING, source_health
 from memex.observe.logs import log_path, short_ts
-from memex.observe.safe_text import visible
 from memex.observe.watch_state import from_log
+from memex.safe_text import visible
 from memex.source import describe
 from memex.state.backend import cursor_store, host_name, leases
 
@@ -56,27 +56,24 @@ def config_problem(source: SourceConfig) -> str | None:
         poller = make_poller(source)
     except ConfigError as exc:
         return str(exc)
-    close = getattr(poller, "close", None)
-    if callable(close):
-        close()
+    poller.close()
     return None
 
 
 def cursor_problem(source: SourceConfig, section: dict[str, Any], cfg: Config) -> str | None:
     """Why the stored cursor of ``source`` would be refused by its next poll (edited by hand), or None."""
+    from memex.capabilities import capabilities
     from memex.errors import StoredCursorRefused
+    from memex.live_cursor import refuse_bad_stored
     from memex.registry import make_poller
-    from memex.source import refuse_bad_stored
 
     poller = make_poller(source)
     try:
-        refuse_bad_stored(poller, source.name, section.get("cursor"), cursor_store(cfg).where(source.name))
+        refuse_bad_stored(poller, capabilities(poller), source.name, section.get("cursor"), cursor_store(cfg).where(source.name))
     except StoredCursorRefused as exc:
         return str(exc)
     finally:
-        close = getattr(poller, "close", None)
-        if callable(close):
-            close()
+        poller.close()
     return None
 
 
@@ -155,7 +152,7 @@ def render_table(rows: list[SourceStatus], width: int | None = None) -> str:
 
     Too wide, the table drops its least useful columns first (``DROP_ORDER``), then cuts RESULT (and, on a very
     narrow screen, any cell still too wide) with an ellipsis. Every cell is shown through
-    :func:`memex.observe.safe_text.visible`: an error quoting server text cannot reach the terminal as a control.
+    :func:`memex.safe_text.visible`: an error quoting server text cannot reach the terminal as a control.
     """
     with_host = any(r["lease"] is not None for r in rows)  # S3 state: say which host polls each source
     with_mode = any(r.get("watch_mode") for r in rows)  # memex watch serves a source: say how

@@ -11,7 +11,8 @@ The API (agreed with the web view; names are kept, fields may be added)::
     from memex.read import Archive, open_archive      # open_archive(cfg, store=None) -> Archive (index mode=ro, per call)
     Archive(cfg, store=None, *, follow_people=False)  # follow_people: a with: term updates the handles file first, as
                                                       # `memex search` does (the index and the store: never written)
-    a.search(query, *, limit=50, offset=0, order="newest"|"oldest"|"rank") -> SearchPage(total, hits: list[Hit])
+    a.search(query, *, limit=50, offset=0, order="newest"|"oldest"|"rank", total=True, cap=None)
+        -> SearchPage(total, hits: list[Hit], more)   # cap=N: counted up to N (total == N and more when there are more)
         # Hit: key, source, conversation (thread key, int), sender (display), sent (datetime UTC | None), subject,
         # snippet: Snippet(text, highlights: ((start, end), ...)), plus native_id, edited, deleted, attachments
     a.counts(query, by="source"|"person"|"sender"|"month"|"day"|"conversation", limit=50) -> list[Count(label, key, n)]

@@ -172,17 +172,20 @@ class Archive:
             rows = q.run(lambda sql, p: db.execute(sql, p), offset + limit, rank=rank)[offset:]
             return _with_ids(db, [dict(r) for r in rows])
 
-    def search(self, query: str, *, limit: int = 50, offset: int = 0, order: str = "newest", total: bool = True) -> SearchPage:
+    def search(self, query: str, *, limit: int = 50, offset: int = 0, order: str = "newest", total: bool = True,
+               cap: int | None = None) -> SearchPage:  # fmt: skip
         """A page of the messages ``query`` matches: ``order`` newest, oldest or rank (best first); ``total``: count
-        them all too (else ``SearchPage.total`` is None)."""
+        them all too (else ``SearchPage.total`` is None); ``cap``: count no further than that many (then
+        ``total == cap`` and ``more`` says there are more: a common word's exact count is most of its page's time)."""
         if order not in ORDERS:
             raise ReadError(f"order: {order!r} is not one of {', '.join(ORDERS)}", path="search")
         if order == "oldest":
             rows = self._oldest(query, limit, offset)
         else:
             rows = self.search_rows(query, limit, rank=order == "rank", offset=offset)
-        n = self.count(query) if total else None
-        return SearchPage(total=n, hits=[_hit(r) for r in rows])
+        n = self.count(query, cap=cap) if total else None
+        more = cap is not None and n is not None and n > cap
+        return SearchPage(total=cap if more else n, hits=[_hit(r) for r in rows], more=more)
 
     def _oldest(self, query: str, limit: int, offset: int) -> list[dict[str, Any]]:
         """The matches oldest first (the SELECT newest first, turned around)."""
@@ -196,15 +199,21 @@ class Archive:
             rows = [dict(r) for r in db.execute(sql, params).fetchall()][offset:]
             return _with_ids(db, rows)
 
-    def count(self, query: str, *, conversations: bool = False, people: bool = True) -> int:
+    def count(self, query: str, *, conversations: bool = False, people: bool = True, cap: int | None = None) -> int:
         """How many messages (or with ``conversations``, conversations) ``query`` matches (``people``: person terms
-        through the people layer; else as words, as ``memex search --count`` reads them)."""
+        through the people layer; else as words, as ``memex search --count`` reads them); ``cap``: messages counted
+        no further than one past it (``cap + 1`` means "more than ``cap``")."""
         from memex.read.conversations import count
         from memex.search.query import parse
 
         parse(query)
         with self.reading() as db:
-            return count(db, self.compile(query, people=people), threads=conversations)
+            q = self.compile(query, people=people)
+            if cap is not None and not conversations:
+                sql, params = q.matching("1")
+                n: int = db.execute(f"SELECT count(*) FROM ({sql} LIMIT ?)", [*params, cap + 1]).fetchone()[0]
+                return n
+            return count(db, q, threads=conversations)
 
     def counts(self, query: str, by: str, limit: int = 50) -> list[Count]:
         """How many messages ``query`` matches per ``by`` (:data:`BY`): most first (months and days newest first),
@@ -359,15 +368,16 @@ class Archive:
         """Every conversation (of ``source``, with ``person``), the one with the latest message first; ``before``: the
         ``cursor`` of a list's last one, for the next page."""
         with self.reading() as db:
+            if person is None:
+                return self._latest(db, source, limit, before)
             where: list[str] = ["m.deleted = 0"]
             params: list[Any] = []
             if source is not None:
                 where.append("m.source = ?")
                 params.append(source)
-            if person is not None:
-                ids = self._person_ids(person)
-                where.append("m.thread IN (SELECT thread FROM messages WHERE id IN (SELECT value FROM json_each(?)))")
-                params.append(json.dumps(ids))
+            ids = self._person_ids(person)
+            where.append("m.thread IN (SELECT thread FROM messages WHERE id IN (SELECT value FROM json_each(?)))")
+            params.append(json.dumps(ids))
             having = ""
             if before is not None:
                 having = " HAVING max(m.id) < ?"
@@ -376,13 +386,36 @@ class Archive:
                               f"GROUP BY m.thread{having} ORDER BY last DESC LIMIT ?", [*params, limit]).fetchall()  # fmt: skip
             return [self._summary(db, thread, n, last) for thread, n, last in rows]
 
+    def _latest(self, db: sqlite3.Connection, source: str | None, limit: int, before: str | None) -> list[ConversationSummary]:
+        """The conversations (of ``source``) whose last message is the newest, below the cursor ``before``.
+
+        Walks the messages newest first (the row id's index, or ``messages_source_last`` for one source) and keeps a
+        row when no later one of its conversation follows (``messages_thread`` seeks it), stopping at
+        ``limit``: a page reads about as many rows as it shows, not every message (docs/benchmarks.md, issue 42)."""
+        later = "SELECT 1 FROM messages x WHERE x.thread = m.thread AND x.deleted = 0 AND x.id > m.id"
+        where = ["m.deleted = 0", f"NOT EXISTS ({later})"]  # a conversation is one source's (links are per source)
+        params: list[Any] = []
+        if source is not None:
+            where.append("m.source = ?")
+            params.append(source)
+        if before is not None:
+            where.append("m.id < ?")
+            params.append(_int(before))
+        rows = db.execute(f"SELECT m.thread, m.id FROM messages m WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT ?",
+                          [*params, limit]).fetchall()  # fmt: skip
+        return [self._summary(db, thread, None, last) for thread, last in rows]
+
     def _summary(self, db: sqlite3.Connection, thread: int, n: int | None = None, last: int | None = None) -> ConversationSummary:
         """A conversation's summary: named after its first row, its people, its last message."""
         first = first_row(db, thread)
         if n is None or last is None:
             n, last = db.execute("SELECT count(*), max(id) FROM messages WHERE thread = ? AND deleted = 0", (thread,)).fetchone()
+        # each sender once, in order of their first message (among the first 500), grouped by SQLite: a long
+        # conversation's rows never cross into Python one by one
         people = list(dict.fromkeys(_who(r["sender_name"], r["sender_id"], r["is_me"]) for r in db.execute(
-            "SELECT sender_name, sender_id, is_me FROM messages WHERE thread = ? AND deleted = 0 ORDER BY id LIMIT 500", (thread,))))  # fmt: skip
+            "SELECT sender_name, sender_id, is_me FROM (SELECT sender_name, sender_id, is_me, id FROM messages "
+            "WHERE thread = ? AND deleted = 0 ORDER BY id LIMIT 500) GROUP BY sender_name, sender_id, is_me ORDER BY min(id)",
+            (thread,))))  # fmt: skip
         last_row = db.execute(f"SELECT {COLUMNS} FROM messages m WHERE id = ?", (last,)).fetchone() if last is not None else None
         return ConversationSummary(key=int(thread), source=first["source"] if first else "", title=_title(first) if first else "",
                                    people=people, last=self._summaries(db, [last_row], records=False)[0] if last_row else None,

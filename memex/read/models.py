@@ -42,10 +42,12 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class SearchPage:
-    """A page of a search: ``total`` matches (None when not counted) and the ``hits`` of this page."""
+    """A page of a search: ``total`` matches (None when not counted) and the ``hits`` of this page; ``more``: there
+    are more than ``total`` (a count stopped at its cap, :meth:`memex.read.archive.Archive.search`)."""
 
     total: int | None
     hits: list[Hit]
+    more: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,6 +100,8 @@ class SearchIndex:
                 for stmt in SECONDARY.values():
                     self.db.execute(stmt)
                 self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif writer and not fresh:
+                self._add_missing_indexes()
             self.tables = fts_tables(self.db)
         except (RebuildRunning, StateError):
             self._unlock()
@@ -137,6 +139,17 @@ class SearchIndex:
         for fd in self._locks:
             os.close(fd)  # closing the descriptor lets go of its flock
         self._locks = []
+
+    def _add_missing_indexes(self) -> None:
+        """Make the :data:`SECONDARY` indexes a file of this format lacks (one made before an index was added to the
+        list, e.g. ``messages_source_last``): once, by the first writer to open it; the format stays the same."""
+        have = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        missing = [stmt for name, stmt in SECONDARY.items() if name not in have]
+        if missing:
+            self.db.execute("BEGIN IMMEDIATE")
+            for stmt in missing:
+                self.db.execute(stmt)
+            self.db.execute("COMMIT")
 
     def __enter__(self) -> SearchIndex:
         return self

@@ -78,6 +78,8 @@ SECONDARY = {  # dropped during a rebuild, made again at its end
     "messages_ts": "CREATE INDEX IF NOT EXISTS messages_ts ON messages(ts)",
     "messages_native": "CREATE INDEX IF NOT EXISTS messages_native ON messages(native_id)",
     "messages_source": "CREATE INDEX IF NOT EXISTS messages_source ON messages(source, ts)",
+    # one source's messages newest first: the read model's list of its conversations (memex.read.archive)
+    "messages_source_last": "CREATE INDEX IF NOT EXISTS messages_source_last ON messages(source, deleted, id)",
     # a thread's rows; --group-by and --output=threads read these three alone (deleted and id in them: no row is read)
     "messages_thread": "CREATE INDEX IF NOT EXISTS messages_thread ON messages(thread, deleted, id)",
     "messages_sender": "CREATE INDEX IF NOT EXISTS messages_sender ON messages(sender_id, deleted, sender_name)",

@@ -2,7 +2,7 @@
 
 A poller whose IDs can be reused by different content (email: RFC 2822's own examples share
 ``<1234@local.machine.example>``, some mailers and list software reuse IDs) puts a ``fingerprint`` of what
-identifies the record in ``extra`` (email: :mod:`pollers.email.identity`). When a create-only write meets an
+identifies the record in ``extra`` (email: :mod:`pollers.email.mail.identity`). When a create-only write meets an
 existing key, the uploader reads that record (:func:`same_record`): the same fingerprint is the same record seen
 again (INBOX and Sent, two Gmail labels, a redelivery with other Received headers): a duplicate; another
 fingerprint is a different record, stored beside the first under :func:`collision_key` with

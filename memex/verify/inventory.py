@@ -1,6 +1,6 @@
 """The source side of ``memex verify``: what a source has up to its cursor that the index lacks, and ``--repair``.
 
-A poller that can list its source cheaply (:class:`memex.source.Inventoried`: iMessage, Maildir, mbox, IMAP, Messenger) is
+A poller that can list its source cheaply (:class:`memex.capabilities.Inventoried`: iMessage, Maildir, mbox, IMAP, Messenger) is
 asked for every message up to the saved cursor; each one must be stored (or quarantined). A part of the source it
 cannot list (a renumbered mailbox, an export gone from the folder) is reported as ``unchecked``, not as damage. With
 ``--repair`` the missing ones, and those whose objects the walk found damaged, are read again from the source:
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from memex.capabilities import capabilities
 from memex.config import Config
 from memex.records import canonical_json, encode_id, message_key, revision_key
 from memex.registry import open_poller
@@ -37,9 +38,10 @@ def compare(cfg: Config, store: ObjectStore, report: Report, name: str, *, curso
     part = report.source(name)
     conf = cfg.source(name)
     with open_poller(conf) as poller:
-        if repair and getattr(poller, "whole_revisions", False):
+        can = capabilities(poller)
+        if repair and can.whole_revisions:  # memex.capabilities.WholeRevisions
             damaged = originals_from_revisions(cfg, store, name, part, damaged)
-        inventory, reread = getattr(poller, "inventory", None), getattr(poller, "reread", None)
+        inventory, reread = can.inventory, can.reread  # memex.capabilities.Inventoried
         if inventory is None or reread is None:
             part.inventory = "index-only"
             _not_repairable(part, damaged, f"sources of type {conf.type!r} cannot be re-read by verify; `memex backfill "
@@ -50,10 +52,10 @@ def compare(cfg: Config, store: ObjectStore, report: Report, name: str, *, curso
         elif cursor is None:
             part.inventory = "no cursor yet (nothing polled)"
         else:
-            from memex.source import refuse_bad_stored
+            from memex.live_cursor import refuse_bad_stored
             from memex.state.backend import cursor_store
 
-            refuse_bad_stored(poller, name, cursor, cursor_store(cfg).where(name))  # edited by hand: one line, not a crash
+            refuse_bad_stored(poller, can, name, cursor, cursor_store(cfg).where(name))  # edited by hand: one line, not a crash
             part.inventory = "checked"
         fixer = Fixer(cfg, store, name, part, damaged) if repair else None
         wanted = {s.where.native_id for s in damaged.values() if s.where.native_id is not None and s.problem}

@@ -19,6 +19,7 @@ from memex.web.security import MAIL_CSP, MAIL_CSP_REMOTE
 PAGE = 50  # messages or conversations on a page
 TIMELINE = 500  # messages of a timeline page at most (each is read from the store); a busier day says so
 MAX_QUERY = 2000  # characters of a search a page reads
+TOTAL_CAP = 1000  # matches a search page counts: beyond, "1000+ messages" (an exact count of a common word is most of its time)
 # An attachment opened on its own: a download runs nothing (``sandbox``: no script, an opaque origin). An image, audio
 # or video of the short list (nosniff: never read as anything else) is shown by the browser's own viewer, which loads
 # it again from this origin (so no sandbox: an opaque origin is refused by Cross-Origin-Resource-Policy) and may
@@ -140,7 +141,7 @@ class Views:
         offset = _number(request, "offset", 0, 0, 1_000_000)
         if not query.strip():
             return self.page("search.html", request, query="", order=order, results=None, counts=None, offset=0)
-        results = self.archive.search(query, limit=PAGE, offset=offset, order=order)
+        results = self.archive.search(query, limit=PAGE, offset=offset, order=order, cap=offset + TOTAL_CAP)
         # by sender, not by person: the read model's counts by person cost seconds at 100,000 messages (docs/web.md)
         counts = {by: self.archive.counts(query, by=by, limit=12) for by in ("source", "sender", "month")}
         return self.page("search.html", request, query=query, order=order, results=results, counts=counts, offset=offset)

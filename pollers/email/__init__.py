@@ -7,8 +7,7 @@
 
 from __future__ import annotations
 
-from memex.config import SourceConfig
-from memex.source import Poller
+from memex.plugin import Poller, SourceConfig
 
 __all__ = ["make"]
 
@@ -16,13 +15,13 @@ __all__ = ["make"]
 def make(source: SourceConfig) -> Poller:
     """The IMAP, Maildir or mbox poller for ``source``, by its ``type``."""
     if source.type == "mbox":
-        from pollers.email.mbox import make as make_mbox
+        from pollers.email.mbox.poller import make as make_mbox
 
         return make_mbox(source)
     if source.type == "maildir":
-        from pollers.email.maildir import make as make_maildir
+        from pollers.email.maildir.poller import make as make_maildir
 
         return make_maildir(source)
-    from pollers.email.imap import make as make_imap
+    from pollers.email.imap.poller import make as make_imap
 
     return make_imap(source)

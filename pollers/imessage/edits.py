@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memex.records import Message
+from memex.plugin import Message
 from pollers.imessage.typedstream import decode_attributed_body
 
 APPLE_TO_NS = 1_000_000_000

@@ -1,4 +1,4 @@
-"""``memex verify`` for iMessage (:class:`memex.source.Inventoried`): chat.db's GUIDs up to the cursor, and rows read again.
+"""``memex verify`` for iMessage (:class:`memex.capabilities.Inventoried`): chat.db's GUIDs up to the cursor, and rows read again.
 
 Mixed into :class:`~pollers.imessage.poller.IMessagePoller`. Both read in short transactions of
 :data:`CHUNK` rows, as backfill does, so Messages.app keeps writing meanwhile.
@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memex.errors import SourceError, describe_exc
-from memex.source import Cursor, Item, Listed
+from memex.plugin import Cursor, Item, Listed, SourceError, describe_exc
 from pollers.imessage.edits import revision_ids
 from pollers.imessage.rows import read_all
 

@@ -27,11 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from memex.config import SourceConfig
-from memex.errors import SourceError, SourceMissing, describe_exc
-from memex.records import Attachment
-from memex.source import Batch, Cursor, Item
-from memex.store.attachments import Content
+from memex.plugin import Attachment, Batch, Content, Cursor, Item, SourceConfig, SourceError, SourceMissing, describe_exc
 from pollers.imessage.edits import change_time, original_and_revisions
 from pollers.imessage.inventory import Inventory
 from pollers.imessage.rows import (
@@ -168,7 +164,7 @@ class IMessagePoller(Inventory):
             self._conn.close()
             self._conn = None
 
-    # -- memex watch (memex.source.Watchable) -----------------------------
+    # -- memex watch (memex.capabilities.Watchable) -----------------------------
     def watch_paths(self) -> list[Path]:
         """chat.db and its write-ahead log: Messages.app appends new rows to ``chat.db-wal`` and checkpoints them into chat.db.
 

@@ -9,8 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from memex.records import Attachment, Conversation, Message, Sender, rfc3339
-from memex.store.attachments import Content
+from memex.plugin import Attachment, Content, Conversation, Message, Sender, rfc3339
 from pollers.imessage.typedstream import decode_attributed_body, salvage_text
 
 APPLE_EPOCH = datetime(2001, 1, 1, tzinfo=UTC)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from memex.errors import SourceError
+from memex.plugin import SourceError
 
 SECTIONS = ("inbox", "archived_threads", "filtered_threads", "message_requests", "e2ee_cutover")
 _THREAD_FILE = re.compile(

@@ -1,4 +1,4 @@
-"""``memex verify`` for Messenger (:class:`memex.source.Inventoried`): the messages of the exports the cursor has read.
+"""``memex verify`` for Messenger (:class:`memex.capabilities.Inventoried`): the messages of the exports the cursor has read.
 
 The exports compared are those of the cursor's ``done`` (read to the end) and the one being read (``at``: its thread
 units before the cursor's, and the items of the cursor's unit up to its count). Each is found in the inbox by its
@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memex.source import Cursor, Item, Listed, Unchecked
+from memex.plugin import Cursor, Item, Listed, Unchecked
 from pollers.messenger.exports import Candidate, Opened, Unit, scan
 
 

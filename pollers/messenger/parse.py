@@ -35,9 +35,7 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any
 
-from memex.records import Attachment, Conversation, Message, Revision, Sender, rfc3339
-from memex.source import Failure, Item
-from memex.store.attachments import Content
+from memex.plugin import Attachment, Content, Conversation, Failure, Item, Message, Revision, Sender, rfc3339
 from pollers.messenger.exports import Reader, Unit
 
 MEDIA_KINDS = ("photos", "videos", "audio_files", "files", "gifs")

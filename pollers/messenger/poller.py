@@ -27,9 +27,7 @@ from itertools import islice, repeat
 from pathlib import Path
 from typing import Any
 
-from memex.config import SourceConfig
-from memex.errors import SourceError
-from memex.source import Batch, Cursor, Item
+from memex.plugin import Batch, Cursor, Item, SourceConfig, SourceError
 from pollers.messenger.exports import Candidate, LayoutError, Opened, Reader, Unit, layout, scan, stray_files
 from pollers.messenger.inventory import Inventory
 from pollers.messenger.parse import Renderer

@@ -29,11 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memex.config import SourceConfig
-from memex.deadline import NEVER, Deadline
-from memex.errors import ConfigError, SourceError
-from memex.source import Batch, Cursor, Item
-from memex.state.spool import Claim, Entry, Spool
+from memex.plugin import NEVER, Batch, Claim, ConfigError, Cursor, Deadline, Entry, Item, SourceConfig, SourceError, Spool
 from pollers.signal.groups import GroupNames, parse_list
 from pollers.signal.process import STARTUP, Run, run
 from pollers.signal.render import EditChains, Renderer

@@ -30,10 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from memex.errors import SourceError
-from memex.push import Link, backoff
-from memex.state.files import ensure_private_dir
-from memex.state.spool import Spool
+from memex.plugin import Link, SourceError, Spool, backoff, ensure_private_dir
 
 LISTENING = "listening"  # in the spool's folder: the pid of the watcher whose listener calls receive
 ALREADY = "already being received"  # signal-cli's UserErrorException text when the daemon receives on its own

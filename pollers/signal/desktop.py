@@ -24,10 +24,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from memex.errors import SourceError, SourceMissing, describe_exc
-from memex.records import Attachment, Conversation, Message, Revision, Sender
-from memex.source import Cursor, Failure, Item
-from memex.store.attachments import Content
+from memex.plugin import (
+    Attachment,
+    Content,
+    Conversation,
+    Cursor,
+    Failure,
+    Item,
+    Message,
+    Revision,
+    Sender,
+    SourceError,
+    SourceMissing,
+    describe_exc,
+)
 from pollers.signal.desktop_fields import fill_extras
 from pollers.signal.desktop_files import opener
 from pollers.signal.desktop_key import database_key

@@ -15,8 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memex.records import Attachment, Message
-from memex.store.attachments import Content
+from memex.plugin import Attachment, Content, Message
 from pollers.signal import extras
 from pollers.signal.desktop_files import opener
 

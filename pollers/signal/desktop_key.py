@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from memex.errors import SourceMissing
+from memex.plugin import SourceMissing
 
 SCHEMES = {b"v10": 1003, b"v11": 1}  # prefix -> PBKDF2 iterations
 KEY_CMD_TIMEOUT = 60.0

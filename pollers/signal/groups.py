@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memex.state.files import atomic_replace, ensure_private_dir
+from memex.plugin import atomic_replace, ensure_private_dir
 
 GROUPS = "groups.json"
 Lookup = Callable[[], dict[str, str] | None]  # every group signal-cli knows, by ID (None: could not ask)

@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from memex.deadline import Deadline
+from memex.plugin import Deadline
 
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a signal-cli that must end
 STARTUP = 30.0  # seconds signal-cli may take to start (a JVM) on top of its own timeout

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memex.records import Revision, rfc3339
+from memex.plugin import Revision, rfc3339
 
 
 def native_id(author: str, sent_ms: int) -> str:

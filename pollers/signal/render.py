@@ -18,10 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from memex.records import Attachment, Conversation, Message, Sender
-from memex.source import Cursor, Failure, Item
-from memex.state.files import atomic_replace, ensure_private_dir
-from memex.store.attachments import Content
+from memex.plugin import Attachment, Content, Conversation, Cursor, Failure, Item, Message, Sender, atomic_replace, ensure_private_dir
 from pollers.signal.extras import compact, contact, display_name, mention, preview, quote, sticker, sticker_id, times
 from pollers.signal.groups import GroupNames, read_map
 from pollers.signal.records import delete_revision, edit_revision, native_id, reaction_revision, sent_time

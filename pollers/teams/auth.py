@@ -7,7 +7,7 @@ The sign-in itself (MSAL's device-code flow once, silent refresh after, the toke
 
 from __future__ import annotations
 
-from memex.oauth.microsoft import DEFAULT_AUTHORITY, AuthSettings, Login, cache_path
+from memex.plugin import DEFAULT_AUTHORITY, AuthSettings, Login, cache_path
 
 __all__ = [
     "CHANNEL_SCOPES",

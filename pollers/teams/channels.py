@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from memex.records import Conversation
+from memex.plugin import Conversation
 from pollers.teams import render
 from pollers.teams.session import TeamsSession, conv_path
 

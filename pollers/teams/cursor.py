@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from memex.records import Conversation
-from memex.source import Batch, Cursor, Item
+from memex.plugin import Batch, Conversation, Cursor, Item
 
 
 @dataclass

@@ -28,8 +28,7 @@ from datetime import UTC
 from typing import Any
 from urllib.parse import urlsplit
 
-from memex.deadline import Deadline
-from memex.errors import AuthRequired, SourceError
+from memex.plugin import AuthRequired, Deadline, SourceError, http_client
 
 BACKOFF: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)  # seconds between retries of a 5xx or a network error
 MAX_RETRY_AFTER = 300.0  # a larger Retry-After is taken as this (the deadline still bounds it)
@@ -79,9 +78,7 @@ class Graph:
 
     def _http(self) -> Any:
         if self._session is None:
-            import requests
-
-            self._session = requests.Session()
+            self._session = http_client.session()
         return self._session
 
     def close(self) -> None:
@@ -120,8 +117,6 @@ class Graph:
         """GET ``url`` (absolute, under the base URL) and return its JSON (or bytes), retrying within the deadline."""
         if not self._ours(url):
             raise SourceError(f"{self.source}: Graph sent a link outside {self.base_url} ({urlsplit(url).netloc}); not following it")
-        import requests
-
         backoff = self.backoff if self.backoff is not None else BACKOFF
         attempt = 0
         refreshed = False
@@ -136,9 +131,9 @@ class Graph:
             try:
                 send = functools.partial(session.get, url, headers=headers, timeout=timeout, allow_redirects=False)
                 resp = self.deadline.call(send, what, abandon=self._abandon)
-            except requests.RequestException as exc:
-                why = "timed out" if isinstance(exc, requests.Timeout) else f"network error ({type(exc).__name__})"
-                delay = backoff[min(attempt, len(backoff) - 1)] if backoff else 0.0
+            except http_client.request_errors() as exc:
+                why = http_client.unreachable(exc)
+                delay = http_client.retry_delay(attempt, backoff)
                 attempt += 1
                 self._wait(delay, url, why, attempt)
                 continue
@@ -165,11 +160,11 @@ class Graph:
             if status in (429, 503) or status >= 500:
                 retry_after = _retry_after(resp.headers.get("Retry-After"), resp.headers.get("Date"))
                 if retry_after is not None and status in (429, 503):
-                    delay = retry_after
+                    delay = http_client.retry_delay(attempt, backoff, retry_after)
                     if self.deadline.at is not None and delay >= self.deadline.remaining():  # memex watch waits it out
                         self.retry_after = max(self.retry_after or 0.0, delay)
                 else:
-                    delay = backoff[min(attempt, len(backoff) - 1)] if backoff else 0.0
+                    delay = http_client.retry_delay(attempt, backoff)
                 attempt += 1
                 self._wait(delay, url, f"Graph answered {status}", attempt)
                 continue

@@ -29,7 +29,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from memex.source import Cursor, Item
+from memex.plugin import Cursor, Item
 from pollers.teams import channels as teams_channels
 from pollers.teams import render
 from pollers.teams.session import TeamsSession, conv_path

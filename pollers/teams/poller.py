@@ -53,11 +53,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from memex.config import SourceConfig
-from memex.deadline import Deadline
-from memex.errors import AuthRequired, ConfigError, SourceError
-from memex.records import Conversation
-from memex.source import Batch, Cursor, Failure, Item
+from memex.plugin import AuthRequired, Batch, ConfigError, Conversation, Cursor, Deadline, Failure, Item, SourceConfig, SourceError
 from pollers.teams import channels as teams_channels
 from pollers.teams import history as teams_history
 from pollers.teams import render
@@ -133,7 +129,7 @@ class TeamsPoller(TeamsSession):
         self._failed: list[str] = []
 
     def use_deadline(self, deadline: Deadline) -> None:
-        """Bound every request, retry and Retry-After wait by the poll's deadline (:class:`memex.source.Interruptible`)."""
+        """Bound every request, retry and Retry-After wait by the poll's deadline (:class:`memex.capabilities.Interruptible`)."""
         self.graph.deadline = deadline
 
     def authenticate(self, say: Any, ask: Any = None, open_browser: Any = None) -> str:

@@ -17,8 +17,7 @@ from datetime import UTC, datetime
 from html.parser import HTMLParser
 from typing import Any
 
-from memex.records import Attachment, Conversation, Message, Revision, Sender, rfc3339
-from memex.source import Failure
+from memex.plugin import Attachment, Conversation, Failure, Message, Revision, Sender, rfc3339
 
 _BLOCK = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "table", "ul", "ol"})
 _HOSTED = re.compile(r"/hostedContents/([^/\"'?#]+)/\$value")

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from memex.records import Conversation
-from memex.source import Item
+from memex.plugin import Conversation, Item
 from pollers.teams import render
 from pollers.teams.auth import AuthSettings, Login
 from pollers.teams.graph import Graph, NotFound
@@ -128,6 +127,6 @@ class TeamsSession:
 
 
 def _content(index: int, data: bytes) -> Any:
-    from memex.store.attachments import Content
+    from memex.plugin import Content
 
     return Content(index=index, open=lambda: io.BytesIO(data))

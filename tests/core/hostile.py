@@ -31,7 +31,7 @@ MESSAGE_ID = "hostile-1@example.com"
 BAD_PATH_TAIL = f"gone{TITLE}{RLO}dir"
 FILE_NAME = f"1.hostile{TITLE}"  # the Maildir file's name: it is in the cursor
 
-# Raw sequences that must never reach the output, and the visible forms that must (see memex.observe.safe_text).
+# Raw sequences that must never reach the output, and the visible forms that must (see memex.safe_text).
 RAW = (CLEAR, "\x1b]0;", "\x1b]52;", "\x07", "\x9b", NUL, RLO)
 SHOWN_SUBJECT = "Invoice \\x1b[2J\\x1b]0;pwned\\x07 due\\u202efdp.exe"
 SHOWN_SENDER = "Mallory \\u202eevil\\x00 \\x9b31m"

@@ -207,6 +207,47 @@ def test_a_sound_poller_passes_the_kit() -> None:
     assert check_poller(lambda: _Naive("none"), expected=6) == ["drain", "resume", "deterministic", "caught-up", "still"]
 
 
+class _Misspelt(_Naive):
+    """The sound poller with a capability under a misspelt name (and one half of a two-method capability)."""
+
+    def validate_cursr(self, cursor: Any) -> str | None:
+        return None if isinstance(cursor, dict) else 'a naive cursor is {"n": N}'
+
+    def inventory(self, cursor: Any) -> Any:  # without reread: verify could list but never repair
+        return iter(())
+
+
+def test_the_kit_reports_a_misspelt_capability_and_half_a_capability() -> None:
+    """``validate_cursr`` would silently be a poller without ``validate_cursor``, ``inventory`` without ``reread`` one
+    without an inventory: the kit fails on both, naming each, before reading anything; the resolver ignores both."""
+    from memex.capabilities import capabilities
+
+    with pytest.raises(Nonconforming, match=r"^\[capabilities\]") as caught:
+        check_poller(lambda: _Misspelt("none"), expected=6)
+    assert "'validate_cursr' looks like the capability 'validate_cursor'" in str(caught.value)
+    assert "Inventoried: inventory without reread" in str(caught.value)
+    can = capabilities(_Misspelt("none"))
+    assert (can.validate_cursor, can.inventory, can.reread) == (None, None, None)
+
+
+def test_every_capability_is_one_protocol_resolved_into_the_record() -> None:
+    """Each field of :class:`Capabilities` comes from a declared Protocol: a poller with every capability resolves
+    every field to its own bound method (or value), a bare poller to none."""
+    from memex.capabilities import NAMES, capabilities
+
+    class Everything(_Naive):
+        settle_seconds = 2.0
+        watch_interval_seconds = 30.0
+        whole_revisions = True
+        moves_when_idle = True
+
+    for name in sorted(NAMES - {"settle_seconds", "watch_interval_seconds", "whole_revisions", "moves_when_idle"}):
+        setattr(Everything, name, lambda self, *a, **k: None)
+    full, bare = capabilities(Everything("none")), capabilities(_Naive("none"))
+    assert all(getattr(full, n) not in (None, False, 0.0) for n in NAMES)
+    assert all(getattr(bare, n) in (None, False, 0.0) for n in NAMES)
+
+
 def test_signal_conforms(tmp_path: Path) -> None:
     """The live Signal poll over the signal-cli stand-in: what it received waits in the spool until stored."""
     from tests.signal import signal_standin as sc

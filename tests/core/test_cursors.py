@@ -134,3 +134,22 @@ def test_unchanged_update_writes_nothing(tmp_path: Path) -> None:
     before = os.stat(store.path).st_ino
     store.update("a", _noop)
     assert os.stat(store.path).st_ino == before
+
+
+def test_cursor_set_and_reset_are_one_function_callable_without_the_cli(tmp_path: Path) -> None:
+    """``memex.cursor_edit.change_cursor`` (what ``memex cursor set``/``reset`` call) checks, asks before a step back,
+    writes and says what changed, with no click: a bad value is CursorNotSet (exit 2) and nothing is written."""
+    from memex import config as memex_config
+    from memex.cursor_edit import CursorNotSet, change_cursor
+    from memex.state.backend import cursor_store
+    from tests.conftest import write_config
+
+    cfg = memex_config.load(write_config(tmp_path, {"imessage": {"type": "imessage", "db": str(tmp_path / "chat.db")}}))
+    with pytest.raises(CursorNotSet, match="cursor of 'imessage' not set") as bad:
+        change_cursor(cfg, "imessage", {"rowid": -1})
+    assert bad.value.exit_code == 2 and not (tmp_path / "state" / "cursors.json").exists()
+    assert change_cursor(cfg, "imessage", {"rowid": 50}).line() == "imessage: cursor - -> 50"
+    asked: list[str] = []
+    change = change_cursor(cfg, "imessage", {"rowid": 10}, confirm_back=asked.append)
+    assert (change.before, change.after, change.reason) == ({"rowid": 50}, {"rowid": 10}, "set") and "back (50 -> 10)" in asked[0]
+    assert change_cursor(cfg, "imessage", None).reason == "reset" and cursor_store(cfg).cursor("imessage") is None

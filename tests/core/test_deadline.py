@@ -26,7 +26,7 @@ from memex import config as config_mod
 from memex import deadline as deadline_mod
 from memex import runner
 from memex.deadline import GRACE, SAVE_SECONDS, Deadline, Interrupted
-from pollers.email import imap
+from pollers.email.imap import poller as imap
 from tests.conftest import ROOT, FaultProxy, patience, read_log, s3_objects, write_config
 from tests.email.test_maildir import deliver, mail, make_maildir
 from tests.servers.dovecot import PASSWORD, Dovecot, dovecot_server

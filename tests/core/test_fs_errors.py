@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from memex.error_lines import internal_error
 from memex.fs_errors import CAUSES, EnvironmentFault, at_path, explain, in_the_way
-from memex.runner import internal_error
 from tests.conftest import run_cli
 from tests.core.test_bad_inputs_environment import config, fill, mount_tmpfs, need_mount, unmount_below
 

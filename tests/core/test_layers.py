@@ -1,7 +1,8 @@
 """The layering `make lint` enforces, each contract shown failing on a deliberate violation.
 
-- ``lint-imports`` (pyproject.toml's ``[tool.importlinter]``): the read model and ``memex mcp`` import no index writer,
-  not even through another module; the read commands (search, show, people) none themselves;
+- ``lint-imports`` (pyproject.toml's ``[tool.importlinter]``): imports point down the layers of docs/development.md and
+  no two modules import each other; the read model and ``memex mcp`` import no index writer, not even through another
+  module; the read commands (search, show, people) none themselves;
 - ``tools/check_sql.py``: SQL naming the index's tables only in the read model (``memex/read/``) and the index's
   writer and query compiler (``memex/search/``).
 
@@ -27,8 +28,9 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def _copy(tmp: Path) -> Path:
-    """The package and pyproject.toml copied into ``tmp`` (no byte-code)."""
-    shutil.copytree(ROOT / "memex", tmp / "memex", ignore=shutil.ignore_patterns("__pycache__"))
+    """The packages and pyproject.toml copied into ``tmp`` (no byte-code)."""
+    for package in ("memex", "pollers"):  # the contracts cover both (pollers: no cycles)
+        shutil.copytree(ROOT / package, tmp / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp / "pyproject.toml")
     return tmp
 
@@ -78,3 +80,38 @@ def test_the_index_sql_lives_in_the_read_model_and_the_writer_only(tmp_path: Pat
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "check_sql.py"), str(root)], capture_output=True, text=True,
                          timeout=patience(60))  # fmt: skip
     assert out.returncode == 1 and out.stdout.count("memex/cli/find.py:") == 2, out.stdout
+
+
+def _append(path: Path, line: str) -> None:
+    path.write_text(path.read_text() + f"\n{line}\n")
+
+
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed (pip install -e '.[test]')")
+def test_lint_imports_fails_on_an_upward_import_and_on_a_cycle(tmp_path: Path) -> None:
+    """With ``memex.errors`` importing the CLI (an arrow up the layers) the layers contract breaks, naming the import;
+    with two Messenger modules importing each other the acyclic one does."""
+    root = _copy(tmp_path)
+    _append(root / "memex" / "errors.py", "import memex.cli.main  # deliberately upward")
+    upward = _lint_imports(root)
+    assert upward.returncode != 0
+    assert "memex.errors -> memex.cli.main" in upward.stdout and "imports point down BROKEN" in upward.stdout, upward.stdout
+
+    (root / "memex" / "errors.py").write_text((ROOT / "memex" / "errors.py").read_text())
+    _append(root / "pollers" / "messenger" / "parse.py", "import pollers.messenger.poller  # deliberately a cycle")
+    cycle = _lint_imports(root)
+    assert cycle.returncode != 0
+    assert "each other (at any depth) BROKEN" in cycle.stdout, cycle.stdout
+
+
+def test_the_built_in_sources_import_from_memex_only_what_memex_plugin_offers() -> None:
+    """Every ``memex`` import in ``pollers/`` (at the top or inside a function) is ``memex.plugin``: the built-in sources
+    use the contract a stranger's plug-in gets (docs/plugins.md), and nothing a plug-in could not."""
+    import ast
+
+    outside: list[str] = []
+    for path in sorted((ROOT / "pollers").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            outside += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "memex" and n != "memex.plugin"]
+    assert outside == []

@@ -23,7 +23,7 @@ MUTANTS = [
     pytest.param(
         "memex/runner.py",
         [("            _check_direction(poller, name, current, batch, log, result)\n",
-          "            _check_direction(poller, name, current, batch, log, result)\n            current = batch.cursor\n            commit()\n"),
+          "            _check_direction(poller, name, current, batch, log, result)\n            current = batch.cursor\n            commit(current)\n"),
          ("current = batch.cursor if finished and handled == len(batch.items) else batch.after(handled, current)\n",
           "current = batch.cursor\n")],
         ["tests/core/test_poll.py::test_upload_failure_mid_batch_stops_the_cursor_before_it",
@@ -119,16 +119,16 @@ MUTANTS = [
         id="lease-expiry-by-the-host-clock",
     ),
     pytest.param(
-        "pollers/email/maildir.py",
+        "pollers/email/maildir/poller.py",
         [('                state = {"folders": {**folders, folder: {"ctime_ns": after, "names": sorted(names), **extra}}}\n',
           '                state = {**folders, folder: {"ctime_ns": after, "names": sorted(names), **extra}}\n')],
         ["tests/core/test_runner_faults.py::test_maildir_poll_stopped_by_its_deadline_mid_batch_resumes_exactly"],
         id="maildir-item-cursor-without-folders",
     ),
     pytest.param(
-        "memex/runner.py",
-        [("            positions = trusted_positions(poller, name, committed, current, declared_reset=result.reset is not None)\n",
-          "            positions = poller.positions(current)\n")],
+        "memex/advance.py",
+        [("                positions = trusted_positions(self.poller, self.name, committed, current, declared_reset=self.declared_reset())\n",
+          "                positions = self.poller.positions(current)\n")],
         ["tests/core/test_runner_faults.py::test_a_cursor_the_runner_cannot_trust_is_refused_loudly_and_never_saved"],
         id="runner-saves-any-cursor",
     ),
@@ -194,8 +194,8 @@ MUTANTS = [
         id="teams-change-stored-as-a-new-original",
     ),
     pytest.param(
-        "pollers/teams/graph.py",
-        [("                    delay = retry_after\n", "                    delay = 0.0\n")],
+        "memex/http_client.py",
+        [("        return retry_after\n", "        return 0.0\n")],
         ["tests/teams/test_teams.py::test_throttling_is_waited_out_within_the_deadline"],
         id="teams-retry-after-ignored",
     ),
@@ -286,7 +286,7 @@ MUTANTS = [
         id="s3-boto3-request-deaf-to-the-deadline",
     ),
     pytest.param(
-        "pollers/email/session.py",
+        "pollers/email/imap/session.py",
         [('        return self._deadline.call(call, f"source {self.name!r}: {what} at {self._where()}", abandon=self._abandon)\n',
           "        return call()\n")],
         ["tests/core/test_deadline.py::test_sigterm_ends_a_poll_waiting_on_a_hung_imap_server_within_seconds"],
@@ -376,7 +376,7 @@ MUTANTS = [
         id="s3-state-requests-deaf-to-the-deadline",
     ),
     pytest.param(
-        "pollers/email/parts.py",
+        "pollers/email/mail/parts.py",
         [('        if part.get_content_maintype() == "message" and part.is_multipart():\n            self.found.leaves += 1\n',
           '        if False:\n            self.found.leaves += 1\n')],
         ["tests/email/test_email_render.py::test_attached_message_is_one_attachment_and_its_text_is_searchable",
@@ -390,13 +390,13 @@ MUTANTS = [
         id="relative-config-folder",
     ),
     pytest.param(
-        "memex/source.py",
-        [("    problem = validate(cursor) if callable(validate) else None\n", "    problem = None\n")],
+        "memex/live_cursor.py",
+        [("    problem = can.validate_cursor(cursor) if can.validate_cursor is not None else None\n", "    problem = None\n")],
         ["tests/core/test_cli_errors.py::test_a_cursor_given_by_hand_is_checked"],
         id="cursor-set-accepts-any-shape",
     ),
     pytest.param(
-        "pollers/email/imap.py",
+        "pollers/email/imap/poller.py",
         [("                refused = self._still_listed(chunk, {uid for uid, _, _ in fetched})\n", "                refused = []\n")],
         ["tests/email/test_imap_mailboxes.py::test_a_uid_the_fetch_leaves_out_is_never_skipped"],
         id="imap-uid-left-out-of-fetch-skipped",
@@ -421,19 +421,19 @@ MUTANTS = [
         id="imessage-original-is-the-latest-edit",
     ),
     pytest.param(
-        "pollers/email/maildir.py",
+        "pollers/email/maildir/poller.py",
         [("            if ahead is None and after > horizon:\n", "            if False:\n")],
         ["tests/email/test_maildir.py::test_a_cursor_ahead_of_the_clock_loses_no_mail"],
         id="maildir-cursor-ahead-of-the-clock-trusted",
     ),
     pytest.param(
-        "pollers/email/maildir.py",
+        "pollers/email/maildir/poller.py",
         [("        if listing is None or listing.resume is None or cursor != listing.resume:\n", "        if True:\n")],
         ["tests/email/test_maildir.py::test_a_poll_lists_the_maildir_once_however_many_batches"],
         id="maildir-listing-per-batch",
     ),
     pytest.param(
-        "pollers/email/imap.py",
+        "pollers/email/imap/poller.py",
         [("            except MailboxError as exc:\n", "            except ZeroDivisionError as exc:\n")],
         ["tests/email/test_imap_mailboxes.py::test_a_mailbox_that_cannot_be_opened_does_not_stop_the_others"],
         id="imap-one-bad-mailbox-stops-all",
@@ -526,7 +526,7 @@ MUTANTS = [
         id="signal-desktop-attachment-stored-encrypted",
     ),
     pytest.param(
-        "pollers/email/session.py",
+        "pollers/email/imap/session.py",
         [("            context = ssl.create_default_context(cafile=s.ca_file)\n", "            context = ssl._create_unverified_context()\n")],
         ["tests/email/test_imap_tls.py::test_a_certificate_not_trusted_is_refused_with_a_clear_error"],
         id="imap-tls-certificate-not-verified",
@@ -550,13 +550,13 @@ MUTANTS = [
         id="reused-message-id-collapses-two-mails",
     ),
     pytest.param(
-        "pollers/email/identity.py",
+        "pollers/email/mail/identity.py",
         [('        _addresses(msg, "To", known),\n        _addresses(msg, "Cc", known),\n', "")],
         ["tests/email/test_email_collisions.py::test_real_mails_sharing_an_id_that_differ_in_recipients_or_parts_are_both_kept"],
         id="mail-fingerprint-without-recipients",
     ),
     pytest.param(
-        "pollers/email/identity.py",
+        "pollers/email/mail/identity.py",
         [("        _parts(msg, body, headers=False)\n", "        pass\n")],
         ["tests/email/test_email_collisions.py::test_real_mails_sharing_an_id_that_differ_in_recipients_or_parts_are_both_kept"],
         id="mail-fingerprint-without-parts",
@@ -578,52 +578,52 @@ MUTANTS = [
         [("        require_state_dir(cfg.state_dir)\n    return cfg\n", "    return cfg\n"),
          # the generic translation of a file-system fault (memex/fs_errors.py) now catches the same fault further down:
          # undone too, so the row still shows the folder check is what names it
-         ("memex/runner.py", "    fault = explain(exc)\n    if fault is not None:\n        return str(fault)\n", "    fault = None\n")],
+         ("memex/error_lines.py", "    fault = explain(exc)\n    if fault is not None:\n        return str(fault)\n", "    fault = None\n")],
         ["tests/core/test_cli_errors.py::test_an_unusable_state_folder_is_one_line_for_every_command[tail]",
          "tests/core/test_cli_errors.py::test_an_unusable_state_folder_is_one_line_for_every_command[dashboard-once]"],
         id="tail-and-dashboard-trust-the-state-folder",
     ),
     pytest.param(
-        "memex/runner.py",
+        "memex/error_lines.py",
         [('    return f"internal error: {type(exc).__name__}{where}; please report',
           '    return f"internal error: {type(exc).__name__}: {exc}{where}; please report')],
         ["tests/core/test_record_faults.py::test_a_library_exception_quoting_a_record_reaches_no_output"],
         id="internal-error-quotes-the-library-message",
     ),
     pytest.param(
-        "pollers/email/parts.py",
+        "pollers/email/mail/parts.py",
         [("        name = _shadow(part).get_filename()\n", "        name = part.get_filename()\n")],
         ["tests/email/test_email_render.py::test_raw_8bit_filename_is_an_attachment_not_a_quarantine"],
         id="email-header-object-taken-for-text",
     ),
     pytest.param(
-        "pollers/email/parts.py",
+        "pollers/email/mail/parts.py",
         [("            text = segment if text is None else text + SEPARATOR + segment\n",
           "            text = segment if text is None else text\n")],
         ["tests/email/test_email_render.py::test_later_inline_text_parts_are_appended_with_a_separator"],
         id="email-only-the-first-text-part",
     ),
     pytest.param(
-        "pollers/email/headers.py",
+        "pollers/email/mail/headers.py",
         [("    pieces: list[str | tuple[str, bytes]] = []", "    return value\n    pieces: list[str | tuple[str, bytes]] = []")],
         ["tests/email/test_email_render.py::test_encoded_words_in_broken_charsets_are_decoded_best_effort"],
         id="email-broken-charset-words-kept-raw",
     ),
     pytest.param(
-        "pollers/email/headers.py",
+        "pollers/email/mail/headers.py",
         [("    if not any(_GOOD_ADDR_RE.match(addr) for _, addr in out):\n", "    if False:\n")],
         ["tests/email/test_email_render.py::test_malformed_from_falls_back_to_the_first_address_in_it"],
         id="email-malformed-from-taken-as-parsed",
     ),
     pytest.param(
-        "pollers/email/session.py",
+        "pollers/email/imap/session.py",
         [("        if uidnext is None:\n            return sorted(u for u in self._search_range(f\"{first}:*\", criteria) if u >= first)\n",
           "        if True:\n            return sorted(u for u in self._search_range(f\"{first}:*\", criteria) if u >= first)\n")],
         ["tests/email/test_imap_mailboxes.py::test_a_mailbox_of_200000_messages_is_polled_in_bounded_search_windows"],
         id="imap-whole-mailbox-search",
     ),
     pytest.param(
-        "pollers/email/imap.py",
+        "pollers/email/imap/poller.py",
         [("    shown = utf7.decode(mailbox)\n    return", "    shown = mailbox\n    return")],
         ["tests/email/test_imap_mailboxes.py::test_mailbox_names_in_modified_utf7_are_shown_decoded"],
         id="imap-mailbox-shown-in-modified-utf7",
@@ -643,25 +643,25 @@ MUTANTS = [
         id="missing-attachment-file-fails-the-message",
     ),
     pytest.param(
-        "pollers/email/render.py",
+        "pollers/email/mail/render.py",
         [("    if raw.startswith(BOM):\n", "    if False:\n")],
         ["tests/email/test_email_render.py::test_a_mail_saved_with_a_byte_order_mark_keeps_its_headers_and_parts"],
         id="email-byte-order-mark-hides-the-headers",
     ),
     pytest.param(
-        "pollers/email/mime.py",
+        "pollers/email/mail/mime.py",
         [('        return re.sub(r"\\r?\\n(?=[ \\t])", "", boundary) if isinstance(boundary, str) else boundary\n', "        return boundary\n")],
         ["tests/email/test_email_render.py::test_a_folded_boundary_parameter_still_splits_the_parts"],
         id="email-folded-boundary-kept-folded",
     ),
     pytest.param(
-        "pollers/email/mime.py",
+        "pollers/email/mail/mime.py",
         [("        token = ctype.split(None, 1)[0] if ctype.strip() else ctype\n", "        token = ctype\n")],
         ["tests/email/test_email_render.py::test_a_content_type_missing_its_semicolon_is_only_the_type"],
         id="email-content-type-keeps-its-folded-parameters",
     ),
     pytest.param(
-        "pollers/email/mime.py",
+        "pollers/email/mail/mime.py",
         [('        if boundary is None and self.get_content_maintype() == "multipart":\n', "        if False:\n")],
         ["tests/email/test_email_render.py::test_a_content_type_missing_its_semicolon_is_only_the_type"],
         id="email-boundary-after-a-missing-semicolon-ignored",
@@ -706,7 +706,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/watch.py",
-        [("        settle = max(settle, float(own) + MARGIN)\n", "        pass\n")],
+        [("        settle = max(settle, can.settle_seconds + MARGIN)\n", "        pass\n")],
         ["tests/core/test_watch.py::test_a_mail_is_stored_once_it_settles_and_sigterm_exits_0"],
         id="watch-polls-inside-the-pollers-settle-window",
     ),
@@ -845,7 +845,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/verify/inventory.py",
-        [('        if repair and getattr(poller, "whole_revisions", False):\n', "        if False:\n")],
+        [("        if repair and can.whole_revisions:  # memex.capabilities.WholeRevisions\n", "        if False:\n")],
         ["tests/teams/test_teams_originals.py::test_verify_finds_a_revision_without_its_original_and_repair_or_the_next_change_heals_it"],
         id="verify-repair-leaves-revisions-without-originals",
     ),
@@ -887,7 +887,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/runner.py",
-        [("            follower.before_commit(batch)", "            pass")],
+        [("        self.follower.before_commit(keys)\n", "        pass\n")],
         ["tests/core/test_search.py::test_a_crash_between_the_store_commit_and_the_index_update_is_repaired_by_the_next_poll"],
         id="search-no-journal-before-the-store-commit",
     ),
@@ -922,13 +922,13 @@ MUTANTS = [
         id="search-unsent-messages-not-left-out",
     ),
     pytest.param(
-        "pollers/email/imap.py",
+        "pollers/email/imap/poller.py",
         [(" and uids[: len(early[0].uids)] == early[0].uids:", ":")],
         ["tests/email/test_imap_overlap.py::test_a_read_ahead_is_used_only_for_the_uids_right_after_the_cursor"],
         id="imap-read-ahead-used-for-any-cursor",
     ),
     pytest.param(
-        "pollers/email/mime.py",
+        "pollers/email/mail/mime.py",
         [("if memo is not None and memo[0] is payload and memo[1] == cte:", "if memo is not None:")],
         ["tests/email/test_render_fast.py::test_a_parts_decoded_bytes_are_decoded_once_and_again_after_a_change"],
         id="email-decoded-payload-kept-after-a-change",
@@ -940,13 +940,13 @@ MUTANTS = [
         id="tail-history-reads-the-next-unread-name",
     ),
     pytest.param(
-        "pollers/email/imap_inventory.py",
+        "pollers/email/imap/inventory.py",
         [("partial(self._search, 1, last + 1)", "partial(self._search, 1)")],
         ["tests/email/test_imap_verify.py::test_verify_compares_the_uids_up_to_the_cursor_and_repair_restores_and_replaces"],
         id="imap-verify-lists-past-the-cursor",
     ),
     pytest.param(
-        "pollers/email/imap_inventory.py",
+        "pollers/email/imap/inventory.py",
         [("            if now != validity:\n", "            if False:\n")],
         ["tests/email/test_imap_verify.py::test_a_mailbox_renumbered_since_the_cursor_is_reported_and_not_repaired_with_other_mails"],
         id="imap-verify-ignores-uidvalidity",
@@ -994,19 +994,19 @@ MUTANTS = [
         id="search-journal-emptied-before-the-wal-is-on-disk",
     ),
     pytest.param(
-        "pollers/email/mime.py",
+        "pollers/email/mail/mime.py",
         [('    if "\\r" in line and line.count("\\r") != (1 if line.endswith("\\r\\n") else 0):\n', "    if False:\n")],
         ["tests/email/test_mime.py::test_parse_bytes_gives_the_standard_tree_for_every_case"],
         id="email-one-pass-parser-takes-bare-cr-line-ends",
     ),
     pytest.param(
-        "pollers/email/mime.py",
+        "pollers/email/mail/mime.py",
         [('        if cur.get_content_type() == "message/delivery-status":\n            raise _Fallback("message/delivery-status")\n', "")],
         ["tests/email/test_mime.py::test_parse_bytes_gives_the_standard_tree_for_every_case"],
         id="email-one-pass-parser-takes-delivery-status",
     ),
     pytest.param(
-        "pollers/email/mime.py",
+        "pollers/email/mail/mime.py",
         [("        self._ctype = self._index = None\n        super().replace_header(_name, _value)\n", "        super().replace_header(_name, _value)\n")],
         ["tests/email/test_mime.py::test_the_content_type_and_the_headers_are_remembered_until_the_headers_change"],
         id="email-remembered-headers-kept-after-a-change",
@@ -1042,7 +1042,7 @@ MUTANTS = [
         id="search-rank-trusts-a-window-that-holds-too-few",
     ),
     pytest.param(
-        "pollers/email/identity.py",
+        "pollers/email/mail/identity.py",
         [("        bare = _BARE_CR.search(payload) is not None\n", "        bare = False\n")],
         ["tests/email/test_render_fast.py::test_the_fingerprints_line_ends_are_made_lf_as_before"],
         id="mail-fingerprint-cr-shortcut-over-a-bare-cr",
@@ -1114,7 +1114,7 @@ MUTANTS = [
         id="terminal-show-and-search-print-mail-raw",
     ),
     pytest.param(
-        "memex/observe/safe_text.py",
+        "memex/safe_text.py",
         [("    value = text if isinstance(text, str) else str(text)\n", "    return text if isinstance(text, str) else str(text)\n")],
         ["tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[status]",
          "tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[poll]",
@@ -1123,7 +1123,7 @@ MUTANTS = [
         id="terminal-every-field-printed-raw",
     ),
     pytest.param(
-        "memex/observe/safe_text.py",
+        "memex/safe_text.py",
         [("    return _JSON_UNSAFE.sub(", "    return serialized or _JSON_UNSAFE.sub(")],
         ["tests/core/test_terminal_safety.py::test_on_a_terminal_hostile_text_is_shown_never_acted_on[search-json]",
          "tests/core/test_bad_inputs_terminal.py::test_hostile_text_is_shown_not_acted_on[show-json]"],
@@ -1148,7 +1148,7 @@ MUTANTS = [
     # ---- end of i32-isolate ----
     # ---- rows of branch i32-env: append below ----
     pytest.param(
-        "memex/runner.py",
+        "memex/error_lines.py",
         [("    fault = explain(exc)\n    if fault is not None:\n        return str(fault)\n", "    fault = None\n")],
         ["tests/core/test_bad_inputs_environment.py::test_an_environment_failure_is_one_line_naming_the_path[store-full-poll]",
          "tests/core/test_fs_errors.py::test_each_cause_is_one_line_naming_the_path_the_cause_and_the_fix"],
@@ -1156,7 +1156,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/runner.py",
-        [("        refuse_bad_stored(poller, name, committed, cursors.where(name))\n", "        pass\n")],
+        [("        refuse_bad_stored(poller, can, name, committed, cursors.where(name))\n", "        pass\n")],
         ["tests/core/test_bad_inputs_environment.py::test_an_environment_failure_is_one_line_naming_the_path[cursor-wrong-type-maildir]"],
         id="hand-edited-cursor-handed-to-the-poller",
     ),
@@ -1171,19 +1171,19 @@ MUTANTS = [
     # ---- end of i32-env ----
     # ---- rows of branch i32-wedge: append below ----
     pytest.param(
-        "pollers/email/imap.py",
+        "pollers/email/imap/poller.py",
         [("                fit, evicted = make_room(holes, len(refused))\n", "                fit, evicted = 0, []\n")],
         ["tests/email/test_imap_holes.py::test_a_mail_gmail_never_serves_is_given_up_after_five_polls_and_reported"],
         id="imap-withheld-uid-wedges-the-mailbox",
     ),
     pytest.param(
-        "pollers/email/imap.py",
+        "pollers/email/imap/poller.py",
         [("            if mailbox not in self._retried and live(holes):\n", "            if False:\n")],
         ["tests/email/test_imap_holes.py::test_a_withheld_uid_is_kept_as_a_hole_the_mailbox_moves_on_and_the_mail_comes_when_served"],
         id="imap-hole-never-asked-again",
     ),
     pytest.param(
-        "pollers/email/holes.py",
+        "pollers/email/imap/holes.py",
         [("    return sorted(uid for uid, tries in holes.items() if tries < HOLE_TRIES)\n", "    return sorted(holes)\n")],
         ["tests/email/test_imap_holes.py::test_a_mail_gmail_never_serves_is_given_up_after_five_polls_and_reported"],
         id="imap-hole-retried-for-ever",
@@ -1221,8 +1221,8 @@ MUTANTS = [
         id="verify-empty-at-the-source-taken-for-damage",
     ),
     pytest.param(
-        "pollers/email/render.py",
-        [("    if not raw.strip():\n", "    if False:\n")],
+        "pollers/email/mail/render.py",
+        [("    if not raw or raw.isspace():", "    if False:")],
         ["tests/email/test_maildir_verify.py::test_a_zero_byte_file_is_quarantined_as_no_mail_and_verify_stays_whole"],
         id="empty-file-stored-as-a-mail",
     ),
@@ -1233,7 +1233,7 @@ MUTANTS = [
         id="verify-repair-claims-a-replace-that-changes-nothing",
     ),
     pytest.param(
-        "pollers/email/holes.py",
+        "pollers/email/imap/holes.py",
         [("    for uid in given_up(holes):\n", "    for uid in []:\n")],
         ["tests/email/test_imap_holes.py::test_holes_are_bounded_a_full_list_stops_before_the_next_until_one_is_given_up"],
         id="imap-given-up-holes-fill-the-list-for-good",
@@ -1254,20 +1254,20 @@ MUTANTS = [
         id="oauth-invalid-grant-not-remembered",
     ),
     pytest.param(
-        "pollers/email/oauth.py",
+        "pollers/email/imap/oauth.py",
         [("    if refusal is not None and not fresh and ", "    if refusal is not None and False and ")],
         ["tests/email/test_imap_oauth.py::test_an_expired_access_token_is_refreshed_without_a_word"],
         id="oauth-refused-cached-token-not-refreshed",
     ),
     pytest.param(
-        "pollers/email/oauth.py",
+        "pollers/email/imap/oauth.py",
         [('        return server_text(exc) + (f"; status {status}" if status else ""), []\n',
           '        return server_text(exc) + f" {token}", []\n')],
         ["tests/email/test_imap_oauth.py::test_no_token_or_secret_anywhere_but_the_login_files"],
         id="oauth-token-written-into-the-error-line",
     ),
     pytest.param(
-        "pollers/email/oauth.py",
+        "pollers/email/imap/oauth.py",
         [('    return next((m for m in ("OAUTHBEARER", "XOAUTH2") if', '    return next((m for m in ("XOAUTH2", "OAUTHBEARER") if')],
         ["tests/email/test_imap_oauth.py::test_microsoft_sign_in_then_polls_over_oauthbearer"],
         id="oauth-xoauth2-preferred-over-oauthbearer",
@@ -1292,25 +1292,25 @@ MUTANTS = [
         id="oauth-redirect-state-not-checked",
     ),
     pytest.param(
-        "pollers/email/wire.py",
+        "pollers/email/imap/wire.py",
         [("            head = without_labels(head)", "            head = head")],
         ["tests/email/test_imap_gmail.py::test_labels_that_read_like_fetch_items_never_move_the_uid"],
         id="gmail-label-text-read-as-the-uid",
     ),
     pytest.param(
-        "pollers/email/session.py",
+        "pollers/email/imap/session.py",
         [("        return ahead, self._parse(data, ahead.uids, ahead.key[0]), ", "        return ahead, parse_fetch(data, ahead.uids), ")],
         ["tests/email/test_imap_gmail.py::test_gmail_ids_and_labels_are_kept_in_extra"],
         id="gmail-fields-lost-on-a-read-ahead",
     ),
     pytest.param(
-        "pollers/email/wire.py",
+        "pollers/email/imap/wire.py",
         [("        return pattern in (name, shown) or fnmatch", "        return fnmatch")],
         ["tests/email/test_imap_gmail.py::test_all_mail_is_found_by_its_name_or_its_special_use_attribute"],
         id="gmail-all-mail-name-read-as-a-glob",
     ),
     pytest.param(
-        "pollers/email/session.py",
+        "pollers/email/imap/session.py",
         [('self._deadline.call(tokens.token_info, f"source {self.name!r}: refreshing the OAuth2 login")', "tokens.token_info()")],
         ["tests/email/test_imap_oauth_google.py::test_a_refresh_that_hangs_never_outlasts_the_poll"],
         id="oauth-refresh-deaf-to-the-poll-deadline",
@@ -1318,37 +1318,37 @@ MUTANTS = [
     # ---- end of i33-oauth ----
     # ---- rows of branch i33-mbox: append below ----
     pytest.param(
-        "pollers/email/mbox.py",
+        "pollers/email/mbox/poller.py",
         [("            if entry and not self._same_file(path, entry, st.st_size):", "            if False:")],
         ["tests/email/test_mbox.py::test_a_rewritten_file_is_read_again_with_duplicates_counted_and_nothing_lost"],
         id="mbox-rewritten-file-not-detected",
     ),
     pytest.param(
-        "pollers/email/mbox.py",
+        "pollers/email/mbox/poller.py",
         [("            if mail.last and not settled:", "            if False:")],
         ["tests/email/test_mbox.py::test_a_growing_file_is_read_on_and_its_last_mail_waits_until_the_file_settles"],
         id="mbox-last-mail-read-while-the-file-changes",
     ),
     pytest.param(
-        "pollers/email/mbox.py",
+        "pollers/email/mbox/poller.py",
         [("            end, tail, count = marks[n - 1]", "            end, tail, count = marks[-1]")],
         ["tests/email/test_mbox_faults.py::test_sigterm_inside_a_batch_saves_the_offset_right_after_the_last_stored_mail"],
         id="mbox-item-cursor-at-the-end-of-its-batch",
     ),
     pytest.param(
-        "pollers/email/mbox_read.py",
+        "pollers/email/mbox/read.py",
         [("    if variant == \"mboxcl2\" or b\">From \" not in raw:", "    if True:")],
         ["tests/email/test_mbox.py::test_a_takeout_mail_and_the_same_mail_from_gmail_imap_are_one_object"],
         id="mbox-quoted-from-lines-kept-quoted",
     ),
     pytest.param(
-        "pollers/email/mbox.py",
+        "pollers/email/mbox/poller.py",
         [("            if len(items) >= limit or held >= BATCH_BYTES:", "            if len(items) >= limit:")],
         ["tests/email/test_mbox.py::test_a_batch_of_large_mails_is_cut_short_by_its_bytes"],
         id="mbox-batch-not-bounded-by-bytes",
     ),
     pytest.param(
-        "pollers/email/mbox.py",
+        "pollers/email/mbox/poller.py",
         [("    if b\"X-Mozilla-\" in data:", "    if False:")],
         ["tests/email/test_mbox.py::test_a_rewritten_file_is_read_again_with_duplicates_counted_and_nothing_lost"],
         id="mbox-thunderbird-flags-look-like-a-rewrite",
@@ -1389,14 +1389,14 @@ MUTANTS = [
     # ---- end of i34-query ----
     # ---- rows of branch i34-index: append below ----
     pytest.param(
-        "pollers/email/header_block.py",
+        "pollers/email/mail/header_block.py",
         [("        elif kind == \"bad\":\n            problems.append(\"header: a malformed line among the headers, left out\")\n"
           "            continue\n", "        elif kind == \"bad\":\n            pass\n")],
         ["tests/email/test_email_searchable.py::test_a_stray_line_among_the_headers_does_not_end_them"],
         id="malformed-header-line-ends-the-headers",
     ),
     pytest.param(
-        "pollers/email/header_block.py",
+        "pollers/email/mail/header_block.py",
         [("    if bad and (after < max(2, len(bad)) or any(", "    if False and (after < max(2, len(bad)) or any(")],
         ["tests/email/test_email_searchable.py::test_text_with_no_empty_line_before_it_stays_the_body"],
         id="body-without-separator-read-as-headers",
@@ -1485,7 +1485,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/live_cursor.py",
-        [("        if not callable(head):\n", "        if False:\n")],
+        [("        if head is None:\n", "        if False:\n")],
         ["tests/core/test_conformance.py::test_start_now_on_a_type_without_head_is_a_config_error"],
         id="start-now-without-head-is-an-internal-error",
     ),
@@ -1499,14 +1499,14 @@ MUTANTS = [
         id="people-file-written-unchecked",
     ),
     pytest.param(
-        "pollers/email/imap_push.py",
+        "pollers/email/imap/push.py",
         [('        conn.sock.sendall(b"DONE\\r\\n")\n        end = time.monotonic() + self.settings.timeout\n',
           '        conn.sock.sendall(b"DONE\\r\\n")\n        end = time.monotonic() + 3600\n')],
         ["tests/email/test_imap_push.py::test_a_black_holed_connection_is_found_dead_within_its_deadline_and_reopened"],
         id="imap-push-waits-for-ever-on-a-dead-connection",
     ),
     pytest.param(
-        "pollers/email/imap_push.py",
+        "pollers/email/imap/push.py",
         [('                link.wake("connected")', '                pass')],
         ["tests/email/test_imap_push.py::test_a_black_holed_connection_is_found_dead_within_its_deadline_and_reopened"],
         id="imap-push-reconnects-without-a-catch-up-poll",
@@ -1595,7 +1595,7 @@ MUTANTS = [
     # ---- end of i44-lake ----
     # ---- rows of branch i40-cli: append below ----
     pytest.param(
-        "memex/cli/poll.py",
+        "memex/error_lines.py",
         [("        if reader_gone(exc):\n            raise", "        if False:\n            raise")],
         ["tests/core/test_bad_inputs_edges.py::test_a_closed_pipe_ends_the_command_quietly[tail]",
          "tests/core/test_bad_inputs_edges.py::test_a_closed_pipe_ends_the_command_quietly[search *]"],
@@ -1648,6 +1648,20 @@ MUTANTS = [
         id="index-catch-up-cut-keeps-nothing",
     ),
     # ---- end of i40-guar ----
+    pytest.param(
+        "memex/conformance.py",
+        [("        if problems:\n            raise _fail(\"capabilities\"", "        if False:\n            raise _fail(\"capabilities\"")],
+        ["tests/core/test_conformance.py::test_the_kit_reports_a_misspelt_capability_and_half_a_capability"],
+        id="conformance-kit-misses-a-misspelt-capability",
+    ),
+    # ---- end of i41-house ----
+    # ---- rows of branch i42-speed ----
+    pytest.param(
+        "memex/people/__init__.py",
+        [('        memo = f"{s.file.absolute()}\\0{index}\\0{made_from}"', '        memo = f"{s.file.absolute()}\\0{index}"')],
+        ["tests/core/test_people_cache.py::test_a_read_only_reader_makes_the_book_once_per_process_until_its_inputs_change"],
+        id="read-only-book-kept-after-its-cards-changed",
+    ),
 ]  # fmt: skip
 
 

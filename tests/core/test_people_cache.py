@@ -114,6 +114,25 @@ def test_the_read_only_reader_writes_no_cache(tmp_path: Path) -> None:
     assert card_cache.path(tmp_path / "state").stat().st_mtime_ns == before
 
 
+def test_a_read_only_reader_makes_the_book_once_per_process_until_its_inputs_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no cache on disk (the read-only reader writes none), a second read-only open in the same process (a
+    server's next page) parses no card and gets the same book; a changed card file is read again at once."""
+    cfg = setup_world(tmp_path)
+    count = parsed(monkeypatch)
+    first = open_people(load(cfg), read_only=True)
+    first.close()
+    assert len(count) == 50 and not card_cache.path(tmp_path / "state").exists()
+    again = open_people(load(cfg), read_only=True)
+    again.close()
+    assert len(count) == 50 and again.book is first.book
+    (tmp_path / "contacts.vcf").write_text(CARDS.replace("FN:Person 7\n", "FN:Person Seven\n"))
+    changed = open_people(load(cfg), read_only=True)
+    changed.close()
+    assert len(count) == 100 and "Person Seven" in {p.name for p in changed.book.people.values()}
+
+
 def test_a_person_found_in_the_kept_book_is_the_one_the_book_finds(tmp_path: Path) -> None:
     """Over the five-source archive: each reference (ID, name, words of it, a handle written nationally, nobody,
     both Annas) finds the same people with the same handles in the cache as in the book made afresh."""

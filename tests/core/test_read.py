@@ -102,6 +102,44 @@ def test_a_message_whole_with_attachments_and_bytes(archive: Path) -> None:
     assert a.attachment(view.key, 1) is None and a.message("messages/md/nothing.json") is None
 
 
+def test_the_conversations_list_walks_the_newest_rows_yet_answers_as_grouping_every_message_would(archive: Path) -> None:
+    """conversations(): the walk by newest row (issue 42's speed) lists each conversation once, ordered by its last
+    (not deleted) message exactly as a GROUP BY over every message orders them, with that count; paged one at a
+    time by cursor it gives the same list; one source's list is the grouping of that source's messages."""
+    import sqlite3
+
+    from memex.search import index_path
+
+    a = _open(archive)
+    db = sqlite3.connect(index_path(a.cfg.state_dir))
+    grouped = "SELECT thread, count(*), max(id) FROM messages WHERE deleted = 0{} GROUP BY thread ORDER BY max(id) DESC"
+    want = db.execute(grouped.format("")).fetchall()
+    chats = db.execute(grouped.format(" AND source = 'imessage'")).fetchall()
+    db.close()
+    assert len(want) > 2
+    listed = a.conversations(limit=1000)
+    assert [(c.key, c.count, int(c.cursor)) for c in listed] == want
+    paged, before = [], None
+    while page := a.conversations(limit=1, before=before):
+        paged += page
+        before = page[-1].cursor
+    assert [c.key for c in paged] == [c.key for c in listed]
+    assert [(c.key, c.count, int(c.cursor)) for c in a.conversations(source="imessage", limit=1000)] == chats
+
+
+def test_a_capped_search_total_is_exact_below_the_cap_and_says_more_above(archive: Path) -> None:
+    """search(cap=N): the total counted no further than N: exact (``more`` False) when the matches are N or fewer,
+    N with ``more`` when there are more; without a cap the total is the exact count, as before."""
+    a = _open(archive)
+    every = a.search("*", limit=1).total
+    assert every is not None and every > 3
+    assert (a.search("*", limit=1, cap=every).total, a.search("*", limit=1, cap=every).more) == (every, False)
+    capped = a.search("*", limit=1, cap=3)
+    assert (capped.total, capped.more, len(capped.hits)) == (3, True, 1)
+    assert a.search("lease", cap=3).total == 2 and not a.search("lease", cap=3).more
+    assert a.search("*", limit=1).more is False
+
+
 def test_conversations_and_a_conversation_paged_both_ways(archive: Path) -> None:
     """conversations: every conversation, the latest first, filtered by source, paged by cursor; conversation: the
     latest page oldest to newest, then the pages before it back to the first, every message once; around a message."""

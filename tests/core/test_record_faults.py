@@ -16,7 +16,7 @@ from memex import registry
 from memex.errors import describe_exc
 from memex.records import canonical_json
 from memex.runner import poll
-from pollers.email import session as imap_session
+from pollers.email.imap import session as imap_session
 from pollers.imessage import samples as imessage_samples
 from tests.conftest import file_objects, read_log, run_cli, wait_until, write_config
 from tests.core.test_heartbeat import Pings, pings

@@ -160,3 +160,27 @@ def test_a_poll_empties_its_journal_only_after_its_index_update_is_on_disk(tmp_p
     assert any(re.search(r'\btruncate\("[^"]*\.poll\.keys", 0\) += 0$', ln) for ln in trace), "no emptying of the journal traced"
     assert _journal_emptied_before_the_index_is_durable(trace) == []
     assert len(ids(config, "*")) == 30
+
+
+def test_an_index_of_this_format_lacking_a_newer_secondary_index_gets_it_from_its_next_writer(tmp_path: Path) -> None:
+    """An index file made before ``messages_source_last`` was added (same format number) gets it when a writer (a
+    poll) next opens it; a reader leaves the file as it is and still answers."""
+    import sqlite3
+
+    path = tmp_path / "index.sqlite"
+    SearchIndex(path, writer=True).close()
+    db = sqlite3.connect(path)
+    db.execute("DROP INDEX messages_source_last")
+    db.close()
+
+    def names() -> set[str]:
+        db = sqlite3.connect(path)
+        try:
+            return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        finally:
+            db.close()
+
+    SearchIndex(path).close()
+    assert "messages_source_last" not in names()
+    SearchIndex(path, writer=True).close()
+    assert "messages_source_last" in names()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memex.observe.safe_text import inert_json, json_text, visible
+from memex.safe_text import inert_json, json_text, visible
 from tests.core import hostile as h
 from tests.core.terminal import run_pty
 

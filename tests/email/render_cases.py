@@ -172,7 +172,7 @@ def cases() -> dict[str, bytes]:
 def digest(raw: bytes) -> str:
     """What the renderer on the import path makes of ``raw``, as a SHA-256 (32 hex digits): the record's bytes and its
     earlier fingerprint, or the failure; the refingerprint of the raw bytes; the blobs stored beside it."""
-    from pollers.email.render import to_item
+    from pollers.email.mail.render import to_item
 
     item = to_item(raw, "cases", None, ref="case")
     doc: dict[str, Any] = {"earlier": list(item.earlier_fingerprints)}

@@ -11,8 +11,8 @@ import pytest
 from memex import config as memex_config
 from memex.runner import poll
 from memex.store.collisions import collision_key
-from pollers.email.identity import legacy_fingerprint
-from pollers.email.render import render
+from pollers.email.mail.identity import legacy_fingerprint
+from pollers.email.mail.render import render
 from tests.conftest import file_objects, write_config
 from tests.email.test_maildir import deliver, make_maildir
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pollers.email.render import to_item
+from pollers.email.mail.render import to_item
 from tests.conftest import assert_valid
 
 CORPUS = Path(__file__).parent / "data" / "cpython_email"

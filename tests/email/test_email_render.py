@@ -6,8 +6,8 @@ import base64
 import hashlib
 from pathlib import Path
 
-from pollers.email.parts import SEPARATOR
-from pollers.email.render import html_to_text, message_ids, render, to_item
+from pollers.email.mail.parts import SEPARATOR
+from pollers.email.mail.render import html_to_text, message_ids, render, to_item
 
 
 def test_message_id_normalization() -> None:

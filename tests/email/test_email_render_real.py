@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pollers.email.headers import decode_words
-from pollers.email.render import render
+from pollers.email.mail.headers import decode_words
+from pollers.email.mail.render import render
 
 DATA = Path(__file__).parent / "data"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pollers.email.header_block import repair
-from pollers.email.render import render
+from pollers.email.mail.header_block import repair
+from pollers.email.mail.render import render
 from tests.email.render_cases import cases
 
 DATA = Path(__file__).parent / "data"

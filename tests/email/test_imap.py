@@ -20,8 +20,8 @@ from memex.records import message_key
 from memex.registry import make_poller
 from memex.runner import poll
 from memex.state.cursors import CursorStore
-from pollers.email import imap
-from pollers.email import session as imap_session
+from pollers.email.imap import poller as imap
+from pollers.email.imap import session as imap_session
 from tests.conftest import assert_valid, file_objects, read_log, run_cli, s3_objects, write_config
 from tests.servers.dovecot import PASSWORD, Dovecot, dovecot_server, quote
 

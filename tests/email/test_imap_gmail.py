@@ -8,9 +8,10 @@ from typing import Any
 
 from memex import config as memex_config
 from memex.runner import poll
-from pollers.email import gmail, imap
-from pollers.email import session as imap_session
-from pollers.email.wire import parse_fetch
+from pollers.email.imap import gmail
+from pollers.email.imap import poller as imap
+from pollers.email.imap import session as imap_session
+from pollers.email.imap.wire import parse_fetch
 from tests.conftest import assert_valid, file_objects, write_config
 from tests.servers.dovecot import PASSWORD, Dovecot, dovecot_server
 from tests.servers.gmail import MSGID_BASE, gmail_proxy

@@ -2,7 +2,7 @@
 
 The proxy narrows each ``UID FETCH`` that asks for the withheld UID (Dovecot then answers without it) and, in the
 Gmail case, turns the tagged ``OK`` into ``NO Some messages could not be FETCHed (Failure)``, as Gmail answers when it
-cannot serve a mail. The UID becomes a hole of the cursor (:mod:`pollers.email.holes`).
+cannot serve a mail. The UID becomes a hole of the cursor (:mod:`pollers.email.imap.holes`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 from memex import config as memex_config
 from memex.runner import poll
 from memex.state.cursors import CursorStore
-from pollers.email import holes
-from pollers.email.holes import HOLE_TRIES
+from pollers.email.imap import holes
+from pollers.email.imap.holes import HOLE_TRIES
 from tests.conftest import read_log, run_cli, write_config
 from tests.email.test_imap import PASSWORD_ENV, env_password, mail, no_backoff, records, source_table
 from tests.servers.dovecot import PASSWORD, Dovecot, dovecot_server

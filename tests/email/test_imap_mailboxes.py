@@ -14,8 +14,9 @@ import pytest
 from memex import config as memex_config
 from memex.runner import poll
 from memex.state.cursors import CursorStore
-from pollers.email import imap, utf7
-from pollers.email import session as imap_session
+from pollers.email.imap import poller as imap
+from pollers.email.imap import session as imap_session
+from pollers.email.imap import utf7
 from tests.conftest import read_log, run_cli, write_config
 from tests.email.test_imap import PASSWORD_ENV, env_password, mail, no_backoff, records, setup, source_table
 from tests.servers.dovecot import PASSWORD, Dovecot, dovecot_server

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pollers.email import imap
-from pollers.email import session as imap_session
+from pollers.email.imap import poller as imap
+from pollers.email.imap import session as imap_session
 from tests.servers.dovecot import PASSWORD, Dovecot, dovecot_server
 
 __all__ = ["dovecot_server"]  # the `dovecot` fixture

@@ -13,7 +13,7 @@ from memex.records import message_key
 from memex.registry import make_poller
 from memex.runner import poll
 from memex.state.backend import cursor_store
-from pollers.email.render import raw_id
+from pollers.email.mail.render import raw_id
 from tests.conftest import file_objects, run_cli, write_config
 from tests.email.test_imap import env_password, mail, no_backoff, source_table
 from tests.servers.dovecot import Dovecot, dovecot_server, quote

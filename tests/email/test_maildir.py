@@ -14,7 +14,7 @@ from memex import config as memex_config
 from memex.errors import ConfigError
 from memex.registry import make_poller
 from memex.runner import poll
-from pollers.email.maildir import MaildirPoller, maildir_key
+from pollers.email.maildir.poller import MaildirPoller, maildir_key
 from tests.conftest import assert_valid, file_objects, read_log, run_cli, wait_until, write_config
 
 

@@ -14,7 +14,7 @@ from memex.verify.checks import EMPTY, place
 from memex.verify.inventory import Fixer
 from memex.verify.report import SourceReport
 from memex.verify.walk import Seen
-from pollers.email import render
+from pollers.email.mail import render
 from tests.conftest import file_objects, read_log
 from tests.email.test_maildir import deliver, mail, make_maildir, setup
 

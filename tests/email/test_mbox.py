@@ -20,8 +20,8 @@ from memex import config as memex_config
 from memex.errors import ConfigError
 from memex.registry import make_poller
 from memex.runner import poll
-from pollers.email.mbox import MboxPoller, folder_of
-from pollers.email.mbox_read import Reader, takeout_fields, unquote
+from pollers.email.mbox.poller import MboxPoller, folder_of
+from pollers.email.mbox.read import Reader, takeout_fields, unquote
 from tests.conftest import assert_valid, file_objects, read_log, write_config
 from tests.email.test_imap import PASSWORD_ENV, source_table
 from tests.servers.dovecot import PASSWORD, Dovecot, dovecot_server
@@ -80,7 +80,7 @@ def test_real_archives_split_as_pythons_mailbox_does() -> None:
     """Every real archive (Pipermail, Perceval's test files) gives the mails Python's ``mailbox.mbox`` gives, byte for
     byte once both are unquoted by one rule (Python leaves ``>From `` as it is) and the blank line before the next
     separator is dropped (Python keeps the last mail's); each renders to a valid record."""
-    from pollers.email.render import render
+    from pollers.email.mail.render import render
 
     files = sorted(DATA.glob("*.mbox"))
     assert len(files) >= 7
@@ -198,7 +198,7 @@ def test_a_takeout_mail_and_the_same_mail_from_gmail_imap_are_one_object(
     alone = records(cfg, "alone") if poll(cfg, "alone").new == 2 else {}
     assert set(alone) == set(first)
     doc = alone["mb1@example.com"]
-    gmail = doc["extra"]["gmail"]  # the IMAP poller's shape (pollers.email.gmail)
+    gmail = doc["extra"]["gmail"]  # the IMAP poller's shape (pollers.email.imap.gmail)
     assert gmail == {"msgid": "1773664405479613283", "msgid_hex": "189d5261275de363", "thrid": "1773664405479613283",
                      "labels": ["Inbox", "Travel, 2023", "Opened"]}  # fmt: skip
     assert doc["extra"]["folder"] == "All mail Including Spam and Trash"
@@ -313,7 +313,7 @@ def test_nul_bytes_between_mails_and_a_huge_mail(tmp_path: Path) -> None:
 def test_a_batch_of_large_mails_is_cut_short_by_its_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch holds at most about BATCH_BYTES of mail whatever ``limit`` asks (memory stays flat with large mails);
     the next fetch goes on right after it, and every mail comes once."""
-    import pollers.email.mbox as mbox_module
+    import pollers.email.mbox.poller as mbox_module
 
     box = tmp_path / "Inbox"
     box.write_bytes(mbox_of([mail(i, "x" * 1000) for i in range(10)]))

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pollers.email import mime
-from pollers.email.mime import Mail, parse_bytes
+from pollers.email.mail import mime
+from pollers.email.mail.mime import Mail, parse_bytes
 from tests.email.render_cases import CRAFTED, cases
 
 CASES = cases()

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pollers.email.header_block import repair
-from pollers.email.headers import addresses, clean, raw, raw_all, simple_addresses
-from pollers.email.identity import _payload, legacy_fingerprint, mail_fingerprint
-from pollers.email.render import parse, to_item
+from pollers.email.mail.header_block import repair
+from pollers.email.mail.headers import addresses, clean, raw, raw_all, simple_addresses
+from pollers.email.mail.identity import _payload, legacy_fingerprint, mail_fingerprint
+from pollers.email.mail.render import parse, to_item
 
 DATA = Path(__file__).parent / "data"
 MAILS = sorted(p for p in DATA.rglob("*") if p.is_file() and not p.name.lower().startswith(("readme", "license", "copying")))
@@ -92,7 +92,7 @@ def test_a_parts_decoded_bytes_are_decoded_once_and_again_after_a_change() -> No
 @pytest.mark.parametrize("path", MAILS, ids=[str(p.relative_to(DATA)) for p in MAILS])
 def test_every_part_decodes_as_the_standard_message_does(path: Path) -> None:
     """Each part of every test mail: the renderer's message class gives the bytes compat32's Message gives, twice
-    (both reading the header block as the renderer reads it: :mod:`pollers.email.header_block`)."""
+    (both reading the header block as the renderer reads it: :mod:`pollers.email.mail.header_block`)."""
     raw = path.read_bytes()
     ours = [p for p in parse(raw).walk() if not p.is_multipart()]
     theirs = [p for p in email.message_from_bytes(repair(raw)[0]).walk() if not p.is_multipart()]
@@ -143,7 +143,7 @@ def test_every_parts_fingerprint_bytes_are_as_before(path: Path) -> None:
 def test_the_earlier_fingerprint_is_computed_only_when_read_and_then_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rendering computes no earlier-rule fingerprint (a JSON and a hash of the whole text); reading it gives the rule's
     value, computed once however often it is read."""
-    import pollers.email.render as render_module
+    import pollers.email.mail.render as render_module
 
     calls: list[int] = []
 

@@ -27,7 +27,7 @@ _UID = re.compile(rb"UID (\d+)")
 
 def label_text(label: str) -> bytes:
     """One label as Gmail sends it: a system label or a plain atom as is, anything else quoted (modified UTF-7)."""
-    from pollers.email import utf7
+    from pollers.email.imap import utf7
 
     encoded = utf7.encode(label)
     if re.fullmatch(r"\\?[A-Za-z0-9_.&+-]+", encoded):

@@ -3,7 +3,7 @@
 Keys: ``path`` (the Maildir root, holding ``cur/ new/ tmp/``), ``folders``
 (names or globs; ``"INBOX"`` is the root, ``"Sent"`` the Maildir++ folder
 ``.Sent``; default ``["INBOX"]``) and ``settle_seconds`` (default 2, see
-below). Native ID and record: as for IMAP (:mod:`pollers.email.render`);
+below). Native ID and record: as for IMAP (:mod:`pollers.email.mail.render`);
 ``extra.maildir_key`` is the file's base name without its ``:2,FLAGS``
 suffix (flags change, the message does not).
 
@@ -52,10 +52,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memex.config import SourceConfig
-from memex.errors import SourceError
-from memex.source import Batch, Cursor, Item, Listed
-from pollers.email.render import sent_or, to_item
+from memex.plugin import Batch, Cursor, Item, Listed, SourceConfig, SourceError
+from pollers.email.mail.render import sent_or, to_item
 
 ROOT_FOLDER = "INBOX"
 DEFAULT_SETTLE = 2
@@ -210,7 +208,7 @@ class MaildirPoller:
         item.expected_dup = entry.path.parent.name == "cur"
         return item
 
-    # -- memex watch (memex.source.Watchable) -----------------------------
+    # -- memex watch (memex.capabilities.Watchable) -----------------------------
     def watch_paths(self) -> list[Path]:
         """``new/`` and ``cur/`` of each configured folder that exists now (the Maildir root's if it cannot be listed).
 
@@ -348,7 +346,7 @@ class MaildirPoller:
             folders[folder] = {"ctime_ns": top, "names": sorted(e.key for e in entries if e.ctime_ns == top)}
         return {"folders": folders}
 
-    # -- memex verify (memex.source.Inventoried) --------------------------
+    # -- memex verify (memex.capabilities.Inventoried) --------------------------
     def inventory(self, cursor: Cursor) -> Iterator[Listed]:
         """Every file a poll has passed (ctime before the folder's cursor, or at it and named there), folder by folder.
 

@@ -10,11 +10,11 @@ an environment variable), ``mailboxes`` (names or globs, default
 self-signed server; TLS certificates are always verified).
 The password is read when the poll connects and is never stored or logged.
 With ``auth = "oauth2"`` the source signs in with a token instead (``provider``,
-``client_id``, ``tenant``, ...: :mod:`pollers.email.oauth`); a server advertising
-Gmail's ``X-GM-EXT-1`` is also asked for its IDs and labels (:mod:`pollers.email.gmail`).
+``client_id``, ``tenant``, ...: :mod:`pollers.email.imap.oauth`); a server advertising
+Gmail's ``X-GM-EXT-1`` is also asked for its IDs and labels (:mod:`pollers.email.imap.gmail`).
 
 Cursor: ``{"mailboxes": {NAME: {"uidvalidity": V, "last_uid": U}}}``, with ``"holes"`` for UIDs the server
-would not send (:mod:`pollers.email.holes`); positions are ``{NAME: U}``. Each fetch EXAMINEs (read-only SELECT) the
+would not send (:mod:`pollers.email.imap.holes`); positions are ``{NAME: U}``. Each fetch EXAMINEs (read-only SELECT) the
 mailboxes in sorted order and takes new UIDs from the first one that has
 any, with ``UID SEARCH UID U+1:*`` (whose answer includes the highest UID
 even when it is not above U, so UIDs <= U are dropped) and ``UID FETCH`` of
@@ -25,12 +25,12 @@ create-only, Message-ID keyed uploads.
 
 Transient network failures after login (connection reset, timeout, a
 server BYE) are retried with a fresh connection and backoff (see
-:data:`pollers.email.session.BACKOFF`, read at call time) within
-:data:`pollers.email.session.RETRY_BUDGET` seconds; failures to connect or
+:data:`pollers.email.imap.session.BACKOFF`, read at call time) within
+:data:`pollers.email.imap.session.RETRY_BUDGET` seconds; failures to connect or
 log in are reported at once (cron retries next minute). The connection and
-the commands are :mod:`pollers.email.session`'s, the reply parsing
-:mod:`pollers.email.wire`'s; ``memex verify`` lists and fetches again through
-:mod:`pollers.email.imap_inventory`.
+the commands are :mod:`pollers.email.imap.session`'s, the reply parsing
+:mod:`pollers.email.imap.wire`'s; ``memex verify`` lists and fetches again through
+:mod:`pollers.email.imap.inventory`.
 """
 
 from __future__ import annotations
@@ -43,17 +43,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memex.config import SourceConfig
-from memex.errors import ConfigError, SourceError
-from memex.source import Batch, Cursor, Item
-from pollers.email import utf7
-from pollers.email.holes import HOLE_TRIES, MAX_HOLES, box, given_up, holes_of, live, make_room
-from pollers.email.holes import problem as holes_problem
-from pollers.email.imap_inventory import Inventory
-from pollers.email.oauth import DEFAULT_HOSTS, read_keys
-from pollers.email.render import sent_or, to_item
-from pollers.email.session import MailboxError, Settings
-from pollers.email.wire import imap_day
+from memex.plugin import Batch, ConfigError, Cursor, Item, SourceConfig, SourceError
+from pollers.email.imap import utf7
+from pollers.email.imap.holes import HOLE_TRIES, MAX_HOLES, box, given_up, holes_of, live, make_room
+from pollers.email.imap.holes import problem as holes_problem
+from pollers.email.imap.inventory import Inventory
+from pollers.email.imap.oauth import DEFAULT_HOSTS, read_keys
+from pollers.email.imap.session import MailboxError, Settings
+from pollers.email.imap.wire import imap_day
+from pollers.email.mail.render import sent_or, to_item
 
 FETCH_CHUNK = 250  # UIDs per UID FETCH command
 SECURITY = ("ssl", "starttls", "none")
@@ -109,7 +107,7 @@ def make(source: SourceConfig) -> ImapPoller:
         raise keys.error("ca_file", 'is for TLS; it has no effect with security = "none"')
     if ca_file is not None and not Path(ca_file).is_file():
         raise keys.error("ca_file", f"{ca_file}: no such file (the PEM certificate of the CA to trust)")
-    from pollers.email.imap_push import read_keys as read_push_keys
+    from pollers.email.imap.push import read_keys as read_push_keys
 
     push = read_push_keys(keys)
     keys.finish()
@@ -158,10 +156,10 @@ class ImapPoller(Inventory):
         return self.settings.user
 
     def listener(self) -> Any:
-        """``memex watch``'s IDLE or NOTIFY connections (:mod:`pollers.email.imap_push`), or None with ``push = "off"``."""
+        """``memex watch``'s IDLE or NOTIFY connections (:mod:`pollers.email.imap.push`), or None with ``push = "off"``."""
         if self.settings.push is None:
             return None
-        from pollers.email.imap_push import ImapListener
+        from pollers.email.imap.push import ImapListener
 
         return ImapListener(self.name, self.settings, self.settings.push)
 
@@ -170,7 +168,7 @@ class ImapPoller(Inventory):
         """What is wrong with a cursor given by hand, or None.
 
         ``{"mailboxes": {NAME: {"uidvalidity": V, "last_uid": U}}}``, each mailbox optionally with ``"holes"``
-        (:mod:`pollers.email.holes`).
+        (:mod:`pollers.email.imap.holes`).
         """
         boxes = cursor.get("mailboxes") if isinstance(cursor, dict) and set(cursor) == {"mailboxes"} else None
         if not isinstance(boxes, dict):

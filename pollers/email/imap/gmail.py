@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pollers.email import utf7
+from pollers.email.imap import utf7
 
 CAPABILITY = "X-GM-EXT-1"
 _ID = re.compile(rb"X-GM-(MSGID|THRID) (\d{1,20})")

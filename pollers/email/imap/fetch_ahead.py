@@ -1,6 +1,6 @@
 """The next chunk's ``UID FETCH``, read by a helper thread while the poll renders and stores the chunk before it.
 
-:class:`Ahead` is sent and collected by :class:`pollers.email.session.ImapSession` (``_fetch_ahead`` and
+:class:`Ahead` is sent and collected by :class:`pollers.email.imap.session.ImapSession` (``_fetch_ahead`` and
 ``_collect_ahead``), which owns the connection and its deadline.
 """
 
@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from pollers.email.wire import FETCH_ITEMS, uid_set
+from pollers.email.imap.wire import FETCH_ITEMS, uid_set
 
 
 class Ahead:

@@ -31,11 +31,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from memex.errors import MemexError
-from memex.push import Link, backoff
-from pollers.email import utf7
-from pollers.email.session import ImapSession, Settings, cut, shutdown
-from pollers.email.wire import quote, reply_text, server_text
+from memex.plugin import Link, MemexError, backoff
+from pollers.email.imap import utf7
+from pollers.email.imap.session import ImapSession, Settings, cut, shutdown
+from pollers.email.imap.wire import quote, reply_text, server_text
 
 MODES = ("auto", "idle", "off")
 MAX_RENEW = 1740  # 29 minutes: RFC 2177 lets a server log out a client idle for 30

@@ -20,8 +20,8 @@ import functools
 import re
 from datetime import UTC
 
-from memex.records import rfc3339
-from pollers.email.mime import Mail
+from memex.plugin import rfc3339
+from pollers.email.mail.mime import Mail
 
 _ID_RE = re.compile(r"<([^<>]*)>")
 _ADDR_RE = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")

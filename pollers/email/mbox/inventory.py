@@ -7,15 +7,27 @@ its records under another source's name, whose own inventory covers them: it is 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from memex.source import Cursor, Item, Listed, Unchecked
-from pollers.email.mbox_read import Reader
+from memex.plugin import Cursor, Item, Listed, Unchecked
+from pollers.email.mbox.read import Mail, Reader
 
-if TYPE_CHECKING:
-    from pollers.email.mbox import MboxPoller
+
+class MboxPoller(Protocol):
+    """What the inventory reads of :class:`pollers.email.mbox.poller.MboxPoller` (declared here, so neither module imports the
+    other: the poller imports this one when ``memex verify`` asks)."""
+
+    name: str
+    into: str
+    root: Path
+    variant: str
+
+    @staticmethod
+    def _same_file(path: Path, entry: dict[str, Any], size: int) -> bool: ...
+
+    def _item(self, rel: str, mail: Mail, warnings: list[str], to_item: Callable[..., Item]) -> Item | None: ...
 
 
 def inventory(poller: MboxPoller, cursor: Cursor) -> Iterator[Listed | Unchecked]:
@@ -68,6 +80,6 @@ def _path(poller: MboxPoller, rel: str) -> Path:
 
 
 def _to_item() -> Any:
-    from pollers.email.render import to_item
+    from pollers.email.mail.render import to_item
 
     return to_item

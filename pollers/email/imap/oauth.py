@@ -7,7 +7,7 @@ Providers (``provider``):
   (default ``common``: work, school and personal accounts), host ``outlook.office365.com``;
 * ``google``: Gmail and Workspace through the installed-app flow (:mod:`memex.oauth.installed_app`):
   scope ``https://mail.google.com/``, host ``imap.gmail.com``;
-* ``command``: ``token_cmd`` prints an access token (:mod:`memex.oauth.command`).
+* ``command``: ``token_cmd`` prints an access token (:mod:`memex.oauth.secret_cmd`).
 
 ``client_id`` is the user's own app registration (microsoft, google; see docs/sources/email.md). The SASL
 mechanism is OAUTHBEARER (RFC 7628) when the server advertises ``AUTH=OAUTHBEARER``, else XOAUTH2; a server that
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from memex.errors import AuthRequired, SourceError
+from memex.plugin import AuthRequired, SourceError
 
 PROVIDERS = ("microsoft", "google", "command")
 MICROSOFT_SCOPE = "https://outlook.office.com/IMAP.AccessAsUser.All"
@@ -72,7 +72,7 @@ class CommandTokens:
 
     def token_info(self, *, force_refresh: bool = False) -> tuple[str, bool]:
         """What ``token_cmd`` prints now (always as fresh as the helper makes it)."""
-        from memex.oauth.command import TOKEN_CMD_TIMEOUT, run_token_cmd
+        from memex.plugin import TOKEN_CMD_TIMEOUT, run_token_cmd
 
         return run_token_cmd(self.source, self.command, min(TOKEN_CMD_TIMEOUT, self.timeout())), True
 
@@ -122,11 +122,11 @@ def tokens(source: str, oauth: OAuth, state_dir: Path | None, timeout: float, re
         return CommandTokens(source, oauth.token_cmd, remaining)
     assert state_dir is not None and oauth.client_id is not None
     if oauth.provider == "microsoft":
-        from memex.oauth.microsoft import AuthSettings, Login
+        from memex.plugin import AuthSettings, Login
 
         assert oauth.authority is not None
         return Login(source, AuthSettings(oauth.client_id, oauth.tenant, oauth.authority, (MICROSOFT_SCOPE,), timeout), state_dir)
-    from memex.oauth.installed_app import AppSettings, InstalledApp
+    from memex.plugin import AppSettings, InstalledApp
 
     settings = AppSettings(oauth.client_id, oauth.client_secret, oauth.auth_url, oauth.token_url, (GOOGLE_SCOPE,), timeout)
     return InstalledApp(source, settings, state_dir)
@@ -165,7 +165,7 @@ def authenticate(conn: imaplib.IMAP4, mech: str, user: str, token: str, host: st
     try:
         _, answer = conn.authenticate(mech, step)
     except imaplib.IMAP4.error as exc:
-        from pollers.email.wire import server_text
+        from pollers.email.imap.wire import server_text
 
         status = next((s for s in said[1:] if s), "")
         return server_text(exc) + (f"; status {status}" if status else ""), []

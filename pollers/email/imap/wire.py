@@ -1,7 +1,7 @@
 """IMAP on the wire: quoting names, UID sets and dates for commands, and reading the server's replies.
 
 Pure functions of what imaplib hands back (no connection is opened here), shared by the
-IMAP session (:mod:`pollers.email.session`) and the poller (:mod:`pollers.email.imap`).
+IMAP session (:mod:`pollers.email.imap.session`) and the poller (:mod:`pollers.email.imap.poller`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from pollers.email import utf7
+from pollers.email.imap import utf7
 
 _UID_RE = re.compile(rb"(?<![-\w])UID (\d+)")
 _DATE_RE = re.compile(rb'INTERNALDATE "([^"]+)"')
@@ -85,7 +85,7 @@ def parse_fetch(
     """``(uid, raw bytes, INTERNALDATE)`` of each of ``uids`` that a ``UID FETCH (UID INTERNALDATE BODY.PEEK[])`` reply holds, by UID.
 
     With ``gmail`` (a dict), each UID's Gmail fields (``X-GM-MSGID``, ``X-GM-THRID``, ``X-GM-LABELS``, before or
-    after the literal) are put there as :func:`pollers.email.gmail.fields` reads them.
+    after the literal) are put there as :func:`pollers.email.imap.gmail.fields` reads them.
     """
     wanted = set(uids)
     out: dict[int, tuple[bytes, datetime | None]] = {}
@@ -97,7 +97,7 @@ def parse_fetch(
         if isinstance(after, bytes):
             head = head + after  # UID, INTERNALDATE or the Gmail fields may come after the literal
         if gmail is not None:
-            from pollers.email.gmail import fields, without_labels
+            from pollers.email.imap.gmail import fields, without_labels
 
             found = fields(head)
             head = without_labels(head)  # a label's text must never be read as the UID

@@ -1,4 +1,4 @@
-"""``memex verify`` for IMAP (:class:`memex.source.Inventoried`): the UIDs a cursor has passed, by native ID, and mails fetched again.
+"""``memex verify`` for IMAP (:class:`memex.capabilities.Inventoried`): the UIDs a cursor has passed, by native ID, and mails fetched again.
 
 For each mailbox of the cursor the mailbox is EXAMINEd (read-only). If its UIDVALIDITY is no longer the cursor's,
 its UIDs now name other mails (the mailbox was recreated or renumbered): it is reported
@@ -7,7 +7,7 @@ Otherwise the UIDs up to the cursor's ``last_uid`` (``UID SEARCH`` in windows, n
 chunks of :data:`HEADER_CHUNK` as ``BODY.PEEK[HEADER]`` only (never sets \\Seen, a few hundred bytes a mail): the
 native ID is the Message-ID of that header block, parsed as a poll parses the whole mail (the header block is the
 start of the mail, and the parser reads the headers from the start, so both agree). A mail without a Message-ID is
-keyed by the hash of its bytes (:mod:`pollers.email.render`), so those few are fetched whole.
+keyed by the hash of its bytes (:mod:`pollers.email.mail.render`), so those few are fetched whole.
 
 ``reread`` fetches mails by ref (the tail of an RFC 5092 IMAP URL, ``MAILBOX;UIDVALIDITY=V/;UID=U``) and renders
 them as the poll does; a mailbox whose UIDVALIDITY is no longer the ref's is skipped (the second pass of
@@ -22,14 +22,14 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from memex.source import Cursor, Item, Listed, Unchecked
-from pollers.email import utf7
-from pollers.email.headers import message_ids
-from pollers.email.headers import raw as raw_header
-from pollers.email.holes import HOLE_TRIES, holes_of
-from pollers.email.render import native_id_of, parse
-from pollers.email.session import ImapSession, MailboxError
-from pollers.email.wire import parse_fetch, uid_set
+from memex.plugin import Cursor, Item, Listed, Unchecked
+from pollers.email.imap import utf7
+from pollers.email.imap.holes import HOLE_TRIES, holes_of
+from pollers.email.imap.session import ImapSession, MailboxError
+from pollers.email.imap.wire import parse_fetch, uid_set
+from pollers.email.mail.headers import message_ids
+from pollers.email.mail.headers import raw as raw_header
+from pollers.email.mail.render import native_id_of, parse
 
 HEADER_CHUNK = 500  # UIDs per UID FETCH of header blocks
 REREAD_CHUNK = 100  # UIDs per UID FETCH of whole mails (as a poll's chunk, smaller: only what is missing)
@@ -133,7 +133,7 @@ class Inventory(ImapSession):
 
 
 def _holes(mailbox: str, holes: dict[int, int]) -> Iterator[Unchecked]:
-    """One line per UID the server would not send (a hole of the cursor, :mod:`pollers.email.holes`)."""
+    """One line per UID the server would not send (a hole of the cursor, :mod:`pollers.email.imap.holes`)."""
     for uid in sorted(holes):
         tries = holes[uid]
         if tries >= HOLE_TRIES:

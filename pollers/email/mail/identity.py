@@ -20,8 +20,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
-from memex.store.collisions import fingerprint
-from pollers.email.headers import addresses, clean, raw, raw_all
+from memex.plugin import fingerprint
+from pollers.email.mail.headers import addresses, clean, raw, raw_all
 
 _BARE_CR = re.compile(rb"\r(?!\n)")  # a CR that does not start a CRLF
 RULE = "email-2"  # names this rule inside the fingerprint, so no earlier rule's fingerprint can equal it
@@ -68,7 +68,7 @@ def _parts(part: email.message.Message, out: list[Any], *, headers: bool) -> Non
 def mail_fingerprint(msg: email.message.Message, raw_mail: bytes, known: dict[str, list[tuple[str, str]]] | None = None) -> str:
     """The fingerprint of a parsed mail under the rule in this module's docstring (never raises).
 
-    ``known``: the From, To and Cc pairs :func:`~pollers.email.headers.addresses` already gave for this message
+    ``known``: the From, To and Cc pairs :func:`~pollers.email.mail.headers.addresses` already gave for this message
     (the renderer has them), so they are not parsed twice.
     """
     try:

@@ -333,7 +333,7 @@ def takeout_fields(raw: bytes) -> tuple[bytes, dict[str, object]]:
 
     Google Takeout adds those two header fields in front of each mail as Gmail holds it; taken off, the bytes are the
     mail a Gmail IMAP fetch gives (so a mail without a Message-ID has one hash either way). Fields elsewhere in the
-    header are left where they are. Values, named as in the IMAP poller's ``extra.gmail`` (:mod:`pollers.email.gmail`):
+    header are left where they are. Values, named as in the IMAP poller's ``extra.gmail`` (:mod:`pollers.email.imap.gmail`):
     ``thrid`` (str) and ``labels`` (list of str, Takeout's names: ``Inbox``, ``Opened``, ``Category Updates``; quoted
     labels may hold commas).
     """
@@ -353,7 +353,7 @@ def takeout_fields(raw: bytes) -> tuple[bytes, dict[str, object]]:
             end = len(raw) if nxt < 0 else nxt + 1
         value = re.sub(rb"\r?\n[ \t]+", b" ", raw[pos + len(name) : end]).strip().decode("utf-8", "replace")
         if "=?" in value:  # a label outside ASCII, as an RFC 2047 encoded word
-            from pollers.email.headers import decode_words
+            from pollers.email.mail.headers import decode_words
 
             value = decode_words(value, [], "X-Gmail-Labels")
         if name == b"x-gm-thrid:":

@@ -24,14 +24,13 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from memex.records import Conversation, Message, Sender
-from memex.source import Cursor, Failure, Item
-from pollers.email.header_block import repair
-from pollers.email.headers import addresses, clean, header_text, message_ids, parse_date
-from pollers.email.headers import raw as raw_header
-from pollers.email.identity import Later, legacy_fingerprint, mail_fingerprint
-from pollers.email.mime import parse_bytes
-from pollers.email.parts import body_and_attachments, html_to_text
+from memex.plugin import Conversation, Cursor, Failure, Item, Message, Sender
+from pollers.email.mail.header_block import repair
+from pollers.email.mail.headers import addresses, clean, header_text, message_ids, parse_date
+from pollers.email.mail.headers import raw as raw_header
+from pollers.email.mail.identity import Later, legacy_fingerprint, mail_fingerprint
+from pollers.email.mail.mime import parse_bytes
+from pollers.email.mail.parts import body_and_attachments, html_to_text
 
 __all__ = ["EML", "html_to_text", "message_ids", "native_id_of", "raw_id", "render", "sent_or", "to_item"]
 
@@ -48,7 +47,7 @@ BOM = b"\xef\xbb\xbf"
 
 def parse(raw: bytes, problems: list[str] | None = None) -> email.message.Message:
     """Parse raw mail: past a leading UTF-8 byte order mark (a .eml saved by a Windows tool), boundaries unfolded,
-    the header block read past obsolete syntax and a stray line as gmime reads it (:mod:`pollers.email.header_block`)."""
+    the header block read past obsolete syntax and a stray line as gmime reads it (:mod:`pollers.email.mail.header_block`)."""
     if raw.startswith(BOM):
         raw = raw[len(BOM) :]
         if problems is not None:
@@ -76,7 +75,7 @@ def render(raw: bytes, source: str, *, me: frozenset[str] = frozenset(), extra: 
 
 
 def refingerprint(raw: bytes) -> str:
-    """The fingerprint of a stored mail's raw bytes under today's rule (:mod:`pollers.email.identity`)."""
+    """The fingerprint of a stored mail's raw bytes under today's rule (:mod:`pollers.email.mail.identity`)."""
     return mail_fingerprint(parse(raw), raw)
 
 

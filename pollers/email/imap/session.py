@@ -4,8 +4,8 @@
 then) and runs every exchange under the poll's deadline (:meth:`ImapSession._io`).
 Transient network failures after login (connection reset, timeout, a server BYE) are
 retried with a fresh connection and backoff (:data:`BACKOFF`, read at call time) within
-:data:`RETRY_BUDGET` seconds. The poller (:mod:`pollers.email.imap`) builds on it; the next chunk's
-``UID FETCH`` read by a helper thread while the poll renders is :mod:`pollers.email.fetch_ahead`'s.
+:data:`RETRY_BUDGET` seconds. The poller (:mod:`pollers.email.imap.poller`) builds on it; the next chunk's
+``UID FETCH`` read by a helper thread while the poll renders is :mod:`pollers.email.imap.fetch_ahead`'s.
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from memex.deadline import NEVER, Deadline, Interrupted
-from memex.errors import SourceError
-from pollers.email import utf7
-from pollers.email.fetch_ahead import Ahead
-from pollers.email.oauth import OAuth
-from pollers.email.wire import (
+from memex.plugin import NEVER, Deadline, Interrupted, SourceError
+from pollers.email.imap import utf7
+from pollers.email.imap.fetch_ahead import Ahead
+from pollers.email.imap.oauth import OAuth
+from pollers.email.imap.wire import (
     FETCH_ITEMS,
     GMAIL_FETCH_ITEMS,
     ints,
@@ -39,7 +38,7 @@ from pollers.email.wire import (
 )
 
 if TYPE_CHECKING:
-    from pollers.email.imap_push import PushSettings
+    from pollers.email.imap.push import PushSettings
 
 SEARCH_WINDOW = 20_000  # UIDs per UID SEARCH (its answer is one line; imaplib refuses lines over 1,000,000 bytes)
 SEARCH_WINDOW_MAX = 80_000  # a window doubled over empty stretches stops here (80,000 10-digit UIDs < 1 MB)
@@ -67,9 +66,9 @@ class Settings:
     mailboxes: tuple[str, ...]
     timeout: float
     ca_file: str | None = None  # PEM file of the CA to trust instead of the system's (a private or self-signed server)
-    oauth: OAuth | None = None  # auth = "oauth2": the provider's login (pollers.email.oauth); None: the password
+    oauth: OAuth | None = None  # auth = "oauth2": the provider's login (pollers.email.imap.oauth); None: the password
     state_dir: Path | None = None  # where an OAuth2 login is kept
-    push: PushSettings | None = None  # memex watch's IDLE or NOTIFY (pollers.email.imap_push); None: polled on the interval
+    push: PushSettings | None = None  # memex watch's IDLE or NOTIFY (pollers.email.imap.push); None: polled on the interval
 
 
 class MailboxError(SourceError):
@@ -100,9 +99,9 @@ class ImapSession:
         return f"{self.settings.host}:{self.settings.port}"
 
     def tokens(self) -> Any:
-        """The OAuth2 token source of an ``auth = "oauth2"`` source (:func:`pollers.email.oauth.tokens`)."""
+        """The OAuth2 token source of an ``auth = "oauth2"`` source (:func:`pollers.email.imap.oauth.tokens`)."""
         if self._tokens is None:
-            from pollers.email.oauth import tokens
+            from pollers.email.imap.oauth import tokens
 
             assert self.settings.oauth is not None
             remaining = lambda: self._deadline.timeout(PASSWORD_CMD_TIMEOUT, f"source {self.name!r}: token_cmd")  # noqa: E731
@@ -110,7 +109,7 @@ class ImapSession:
         return self._tokens
 
     def _password(self) -> str:
-        from memex.oauth.command import password
+        from memex.plugin import password
 
         s = self.settings
         return password(self.name, s.password_env, s.password_cmd, PASSWORD_CMD_TIMEOUT)
@@ -189,7 +188,7 @@ class ImapSession:
         try:
             self.commands += 1
             if token is not None:
-                from pollers.email.oauth import login
+                from pollers.email.imap.oauth import login
 
                 answer = self._io("login", lambda: login(conn, self.name, s.user, s.host, s.port, tokens, token))
             else:
@@ -208,7 +207,7 @@ class ImapSession:
         except OSError as exc:
             shutdown(conn)
             raise SourceError(f"source {self.name!r}: connection to {self._where()} lost during login ({type(exc).__name__})") from None
-        from pollers.email import gmail
+        from pollers.email.imap import gmail
 
         self.gmail = gmail.advertised(tuple(conn.capabilities), answer)
         self._conn = conn
@@ -242,11 +241,11 @@ class ImapSession:
             shutdown(conn)
 
     def set_deadline(self, deadline: float) -> None:
-        """Cap the retry budget at the runner's deadline (``--max-seconds``): see memex.source.DeadlineAware."""
+        """Cap the retry budget at the runner's deadline (``--max-seconds``): see memex.capabilities.DeadlineAware."""
         self._retry_deadline = min(time.monotonic() + RETRY_BUDGET, deadline)
 
     def use_deadline(self, deadline: Deadline) -> None:
-        """Bound every exchange, retry and backoff by the poll's deadline and stop request (memex.source.Interruptible)."""
+        """Bound every exchange, retry and backoff by the poll's deadline and stop request (memex.capabilities.Interruptible)."""
         self._deadline = deadline
         if deadline.at is not None:
             self.set_deadline(deadline.at)

@@ -2,7 +2,7 @@
 
 Keys: ``path`` (an mbox file, or a folder searched for them: Thunderbird's ``Mail/Local Folders``, a Takeout's
 ``Mail`` folder, a folder of Apple Mail ``Name.mbox/`` bundles), ``variant`` (``auto``, ``mboxrd``, ``mboxo``,
-``mboxcl``, ``mboxcl2``; :mod:`pollers.email.mbox_read`), ``settle_seconds`` (default 10) and ``into`` (the name of
+``mboxcl``, ``mboxcl2``; :mod:`pollers.email.mbox.read`), ``settle_seconds`` (default 10) and ``into`` (the name of
 the mail source these mails belong to, e.g. the ``imap`` source of the same Gmail account: records are stored under
 its name, so one mail read from both is one object; default: this source's own name).
 
@@ -15,11 +15,11 @@ Files in a folder: every regular file (at any depth, not hidden) whose first lin
 (Thunderbird's empty folders) and other files (``.msf`` indexes, ``Info.plist``) are passed silently, but a file named
 ``mbox`` or ``*.mbox`` / ``*.mbx`` that is not an mbox gets one warning line. A ``path`` that is a file must be one.
 
-Native ID and record: as for IMAP and Maildir (:mod:`pollers.email.render`), with ``extra.mbox_file`` (the path
+Native ID and record: as for IMAP and Maildir (:mod:`pollers.email.mail.render`), with ``extra.mbox_file`` (the path
 below ``path``), ``extra.mbox_offset`` (where its separator is) and ``extra.folder`` (the file's name as a folder:
 ``.mbox`` and Thunderbird's ``.sbd`` taken off). A Takeout mail's ``X-GM-THRID`` and ``X-Gmail-Labels`` (which
 Takeout puts in front of the mail as Gmail holds it) become ``extra.gmail``'s ``thrid`` and ``labels`` (the IMAP
-poller's shape, :mod:`pollers.email.gmail`) and are taken off the stored bytes, and the separator's ``<id>@xxx``
+poller's shape, :mod:`pollers.email.imap.gmail`) and are taken off the stored bytes, and the separator's ``<id>@xxx``
 becomes its ``msgid`` (and ``msgid_hex``): the mail is
 then byte for byte what Gmail's IMAP gives.
 
@@ -46,10 +46,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from memex.config import SourceConfig
-from memex.errors import SourceError
-from memex.source import Batch, Cursor, Failure, Item, Listed, Unchecked
-from pollers.email.mbox_read import MAX_MAIL, VARIANTS, Mail, Reader, starts_mbox, takeout_fields, takeout_msgid
+from memex.plugin import Batch, Cursor, Failure, Item, Listed, SourceConfig, SourceError, Unchecked
+from pollers.email.mbox.read import MAX_MAIL, VARIANTS, Mail, Reader, starts_mbox, takeout_fields, takeout_msgid
 
 DEFAULT_SETTLE = 10
 HEAD = 64 << 10
@@ -255,16 +253,16 @@ class MboxPoller:
                               "head_len": len(head), "head": _sha(head), "tail": _sha(_tail(fh, st.st_size)), "mails": 0}  # fmt: skip
         return {"files": files, "mails": 0}
 
-    # -- memex verify (memex.source.Inventoried; pollers.email.mbox_inventory) ------------------------
+    # -- memex verify (memex.capabilities.Inventoried; pollers.email.mbox.inventory) ------------------------
     def inventory(self, cursor: Cursor) -> Iterator[Listed | Unchecked]:
         """Every mail before each file's offset (files gone or rewritten since: not checked)."""
-        from pollers.email.mbox_inventory import inventory
+        from pollers.email.mbox.inventory import inventory
 
         return inventory(self, cursor)
 
     def reread(self, refs: list[str]) -> Iterator[Item]:
         """The items of the mails at ``refs`` (``file@offset``), read again."""
-        from pollers.email.mbox_inventory import reread
+        from pollers.email.mbox.inventory import reread
 
         return reread(self, refs)
 
@@ -307,7 +305,7 @@ class MboxPoller:
 
     def _read(self, live: _Live, files: dict[str, Any], total: int, limit: int, warnings: list[str], reset: str | None) -> Batch:
         """The next mails of the live file, up to ``limit``; its last mail only once the file has settled."""
-        from pollers.email.render import to_item  # on first use: an idle poll never renders
+        from pollers.email.mail.render import to_item  # on first use: an idle poll never renders
 
         self._live = live
         rel = live.rel

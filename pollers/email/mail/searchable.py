@@ -31,7 +31,7 @@ _WORDS = re.compile(r"\w+")
 def html_words(markup: str) -> str:
     """An HTML part's visible words, a line per block, for search: tags, scripts, styles and comments dropped,
     entities decoded. Regular expressions, not an HTML parser: a tenth of the time, and a word is a word wherever the
-    line breaks fall (the text shown, ``pollers.email.parts.html_to_text``, keeps its careful parser)."""
+    line breaks fall (the text shown, ``pollers.email.mail.parts.html_to_text``, keeps its careful parser)."""
     markup = _HIDDEN.sub(" ", markup[:PART_LIMIT])
     return html.unescape(_TAG.sub("", _BLOCK.sub("\n", markup)))
 

@@ -24,9 +24,9 @@ import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from memex.records import Attachment
-from pollers.email.headers import addresses, clean, decode_bytes, decode_words, header_text, message_ids, parse_date, raw
-from pollers.email.searchable import PART_LIMIT, calendar_text, enriched_text, html_words, search_text
+from memex.plugin import Attachment
+from pollers.email.mail.headers import addresses, clean, decode_bytes, decode_words, header_text, message_ids, parse_date, raw
+from pollers.email.mail.searchable import PART_LIMIT, calendar_text, enriched_text, html_words, search_text
 
 SEPARATOR = "\n\n-------------- next part --------------\n"
 ATTACHED = "\n\n-------------- attached message --------------\n"
@@ -317,7 +317,7 @@ class Body:
     attachments: list[Attachment]
     text_from: str | None  # the first text part's type
     text_files: list[str]  # file names of the inline text parts
-    search_text: str | None  # words of the other parts the text lacks (:func:`pollers.email.searchable.search_text`)
+    search_text: str | None  # words of the other parts the text lacks (:func:`pollers.email.mail.searchable.search_text`)
 
 
 def body_and_attachments(msg: email.message.Message, problems: list[str]) -> Body:

@@ -1,0 +1,1 @@
+"""Maildir: the poller (``poller.py``)."""
