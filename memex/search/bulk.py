@@ -2,12 +2,14 @@
 
 A rebuild reads every record of the store; parsing each with ``json.loads`` and turning it into a
 :class:`memex.search.rows.Row` cost more CPU than SQLite's inserts. Here the thread that reads the store writes each
-batch of original records, as text, into a staging file of its own (:func:`stage`: one SQLite file per batch beside
-the new index, no journal, never fsynced, removed once used), with each record's kind, time and row id (worked out
-by the same Python functions as an added record's: :func:`memex.search.rows.timestamp`, :func:`~memex.search.rows.time_id`)
-and the columns that walk arrays (recipients, attachments). The index's connection then attaches that file and
-builds its rows with one ``INSERT ... SELECT`` per table (:func:`add_staged`). SQLite lets go of Python's lock while
-it works, so the next batch is read and staged while this one is inserted.
+batch of original records into a staging file of its own (:func:`staged`: one SQLite file per batch beside the new
+index, no journal, never fsynced, removed once used) as the columns of their rows, read from the JSON text there
+(each record's kind, time and row id are worked out by the same Python functions as an added record's:
+:func:`memex.search.rows.timestamp`, :func:`~memex.search.rows.time_id`), and their links; only a record SQLite's
+JSON parser refuses keeps its text. The index's connection then attaches that file and copies the rows with one
+``INSERT ... SELECT`` per table (:func:`add_staged`), no JSON read there: the two threads' shares are about even (issue
+45: the JSON's fields read by the index's thread made it the longer one). SQLite lets go of Python's lock while it
+works, so the next batch is read and staged while this one is inserted.
 
 Together they read exactly what :func:`memex.search.rows.message_row` reads: a field of the wrong type reads as
 empty, recipients are the mail's ``extra.to`` and ``extra.cc`` (else the conversation's participants but the
@@ -54,10 +56,11 @@ _ADDRESSES = (f"CASE WHEN (json_type(body, '$.extra.to') = 'array' OR json_type(
               f"EXISTS({_MAIL}) THEN {_joined(_MAIL)} ELSE {_joined(_PEOPLE)} END")  # fmt: skip
 _NONEMPTY = " AND value != ''"
 _NAMED = f"{_strings('$.extra.to_names', _NONEMPTY)} UNION ALL SELECT value, i + 1e9 FROM ({_strings('$.extra.cc_names', _NONEMPTY)})"
+_ARRAY_NAMES = "(json_type(body, '$.extra.to_names') = 'array' OR json_type(body, '$.extra.cc_names') = 'array')"  # else none
 _RECIPIENTS = (f"(SELECT CASE WHEN a = '' THEN n WHEN n = '' THEN a ELSE a || char(10) || n END FROM "
-               f"(SELECT {_ADDRESSES} AS a, {_joined(_NAMED)} AS n))")  # fmt: skip
+               f"(SELECT {_ADDRESSES} AS a, CASE WHEN {_ARRAY_NAMES} THEN {_joined(_NAMED)} ELSE '' END AS n))")  # fmt: skip
 _OBJECTS = "json_each(json_extract(body, '$.attachments')) WHERE type = 'object'"
-_ATTACHMENTS = "json_type(body, '$.attachments') = 'array'"
+_ATTACHMENTS = "json_array_length(body, '$.attachments') > 0"  # an array, not empty (NULL when not an array)
 _INNER = ("SELECT j.value AS f, 1e12 + a.key * 1e6 + j.key AS o FROM json_each(json_extract(body, '$.attachments')) a, "
           "json_each(CASE json_type(a.value, '$.message.filenames') WHEN 'array' THEN json_extract(a.value, '$.message.filenames') "
           "END) j WHERE a.type = 'object' AND j.type = 'text' AND j.value != ''")  # fmt: skip
@@ -69,39 +72,51 @@ _DELETED = "json_type(body, '$.deleted') IS 'true'"
 _TEXT = _s("$.text")
 
 CHUNK = 2000  # records staged at a time (a batch may be made of several)
-STAGE = ("CREATE TABLE stage(n INTEGER PRIMARY KEY, key TEXT NOT NULL, body TEXT NOT NULL, kind INTEGER NOT NULL, ts REAL, "
-         "id INTEGER, recipients TEXT, attachments TEXT, n_attachments INTEGER)")  # fmt: skip
+STAGE = ("CREATE TABLE stage(n INTEGER PRIMARY KEY, key TEXT NOT NULL, body TEXT, kind INTEGER NOT NULL, ts REAL, id INTEGER, "
+         "source TEXT, native_id TEXT, sent_at TEXT, conv_id TEXT, conv_name TEXT, sender_id TEXT, sender_name TEXT, is_me INTEGER, "
+         "recipients TEXT, subject TEXT, attachments TEXT, n_attachments INTEGER, text TEXT, deleted INTEGER, search_text TEXT, "
+         "refs TEXT, replies TEXT)")  # fmt: skip
+STAGE_LINKS = "CREATE TABLE stage_links(n INTEGER NOT NULL, ref TEXT NOT NULL)"  # a staged record's links (rows.links)
 _RAW = "CREATE TEMP TABLE raw(n INTEGER PRIMARY KEY, key TEXT NOT NULL, body TEXT NOT NULL)"
-# kind: 1 a JSON object, 2 other JSON (left out), 0 JSON SQLite refuses (handed back); ts and id as an added record's.
-# The columns that walk arrays are worked out here too, by the reading thread: that shares the work between two cores.
+# kind: 1 a JSON object, 2 other JSON (left out), 0 JSON SQLite refuses (handed back: the only kind whose body is kept);
+# ts and id as an added record's; every column of its row. All of a row's JSON is read here, by the reading thread (one
+# parse a record: SQLite keeps a record's parse for the statement), so the index's connection copies plain columns.
+_OBJECT = {
+    "source": _s("$.source"), "native_id": _s("$.native_id"),
+    "sent_at": "CASE json_type(body, '$.sent_at') WHEN 'text' THEN json_extract(body, '$.sent_at') END",
+    "conv_id": _s("$.conversation.id"), "conv_name": _s("$.conversation.name"), "sender_id": _SENDER,
+    "sender_name": _s("$.sender.name"), "is_me": "json_type(body, '$.sender.is_me') IS 'true'", "recipients": _RECIPIENTS,
+    "subject": _s("$.extra.subject"), "attachments": _NAMES, "n_attachments": _COUNT, "text": _TEXT, "deleted": _DELETED,
+    "search_text": _s("$.extra.search_text"),
+    **{column: f"CASE json_type(body, '{path}') WHEN 'array' THEN json_extract(body, '{path}') END"
+       for column, path in (("refs", "$.extra.references"), ("replies", "$.extra.in_reply_to"))},  # for the links
+}  # fmt: skip
 _STAGE_INSERT = f"""
-INSERT INTO stage(key, body, kind, ts, id, recipients, attachments, n_attachments)
-SELECT key, body, kind, memex_ts(t), memex_time_id(memex_ts(t), key), CASE kind WHEN 1 THEN {_RECIPIENTS} END,
-  CASE kind WHEN 1 THEN {_NAMES} END, CASE kind WHEN 1 THEN {_COUNT} END
+INSERT INTO stage(n, key, body, kind, ts, id, {", ".join(_OBJECT)})
+SELECT n, key, CASE kind WHEN 0 THEN body END, kind, memex_ts(t), memex_time_id(t, key),
+  {", ".join(f"CASE kind WHEN 1 THEN {sql} END" for sql in _OBJECT.values())}
 FROM (SELECT n, key, body, CASE WHEN NOT json_valid(body) THEN 0 WHEN json_type(body) = 'object' THEN 1 ELSE 2 END AS kind,
   CASE WHEN json_valid(body) AND json_type(body, '$.sent_at') = 'text' THEN json_extract(body, '$.sent_at') END AS t FROM raw)
 ORDER BY n
 """  # fmt: skip
-
-INSERT_MESSAGES = f"""
-INSERT INTO messages(id, key, source, native_id, sent_at, ts, conv_id, conv_name, sender_id, sender_name, is_me, recipients,
-  subject, attachments, n_attachments, original, original_deleted, text, edited, deleted, search_text, thread)
-SELECT id, key, {_s('$.source')}, {_s('$.native_id')}, CASE json_type(body, '$.sent_at') WHEN 'text'
-  THEN json_extract(body, '$.sent_at') END, ts, {_s('$.conversation.id')}, {_s('$.conversation.name')}, {_SENDER},
-  {_s('$.sender.name')}, json_type(body, '$.sender.is_me') IS 'true', recipients, {_s('$.extra.subject')}, attachments, n_attachments,
-  NULL, {_DELETED}, {_TEXT}, 0, {_DELETED}, {_s('$.extra.search_text')}, id
-FROM stg.stage ORDER BY id
-"""  # fmt: skip
-_SOURCE = _s("$.source")
 _LINKED = " UNION ALL ".join(
-    [f"SELECT id, {_SOURCE} AS src, {_s(path)} AS v FROM stg.stage" for path in ("$.native_id", "$.conversation.id")]
+    [f"SELECT n, source AS src, {column} AS v FROM stage WHERE kind = 1 AND n >= :first" for column in ("native_id", "conv_id")]
     + [
-        f"SELECT st.id AS id, {_SOURCE} AS src, j.value AS v FROM stg.stage st, json_each(CASE json_type(body, '{path}') "
-        f"WHEN 'array' THEN json_extract(body, '{path}') END) j WHERE j.type = 'text'"
-        for path in ("$.extra.references", "$.extra.in_reply_to")
+        f"SELECT s.n AS n, s.source AS src, j.value AS v FROM stage s, json_each(s.{column}) j "
+        f"WHERE s.kind = 1 AND s.n >= :first AND s.{column} IS NOT NULL AND j.type = 'text'"
+        for column in ("refs", "replies")
     ]
 )
-INSERT_LINKS = f"INSERT OR IGNORE INTO links(ref, id) SELECT src || char(31) || v, id FROM ({_LINKED}) WHERE v != ''"
+_STAGE_LINKS = f"INSERT INTO stage_links(n, ref) SELECT n, src || char(31) || v FROM ({_LINKED}) WHERE v != ''"
+
+INSERT_MESSAGES = """
+INSERT INTO messages(id, key, source, native_id, sent_at, ts, conv_id, conv_name, sender_id, sender_name, is_me, recipients,
+  subject, attachments, n_attachments, original, original_deleted, text, edited, deleted, search_text, thread)
+SELECT id, key, source, native_id, sent_at, ts, conv_id, conv_name, sender_id, sender_name, is_me, recipients, subject,
+  attachments, n_attachments, NULL, deleted, text, 0, deleted, search_text, id
+FROM stg.stage ORDER BY id
+"""  # fmt: skip
+INSERT_LINKS = "INSERT OR IGNORE INTO links(ref, id) SELECT l.ref, s.id FROM stg.stage_links l JOIN stg.stage s ON s.n = l.n ORDER BY 1, 2"
 STAGED_FTS = " JOIN stg.stage s ON s.id = f.id ORDER BY s.id"  # after insert_fts(table): the batch's words, in row id order
 
 
@@ -163,6 +178,7 @@ class _Stager:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.staged = 0  # records staged so far (the next one's n is this plus one)
         path.unlink(missing_ok=True)
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -170,8 +186,9 @@ class _Stager:
             self.db.execute("PRAGMA journal_mode = OFF")
             self.db.execute("PRAGMA synchronous = OFF")
             self.db.create_function("memex_ts", 1, timestamp, deterministic=True)
-            self.db.create_function("memex_time_id", 2, time_id, deterministic=True)
+            self.db.create_function("memex_time_id", 2, _time_id, deterministic=True)
             self.db.execute(STAGE)
+            self.db.execute(STAGE_LINKS)
             self.db.execute(_RAW)
             self.db.execute("BEGIN")
         except BaseException:
@@ -180,9 +197,12 @@ class _Stager:
 
     def add(self, records: list[tuple[str, str]]) -> None:
         """Stage ``records`` (key, JSON text), after those already staged."""
-        self.db.executemany("INSERT INTO raw(key, body) VALUES (?, ?)", records)
+        first = self.staged + 1
+        self.db.executemany("INSERT INTO raw(n, key, body) VALUES (?, ?, ?)", [(first + i, *r) for i, r in enumerate(records)])
         self.db.execute(_STAGE_INSERT)
+        self.db.execute(_STAGE_LINKS, {"first": first})
         self.db.execute("DELETE FROM raw")
+        self.staged += len(records)
 
     def close(self) -> None:
         """Commit and close the file (the index's connection then attaches it)."""
@@ -190,6 +210,12 @@ class _Stager:
             self.db.execute("COMMIT")
         finally:
             self.db.close()
+
+
+def _time_id(sent_at: str | None, key: str) -> int:
+    """The row id an added record with this ``sent_at`` (as its JSON holds it) gets first (``time_id`` of its
+    ``timestamp``), in one call from SQLite: a Python function called by SQLite costs about a microsecond a call."""
+    return time_id(timestamp(sent_at), key)
 
 
 def remove_stages(base: Path) -> None:
@@ -220,11 +246,10 @@ def add_staged(db: sqlite3.Connection, path: Path, *, taken: Callable[[list[int]
                            "OR EXISTS(SELECT 1 FROM stg.stage GROUP BY id HAVING count(*) > 1)").fetchone()[0]  # fmt: skip
         if clash:
             _spread(db, taken, highest)
-        db.execute(INSERT_MESSAGES)
+        n = db.execute(INSERT_MESSAGES).rowcount
         db.execute(INSERT_LINKS)
         for table in tables:
             db.execute(insert_fts(table) + STAGED_FTS)
-        n = db.execute("SELECT count(*) FROM stg.stage").fetchone()[0]
         folders = [r[0] for r in db.execute("SELECT DISTINCT substr(key, 1, 9 + instr(substr(key, 10), '/')) FROM stg.stage")]
         if refresh is not None:
             for (key,) in db.execute(

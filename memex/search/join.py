@@ -7,15 +7,16 @@ model's (:mod:`memex.read.conversations`).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 
 def join_all(db: sqlite3.Connection) -> None:
     """Label every row with its thread (the lowest row id of the rows its links join it to): a rebuild's last step,
     one pass over the links in ref order with a union-find whose roots are the lowest ids, then the rows whose label
-    is not their own id written through a temporary table (a row is rewritten whole when its thread changes: only
-    those are) (a poll joins each new row as it comes:
-    :meth:`memex.search.index.SearchIndex._put_many`)."""
+    is not their own id written by one UPDATE, handed their labels as one JSON array (a third faster than a temporary
+    table filled by ``executemany``, issue 45; a row is rewritten whole when its thread changes: only those are). A poll joins each new row as it
+    comes (:meth:`memex.search.index.SearchIndex._put_many`)."""
     parent: dict[int, int] = {}
 
     def root(i: int) -> int:
@@ -35,11 +36,7 @@ def join_all(db: sqlite3.Connection) -> None:
             parent[top] = top = here
         elif here > top:
             parent[here] = top
-    db.execute("CREATE TEMP TABLE joined(id INTEGER PRIMARY KEY, thread INTEGER NOT NULL)")
-    try:
-        db.executemany("INSERT INTO joined VALUES (?, ?)", ((i, t) for i in parent if (t := root(i)) != i))
-        db.execute("BEGIN")  # every other row is its own thread already (rows come in so; copied rows keep theirs)
-        db.execute("UPDATE messages SET thread = joined.thread FROM joined WHERE messages.id = joined.id")
-        db.execute("COMMIT")
-    finally:
-        db.execute("DROP TABLE joined")
+    labels = json.dumps([(i, t) for i in parent if (t := root(i)) != i])
+    db.execute("BEGIN")  # every other row is its own thread already (rows come in so; copied rows keep theirs)
+    db.execute("UPDATE messages SET thread = j.value ->> 1 FROM json_each(?) j WHERE messages.id = j.value ->> 0", (labels,))
+    db.execute("COMMIT")
