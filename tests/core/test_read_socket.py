@@ -152,8 +152,9 @@ def test_the_thin_client_imports_no_config_no_parser_and_not_memex(archive: Path
 
 
 def test_the_thin_client_falls_back_on_a_stale_beacon_or_a_changed_config(archive: Path) -> None:
-    """A beacon whose server died (its socket gone), a config file changed since the server read it, a bad query and
-    a runtime folder others may write: the same bytes and exit code as in-process, none rendered by the server."""
+    """A beacon whose server died (its socket gone), a config file changed since the server read it, a bad query,
+    another TZ than the server's, a terminal on stdout and a runtime folder others may write: the same bytes and
+    exit code as in-process, none rendered by the server."""
     form = ("search", "--json", "lease")
     expected = run_cli(*form, config=archive, env=OFF)
     with _serve(archive) as server:
@@ -161,6 +162,14 @@ def test_the_thin_client_falls_back_on_a_stale_beacon_or_a_changed_config(archiv
         assert beacon is not None and _thin(*form, config=archive).stdout == expected.stdout and server.rendered == 1
         bad = (_thin("search", "(lease", config=archive), run_cli("search", "(lease", config=archive, env=OFF))
         assert (bad[0].returncode, bad[0].stderr) == (bad[1].returncode, bad[1].stderr) == (2, bad[1].stderr)
+        other_tz = _thin(*form, config=archive, env={"TZ": "Pacific/Chatham"})  # a fact the server's run does not share
+        assert (other_tz.returncode, other_tz.stdout) == (0, expected.stdout) and server.rendered == 1
+        main, tty = os.openpty()  # a terminal's coloured lines are left to the in-process path
+        cmd = [sys.executable, "-c", THIN, "--config", str(archive), "search", "lease"]
+        subprocess.run(cmd, stdout=tty, stderr=subprocess.DEVNULL, timeout=patience(60), env={**os.environ, "COLUMNS": "200"})
+        os.close(tty)
+        os.close(main)
+        assert server.rendered == 1
         os.utime(archive, ns=(2, 2))  # the config "changed" since the server read it
         changed = _thin(*form, config=archive)
         assert (changed.returncode, changed.stdout, changed.stderr) == (expected.returncode, expected.stdout, expected.stderr)
