@@ -28,8 +28,8 @@ test: lint typecheck pytest
 # lint-imports: the import contracts of pyproject.toml's [tool.importlinter]; tools/check_sql.py: the index's SQL only
 # in the read model and the index's writer (tests/core/test_layers.py shows both failing on a deliberate violation).
 lint: $(STAMP)
-	$(BIN)/ruff check memex pollers tests bench examples tools
-	$(BIN)/ruff format --check memex pollers tests bench examples tools
+	$(BIN)/ruff check memex memex_thin.py pollers tests bench examples tools
+	$(BIN)/ruff format --check memex memex_thin.py pollers tests bench examples tools
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python tools/check_sql.py
 

@@ -42,7 +42,7 @@ QUERIES = ["test", "from:mikel", "from:barry OR from:jamis", "(test OR netscape)
 SCRIPT = """#!{python}
 import re
 import sys
-from memex.cli.entry import main
+from memex_thin import main
 if __name__ == "__main__":
     sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
     sys.exit(main())
@@ -142,11 +142,12 @@ def main() -> None:
 def _server(cfg: Path) -> Any:
     """The read socket of ``cfg``'s archive, served from this process (what ``memex watch`` runs)."""
     from memex import config as memex_config
+    from memex.cli.find import render_line
     from memex.read.archive import Archive
     from memex.read.socket import serve_socket
 
     loaded = memex_config.load(cfg)
-    return serve_socket(Archive(loaded, follow_people=True), loaded.state_dir)
+    return serve_socket(Archive(loaded, follow_people=True), loaded.state_dir, render_line)
 
 
 FORMS = {"plain": ["test"], "--json": ["--json", "test"], "-n 5": ["-n", "5", "test"], "--": ["--", "test"]}

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from memex.capabilities import capabilities
 from memex.config import Config
@@ -47,6 +47,9 @@ from memex.observe.logs import config_logger
 from memex.push import Link, Listener
 from memex.registry import make_poller
 from memex.runner import DEFAULT_MAX_SECONDS, PollResult, poll
+
+if TYPE_CHECKING:
+    from memex.read.socket import Render
 
 DEFAULT_SETTLE = 1.0  # seconds of quiet after the last change before a poll
 MARGIN = 0.5  # added to a poller's own settle_seconds (clock granularity, the poll's own start-up)
@@ -246,6 +249,7 @@ def watch(
     settle: float = DEFAULT_SETTLE,
     max_seconds: float = DEFAULT_MAX_SECONDS,
     console: IO[str] | None = None,
+    render: Render | None = None,
 ) -> None:
     """Watch and poll ``names`` until ``stop`` is set; every source is validated before anything starts.
 
@@ -275,7 +279,7 @@ def watch(
     observer.start()  # first, so that scheduling a folder that cannot be watched fails here, for that folder
     watched: dict[str, list[str]] = {s.plan.name: [] for s in sources}
     died: list[str] = []  # the line of each watcher thread that died (memex.watch._run_or_stop)
-    reads = _read_socket(cfg)
+    reads = _read_socket(cfg, render)
     try:
         for (folder, recursive), pairs in by_folder.items():
             try:
@@ -324,15 +328,16 @@ def watch(
         raise WatcherDied(died[0])
 
 
-def _read_socket(cfg: Config) -> Any:
-    """The read socket (:func:`memex.read.socket.serve_socket`): while this watch runs, ``memex search`` and ``memex
-    show`` ask it instead of opening the archive themselves. None when it cannot be made (the commands then answer
-    in-process, as without a server): a watch never stops for it."""
+def _read_socket(cfg: Config, render: Render | None) -> Any:
+    """The read socket (:func:`memex.read.socket.serve_socket`; ``render``: how it renders a thin client's command
+    line, :data:`memex.read.socket.Render`): while this watch runs, ``memex search`` and ``memex show`` ask it instead
+    of opening the archive themselves. None when it cannot be made (the commands then answer in-process, as without a
+    server): a watch never stops for it."""
     from memex.read.archive import Archive
     from memex.read.socket import serve_socket
 
     try:
-        return serve_socket(Archive(cfg, follow_people=True), cfg.state_dir)
+        return serve_socket(Archive(cfg, follow_people=True), cfg.state_dir, render)
     except OSError:
         return None
 

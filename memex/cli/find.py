@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from memex.config import Config
@@ -21,10 +23,50 @@ PLAIN_WIDTH = 24  # conversation and sender are cut to this many characters in a
 SEARCH_OPTIONS = ("-n", "--limit", "--json", "--rank", "-h", "--help", "--count", "--output", "--group-by")
 _ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")  # what click.echo strips off a terminal (click's own pattern)
 
+# Where a command renders and what answers it, when a server renders it for a client (:func:`rendering`): stdout,
+# stderr and the read model's answer to (op, args). None: sys.stdout, sys.stderr, :func:`served`'s socket.
+_RENDER: ContextVar[tuple[TextIO, TextIO, Callable[[str, dict[str, Any]], Any]] | None] = ContextVar("render", default=None)
+
+
+def stdout() -> TextIO:
+    """Where this command's output goes: sys.stdout, or the buffer of a request a server renders."""
+    render = _RENDER.get()
+    return sys.stdout if render is None else render[0]
+
+
+def stderr() -> TextIO:
+    """Where this command's notes go: sys.stderr, or the buffer of a request a server renders."""
+    render = _RENDER.get()
+    return sys.stderr if render is None else render[1]
+
+
+def rendering(out: TextIO, err: TextIO, answer: Callable[[str, dict[str, Any]], Any], args: FindArgs, cfg: Config) -> None:
+    """Run the plain command line ``args`` on ``cfg`` as :func:`run` does, its output written to ``out`` and ``err``
+    and its data from ``answer`` (a server answering a thin client: :mod:`memex_thin`, :mod:`memex.read.socket`)."""
+    token = _RENDER.set((out, err, answer))
+    try:
+        run(args, lambda _path: cfg)
+    finally:
+        _RENDER.reset(token)
+
+
+def render_line(argv: list[str], answer: Callable[[str, dict[str, Any]], Any], cfg: Config) -> tuple[str, str] | None:
+    """The text of stdout and stderr of the command line ``argv`` (without the program) run on ``cfg`` with its data
+    from ``answer``, or None unless it is a plain search or show (:func:`find_args`): what a server answers a thin
+    client (:mod:`memex_thin`; :data:`memex.read.socket.Render`). An error is raised, as in-process."""
+    import io
+
+    found = find_args(argv, {})
+    if found is None or found.command not in ("search", "show"):
+        return None
+    out, err = io.StringIO(), io.StringIO()
+    rendering(out, err, answer, found, cfg)
+    return out.getvalue(), err.getvalue()
+
 
 def echo(text: str) -> None:
     """Write ``text`` and a newline to stdout as ``click.echo`` does (ANSI styles stripped off a terminal)."""
-    out = sys.stdout
+    out = stdout()
     if not out.isatty():
         text = _ANSI.sub("", text)
     out.write(text + "\n")
@@ -135,9 +177,13 @@ def _show_args(cfg_path: Path | None, rest: list[str]) -> FindArgs | None:
     return FindArgs("show", cfg_path, (refs[0],), 0, False, "--json" in flags, whole="--thread" in flags)
 
 
-def run(args: FindArgs) -> None:
-    """Run a plain command line found by :func:`find_args` (errors as one line by the caller's guard)."""
-    from memex.config import load
+def run(args: FindArgs, load: Callable[[Path | None], Config] | None = None) -> None:
+    """Run a plain command line found by :func:`find_args` (errors as one line by the caller's guard); ``load`` reads
+    the config (:func:`memex.config.load` unless given)."""
+    if load is None:
+        from memex.config import load as load_config
+
+        load = load_config
 
     if args.command == "search":
         check_query(args.words)  # before the config, as the click command does
@@ -190,17 +236,17 @@ def run_search(cfg: Config, words: tuple[str, ...], limit: int, rank: bool, as_j
     from memex.observe.safe_text import json_text, visible
 
     for note in notes:  # with:VALUE naming nobody: matched as words, and said so
-        sys.stderr.write(visible(note) + "\n")
+        stderr().write(visible(note) + "\n")
     results = [_result(row) for row in rows]
     if as_json:
         for r in results:
             r["snippet"] = r.pop("_plain")
         echo(json_text(results, indent=2))
         return
-    if sys.stdout.isatty():
+    if stdout().isatty():
         _rich(results)
         if not results:
-            sys.stderr.write("no messages match\n")
+            stderr().write("no messages match\n")
         return
     for r in results:
         echo("  ".join(visible(x) for x in (_when(r["sent_at"]), r["source"], _cut(_conversation(r), PLAIN_WIDTH),
@@ -235,6 +281,9 @@ def served(cfg: Config, op: str, **args: Any) -> Any:
     command answers in-process (:mod:`memex.read.client`; the same output either way). ``MEMEX_NO_SERVER`` set: None."""
     import os
 
+    render = _RENDER.get()
+    if render is not None:
+        return render[2](op, args)
     if os.environ.get("MEMEX_NO_SERVER"):
         return None
     from memex.read.client import ask

@@ -37,9 +37,10 @@ def serve(ctx: click.Context, host: str, port: int, use_token: bool, allow_hosts
         fail(f"--host {host} is reachable from other machines: add --token (every request then needs it), and put TLS in front (docs/web.md)",
              code=2)  # fmt: skip
     cfg = load_config(ctx, state=True)
+    from memex.cli.find import render_line
     from memex.web.run import run
 
-    run(cfg, host=host, port=port, use_token=use_token, allow_hosts=allow_hosts, say=click.echo)
+    run(cfg, host=host, port=port, use_token=use_token, allow_hosts=allow_hosts, say=click.echo, render=render_line)
 
 
 def _importable(name: str) -> bool:

@@ -34,6 +34,7 @@ def watch(ctx: click.Context, sources: tuple[str, ...], settle: float, max_secon
     and `memex show` ask it (a socket in the state folder) instead of opening
     the archive themselves.
     """
+    from memex.cli.find import render_line
     from memex.watch import watch as run_watch
 
     cfg = load_config(ctx)
@@ -45,4 +46,4 @@ def watch(ctx: click.Context, sources: tuple[str, ...], settle: float, max_secon
     if not names:
         return
     with stop_on_signals() as stop:
-        run_watch(cfg, names, stop=stop, settle=settle, max_seconds=max_seconds, console=sys.stderr)
+        run_watch(cfg, names, stop=stop, settle=settle, max_seconds=max_seconds, console=sys.stderr, render=render_line)

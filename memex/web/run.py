@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memex.config import Config
+
+if TYPE_CHECKING:
+    from memex.read.socket import Render
 
 
 def build(cfg: Config, *, host: str, use_token: bool, allow_hosts: Iterable[str] = ()) -> tuple[Any, Any, str | None, bool]:
@@ -20,13 +23,15 @@ def build(cfg: Config, *, host: str, use_token: bool, allow_hosts: Iterable[str]
     return app, archive, token, made
 
 
-def run(cfg: Config, *, host: str, port: int, use_token: bool, allow_hosts: Iterable[str] = (), say: Callable[[str], None] = print) -> None:
-    """Serve ``cfg``'s archive on ``host``:``port`` until stopped; say where (and the token, the one time it is made)."""
+def run(cfg: Config, *, host: str, port: int, use_token: bool, allow_hosts: Iterable[str] = (), say: Callable[[str], None] = print,
+        render: Render | None = None) -> None:  # fmt: skip
+    """Serve ``cfg``'s archive on ``host``:``port`` until stopped; say where (and the token, the one time it is made);
+    ``render``: how the read socket renders a thin client's command line (:data:`memex.read.socket.Render`)."""
     from memex.web.app import serve
 
     app, archive, token, made = build(cfg, host=host, use_token=use_token, allow_hosts=allow_hosts)
     shown_host = f"[{host}]" if ":" in host else host
-    stop_socket = _socket_server(cfg)
+    stop_socket = _socket_server(cfg, render)
 
     def ready() -> None:
         url = f"http://{shown_host}:{port}/"
@@ -47,7 +52,7 @@ def run(cfg: Config, *, host: str, port: int, use_token: bool, allow_hosts: Iter
         stopping()  # again (each step does nothing the second time): when uvicorn failed before its shutdown
 
 
-def _socket_server(cfg: Config) -> Callable[[], None]:
+def _socket_server(cfg: Config, render: Render | None) -> Callable[[], None]:
     """The read model's Unix socket server (:func:`memex.read.socket.serve_socket`): while this runs, ``memex search``
     and ``memex show`` ask it instead of opening the archive themselves. It answers from a thread of its own, on an
     archive of its own. A function that stops it; when the socket cannot be made the commands answer in-process, as
@@ -56,7 +61,7 @@ def _socket_server(cfg: Config) -> Callable[[], None]:
     from memex.read.socket import serve_socket
 
     try:
-        server = serve_socket(open_archive(cfg), cfg.state_dir)
+        server = serve_socket(open_archive(cfg), cfg.state_dir, render)
     except OSError:
         return lambda: None
     stop: Callable[[], None] = server.close

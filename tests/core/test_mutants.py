@@ -1662,6 +1662,14 @@ MUTANTS = [
         ["tests/core/test_people_cache.py::test_a_read_only_reader_makes_the_book_once_per_process_until_its_inputs_change"],
         id="read-only-book-kept-after-its-cards-changed",
     ),
+    pytest.param(
+        "memex/read/socket.py",
+        [("        if self.render is None or fields[:3] != [str(x) for x in self.identity] or facts != _facts():\n",
+          "        if self.render is None or facts != _facts():\n"),
+         ("memex_thin.py", "    if len(lines) != 5 or found is None or lines[1:4] != found:\n", "    if len(lines) != 5 or found is None:\n")],
+        ["tests/core/test_read_socket.py::test_the_thin_client_falls_back_on_a_stale_beacon_or_a_changed_config"],
+        id="thin-client-answered-for-a-changed-config",
+    ),
 ]  # fmt: skip
 
 
@@ -1671,6 +1679,7 @@ def test_safety_test_catches_the_naive_version(tmp_path: Path, path: str, change
     for package in ("memex", "pollers", "tests"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copy(ROOT / "memex_thin.py", tmp_path / "memex_thin.py")
     for change in changes:  # (old, new) in ``path``, or (another file, old, new) for a mechanism spread over two
         where, old, new = change if len(change) == 3 else (path, *change)
         target = tmp_path / where

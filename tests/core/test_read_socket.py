@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+import memex_thin
 from memex import config as memex_config
+from memex.cli.find import render_line
 from memex.read.archive import Archive
 from memex.read.client import ask, socket_path
 from memex.read.socket import SocketServer, serve_socket
@@ -44,7 +46,7 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _serve(cfg: Path) -> SocketServer:
     loaded = memex_config.load(cfg)
-    return serve_socket(Archive(loaded, follow_people=True), loaded.state_dir)
+    return serve_socket(Archive(loaded, follow_people=True), loaded.state_dir, render_line)
 
 
 def test_every_form_prints_the_same_bytes_through_the_server_as_without(archive: Path) -> None:
@@ -56,11 +58,11 @@ def test_every_form_prints_the_same_bytes_through_the_server_as_without(archive:
     with _serve(archive) as server:
         assert server.serving
         got = [run_cli(*form, config=archive) for form in FORMS]
-        answered = server.answered
+        answered, rendered = server.answered, server.rendered
         bad = run_cli("search", "(lease", config=archive)
     for form, e, g in zip(FORMS, expected, got, strict=True):
         assert (g.returncode, g.stdout, g.stderr) == (e.returncode, e.stdout, e.stderr), form
-    assert answered == len(FORMS)
+    assert answered == rendered == len(FORMS)  # each by the thin client (memex_thin: python -m memex runs it first)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
 
 
@@ -125,3 +127,70 @@ def test_the_new_fast_forms_say_what_click_says_and_import_no_click(archive: Pat
         assert out.returncode == 0 and out.stdout, out.stderr[-500:]
         imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
         assert not imported & {"click", "rich"}, form
+
+
+THIN = "import sys, memex_thin; sys.argv[0] = 'memex'; memex_thin.main()"  # the console script's lines
+
+
+def _thin(*args: str, config: Path, env: dict[str, str] | None = None, importtime: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run ``memex ARGS`` as the console script does (:mod:`memex_thin` first, never ``import memex`` before it)."""
+    cmd = [sys.executable, *(["-X", "importtime"] if importtime else []), "-c", THIN, "--config", str(config), *args]
+    full = {k: v for k, v in os.environ.items() if k != "MEMEX_CONFIG"} | (env or {})
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=patience(60), env=full)
+
+
+def test_the_thin_client_imports_no_config_no_parser_and_not_memex(archive: Path) -> None:
+    """Answered by the server, a search and a show through the console script's first lines import neither the
+    memex package nor its config (tomllib) nor the query parser; the bytes are those printed in-process."""
+    with _serve(archive) as server:
+        for form in (("search", "-n", "3", "--json", "lease"), ("show", "lunch@example.net")):
+            got = _thin(*form, config=archive, importtime=True)
+            imported = {line.split("|")[-1].strip() for line in got.stderr.splitlines() if "|" in line}
+            assert got.returncode == 0 and got.stdout == run_cli(*form, config=archive, env=OFF).stdout, form
+            assert "memex_thin" in imported and not imported & {"memex", "memex.config", "tomllib", "memex.search.parse"}, form
+        assert server.rendered == 2
+
+
+def test_the_thin_client_falls_back_on_a_stale_beacon_or_a_changed_config(archive: Path) -> None:
+    """A beacon whose server died (its socket gone), a config file changed since the server read it, a bad query,
+    another TZ than the server's, a terminal on stdout and a runtime folder others may write: the same bytes and
+    exit code as in-process, none rendered by the server."""
+    form = ("search", "--json", "lease")
+    expected = run_cli(*form, config=archive, env=OFF)
+    with _serve(archive) as server:
+        beacon = server.beacon
+        assert beacon is not None and _thin(*form, config=archive).stdout == expected.stdout and server.rendered == 1
+        bad = (_thin("search", "(lease", config=archive), run_cli("search", "(lease", config=archive, env=OFF))
+        assert (bad[0].returncode, bad[0].stderr) == (bad[1].returncode, bad[1].stderr) == (2, bad[1].stderr)
+        other_tz = _thin(*form, config=archive, env={"TZ": "Pacific/Chatham"})  # a fact the server's run does not share
+        assert (other_tz.returncode, other_tz.stdout) == (0, expected.stdout) and server.rendered == 1
+        main, tty = os.openpty()  # a terminal's coloured lines are left to the in-process path
+        cmd = [sys.executable, "-c", THIN, "--config", str(archive), "search", "lease"]
+        subprocess.run(cmd, stdout=tty, stderr=subprocess.DEVNULL, timeout=patience(60), env={**os.environ, "COLUMNS": "200"})
+        os.close(tty)
+        os.close(main)
+        assert server.rendered == 1
+        os.utime(archive, ns=(2, 2))  # the config "changed" since the server read it
+        changed = _thin(*form, config=archive)
+        assert (changed.returncode, changed.stdout, changed.stderr) == (expected.returncode, expected.stdout, expected.stderr)
+        assert server.rendered == 1
+        stale = Path(beacon).read_text()
+    Path(beacon).write_text(stale)  # left by a server that died: its socket is gone
+    got = _thin(*form, config=archive)
+    assert (got.returncode, got.stdout, got.stderr) == (expected.returncode, expected.stdout, expected.stderr)
+    Path(beacon).unlink()
+    folder = Path(memex_thin.runtime_dir(os.environ))
+    assert memex_thin.private(str(folder)) and not memex_thin.private(str(folder.parent))
+
+
+@pytest.mark.parametrize("explicit", [None, "~/memex.toml", "rel/config.toml", "/abs/c.toml"])
+@pytest.mark.parametrize("env", [{}, {"MEMEX_CONFIG": "~/env.toml"}, {"XDG_CONFIG_HOME": "/xdg"}, {"HOME": "/h"}])
+def test_the_thin_client_finds_the_config_as_memex_does(monkeypatch: pytest.MonkeyPatch, explicit: str | None, env: dict[str, str]) -> None:
+    """memex_thin.config_path is memex.config.find_config's rule (--config, $MEMEX_CONFIG, the user config folder),
+    made absolute: the beacon it reads is the one the server reading that file wrote."""
+    monkeypatch.delenv("MEMEX_CONFIG", raising=False)
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.setenv("HOME", "/home/someone")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert memex_thin.config_path(explicit, os.environ) == os.path.abspath(memex_config.find_config(explicit))
