@@ -9,6 +9,7 @@ a search's words).
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -44,12 +45,15 @@ def make_app(archive: Any, sources: list[str], *, hosts: frozenset[str], token: 
     from memex.web.views import Views
 
     views = Views(archive, environment(), sources)
+    from memex.observe.logs import config_logger
+
+    log = config_logger(archive.cfg, "serve", console=sys.stderr)  # logs/serve.jsonl, and stderr off a terminal
 
     async def favicon(request: Request) -> Response:
         return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
 
     def route(path: str, handler: Callable[[Request], Response]) -> Route:
-        return Route(path, _guarded(views, handler), methods=["GET", "HEAD"])
+        return Route(path, _guarded(views, handler, log), methods=["GET", "HEAD"])
 
     routes = [
         route("/", views.conversations),
@@ -74,7 +78,7 @@ def make_app(archive: Any, sources: list[str], *, hosts: frozenset[str], token: 
     return Guard(app, hosts, token)
 
 
-def _guarded(views: Any, handler: Callable[[Any], Any]) -> Callable[[Any], Awaitable[Any]]:
+def _guarded(views: Any, handler: Callable[[Any], Any], log: Any) -> Callable[[Any], Awaitable[Any]]:
     """``handler`` as an async endpoint (the archive is read on the event loop's thread, one request at a time), its
     errors turned into a page of one line: 400 a bad parameter or query, 404 an unknown key, 503 no index."""
     from memex.errors import MemexError
@@ -91,14 +95,8 @@ def _guarded(views: Any, handler: Callable[[Any], Any]) -> Callable[[Any], Await
             return views.page("error.html", request, status=404, message=str(exc))
         except MemexError as exc:
             return views.page("error.html", request, status=503, message=str(exc))
-        except (
-            Exception
-        ) as exc:  # a bug: one line in the log (the page and the exception's type, never its text or the address: they may quote a message)
-            import logging
-
-            logging.getLogger("memex.web").error(
-                "memex serve: the %s page failed on %s (a bug in memex)", handler.__name__, type(exc).__name__
-            )
+        except Exception as exc:  # a bug: one log line naming the page and the exception's type, never its text (it may quote a message)
+            log.error("web.page_failed", page=handler.__name__, error=type(exc).__name__)
             return views.page("error.html", request, status=500, message=f"This page failed ({type(exc).__name__}): a bug in memex.")
 
     return endpoint
