@@ -43,8 +43,11 @@ typecheck: $(STAMP)
 # `make pytest JOBS=0` runs in one process; the 15 slowest tests are listed at the end of every run.
 JOBS ?= $(shell $(PY) -c 'import os; print(min(8, 2 * (os.cpu_count() or 1)))')
 
+# Tests marked `alone` (a time limit measured under a CPU hog the test starts itself) run after the parallel run, by
+# themselves: beside the other workers the load would be theirs plus the suite's, not the one the test sets.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(JOBS) --durations=15
+	$(BIN)/python -m pytest -q -n $(JOBS) --durations=15 -m "not alone"
+	$(BIN)/python -m pytest -q -m alone
 
 # Every timing-sensitive test (signals, kills, holds, time limits, watch, threads) 20 times idle and 20 under CPU load.
 flake-hunt: $(STAMP)

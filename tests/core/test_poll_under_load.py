@@ -34,6 +34,7 @@ def need_stress_ng() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # beside the parallel suite's workers the load is not the one this test sets (Makefile)
 def test_polls_beside_a_cpu_hog_end_within_the_time_limit_and_the_index_misses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
