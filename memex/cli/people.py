@@ -19,9 +19,10 @@ def _open(ctx: click.Context) -> Any:
     from memex.cli.poll import warn
     from memex.people import open_people
     from memex.search import index_path
+    from memex.search.schema import PEOPLE_ROWS
 
     cfg = load_config(ctx)
-    everyone = open_people(cfg, index=index_path(cfg.state_dir))
+    everyone = open_people(cfg, index=index_path(cfg.state_dir), index_rows=PEOPLE_ROWS)
     for warning in everyone.warnings:  # a card or contacts file that could not be read: the rest still counts
         warn(visible(warning))
     return everyone

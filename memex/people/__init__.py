@@ -156,8 +156,11 @@ def write_decisions(s: Settings, decisions: Iterable[Decision]) -> None:
 _MADE_READ_ONLY: dict[str, tuple[Book, list[str]]] = {}
 
 
-def open_people(cfg: Config, *, index: Path | None = None, read_only: bool = False) -> People:
+def open_people(cfg: Config, *, index: Path | None = None, read_only: bool = False, index_rows: str | None = None) -> People:
     """Everyone, from the config's cards, your decisions and the indexed messages (``index``: the search index file).
+
+    ``index_rows``: the index's query of its rows after a rowid (``memex.search.schema.PEOPLE_ROWS``), which the handles
+    file is brought up to date with; without it (or ``read_only``) the handles file is only read as it is.
 
     ``read_only`` (``memex mcp``): the handles file is read as it is and never brought up to date
     (:func:`memex.people.seen.read_only`)."""
@@ -167,7 +170,7 @@ def open_people(cfg: Config, *, index: Path | None = None, read_only: bool = Fal
     s = settings(cfg)
     conn = None
     if index is not None and index.exists():
-        conn = seen.read_only(index, s.rules) if read_only else seen.follow(index, s.rules)
+        conn = seen.read_only(index, s.rules) if read_only or index_rows is None else seen.follow(index, s.rules, index_rows)
     files = card_cache.vcf_files(s.vcards)
     books = cards.address_book_files(s.address_book) if s.address_book is not None else []
     cache = card_cache.open_cache(cfg.state_dir, read_only=read_only)

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from memex.people.handles import Rules, normalize
-from memex.search.schema import PEOPLE_ROWS
 
 FILE = "people.sqlite"
 SCHEMA = """
@@ -43,8 +42,11 @@ def _identity(index: Path, rules: Rules) -> str:
     return f"{VERSION}:{st.st_dev}:{st.st_ino}:{rules.region or ''}:{int(rules.gmail_rules)}"
 
 
-def follow(index: Path, rules: Rules) -> sqlite3.Connection:
+def follow(index: Path, rules: Rules, index_rows: str) -> sqlite3.Connection:
     """The handles file brought up to date with the index at ``index``; the connection has it as ``main``.
+
+    ``index_rows``: the index's query of the rows after a rowid (``memex.search.schema.PEOPLE_ROWS``), handed in by the
+    caller: the people layer sits below the index's package and never imports it (no cycle between the two).
 
     Creating or updating it is the only write; a read-only state folder gives a handles table in memory instead.
     """
@@ -63,7 +65,7 @@ def follow(index: Path, rules: Rules) -> sqlite3.Connection:
                 conn.execute(f"DELETE FROM {table}")
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('identity', ?), ('rowid', '0')", (identity,))
         (mark,) = conn.execute("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'rowid'").fetchone()
-        mark = _catch_up(conn, index, int(mark), rules)
+        mark = _catch_up(conn, index, int(mark), rules, index_rows)
         conn.execute("UPDATE meta SET value = ? WHERE key = 'rowid'", (str(mark),))
         conn.execute("COMMIT")
     except BaseException:
@@ -90,12 +92,12 @@ def read_only(index: Path, rules: Rules) -> sqlite3.Connection | None:
     return conn
 
 
-def _catch_up(conn: sqlite3.Connection, index: Path, mark: int, rules: Rules) -> int:
+def _catch_up(conn: sqlite3.Connection, index: Path, mark: int, rules: Rules, index_rows: str) -> int:
     """Add the handles of every index row after rowid ``mark``; the new mark."""
     src = sqlite3.connect(f"{index.as_uri()}?mode=ro", uri=True, timeout=10)
     try:
         while True:
-            rows = src.execute(PEOPLE_ROWS, (mark, BATCH)).fetchall()
+            rows = src.execute(index_rows, (mark, BATCH)).fetchall()
             if not rows:
                 return mark
             handles: list[tuple[int, str, int, str]] = []

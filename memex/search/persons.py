@@ -46,8 +46,9 @@ class Lookup:
             return None
         if self._people is None:
             from memex.people import open_people
+            from memex.search.schema import PEOPLE_ROWS
 
-            self._people = open_people(self.cfg, index=self.index, read_only=self.read_only)
+            self._people = open_people(self.cfg, index=self.index, read_only=self.read_only, index_rows=PEOPLE_ROWS)
         people = self._people
         found = people.find(value)
         if field != "with":

@@ -1471,7 +1471,7 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/people/__init__.py",
-        [("seen.read_only(index, s.rules) if read_only else seen.follow(index, s.rules)", "seen.follow(index, s.rules)")],
+        [("seen.read_only(index, s.rules) if read_only or index_rows is None else seen.follow(index, s.rules, index_rows)", "seen.follow(index, s.rules, PEOPLE_ROWS)"), ("    from memex.people import book_cache, card_cache, cards, seen\n", "    from memex.people import book_cache, card_cache, cards, seen\n    from memex.search.schema import PEOPLE_ROWS\n")],
         ["tests/core/test_mcp.py::test_people_and_with_terms_read_the_people_layer_without_writing"],
         id="mcp-people-handles-file-written",
     ),

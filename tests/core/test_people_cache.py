@@ -15,6 +15,7 @@ import pytest
 from memex.config import load
 from memex.people import card_cache, cards, open_people
 from memex.search import index_path
+from memex.search.schema import PEOPLE_ROWS
 from tests.core import people_archive as archive
 
 CARDS = "".join(f"BEGIN:VCARD\nVERSION:3.0\nFN:Person {i}\nTEL:+49 170 {i:07d}\nEMAIL:p{i}@example.com\nEND:VCARD\n" for i in range(50))
@@ -138,9 +139,9 @@ def test_a_person_found_in_the_kept_book_is_the_one_the_book_finds(tmp_path: Pat
     both Annas) finds the same people with the same handles in the cache as in the book made afresh."""
     cfg = archive.indexed(tmp_path)
     config = load(cfg)
-    open_people(config, index=index_path(config.state_dir)).close()  # the book made and kept
+    open_people(config, index=index_path(config.state_dir), index_rows=PEOPLE_ROWS).close()  # the book made and kept
     for ref in ("anna-berg", "Anna Berg", "Anna B", "0170-1234567", "ANNA@example.com", "Anna", "zelda", "bob"):
-        kept = open_people(config, index=index_path(config.state_dir))
+        kept = open_people(config, index=index_path(config.state_dir), index_rows=PEOPLE_ROWS)
         try:
             fast = [(p.id, p.name, p.handles, sorted(p.origins)) for p in kept.find(ref)]
             whole = [(p.id, p.name, p.handles, sorted(p.origins)) for p in kept.book.find(ref, kept.settings.rules)]

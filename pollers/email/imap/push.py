@@ -28,29 +28,17 @@ import re
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from memex.plugin import Link, MemexError, backoff
 from pollers.email.imap import utf7
-from pollers.email.imap.session import ImapSession, Settings, cut, shutdown
+from pollers.email.imap.session import ImapSession, PushSettings, Settings, cut, shutdown
 from pollers.email.imap.wire import quote, reply_text, server_text
 
 MODES = ("auto", "idle", "off")
 MAX_RENEW = 1740  # 29 minutes: RFC 2177 lets a server log out a client idle for 30
 _LITERAL = re.compile(rb"\{(\d+)\+?\}\r?\n$")
 _EXISTS = re.compile(rb"^\* \d+ EXISTS", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class PushSettings:
-    """The push keys of an imap source (see the module's docstring)."""
-
-    mode: str = "auto"
-    mailboxes: tuple[str, ...] = ("INBOX",)
-    connections: int = 5
-    renew: float = 300.0
-    reopen: float = 2700.0
 
 
 def read_keys(keys: Any) -> PushSettings:

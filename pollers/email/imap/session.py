@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from memex.plugin import NEVER, Deadline, Interrupted, SourceError
 from pollers.email.imap import utf7
@@ -37,9 +37,6 @@ from pollers.email.imap.wire import (
     untagged_int,
 )
 
-if TYPE_CHECKING:
-    from pollers.email.imap.push import PushSettings
-
 SEARCH_WINDOW = 20_000  # UIDs per UID SEARCH (its answer is one line; imaplib refuses lines over 1,000,000 bytes)
 SEARCH_WINDOW_MAX = 80_000  # a window doubled over empty stretches stops here (80,000 10-digit UIDs < 1 MB)
 BACKOFF: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)  # seconds between retries of a transient failure
@@ -51,6 +48,18 @@ T = TypeVar("T")
 # OpenSSL's reasons when a TLS handshake meets a server that speaks plain IMAP ("* OK ..." read as a TLS record)
 PLAINTEXT_REPLIES = frozenset({"WRONG_VERSION_NUMBER", "PACKET_LENGTH_TOO_LONG", "RECORD_LAYER_FAILURE", "UNKNOWN_PROTOCOL",
                                "HTTP_REQUEST", "UNEXPECTED_RECORD"})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PushSettings:
+    """The push keys of an imap source (`push`, `push_mailboxes`, `push_connections`, `push_renew`, `push_reopen`):
+    read by :func:`pollers.email.imap.push.read_keys`, used by the push connections of that module."""
+
+    mode: str = "auto"
+    mailboxes: tuple[str, ...] = ("INBOX",)
+    connections: int = 5
+    renew: float = 300.0
+    reopen: float = 2700.0
 
 
 @dataclass(frozen=True)
