@@ -30,7 +30,7 @@ test: lint typecheck pytest
 lint: $(STAMP)
 	$(BIN)/ruff check memex memex_thin.py pollers tests bench examples tools
 	$(BIN)/ruff format --check memex memex_thin.py pollers tests bench examples tools
-	$(BIN)/lint-imports --no-cache
+	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/python tools/check_sql.py
 
 # The example plug-in is checked against memex's public interface (memex.plugin, py.typed) as a plug-in author would.
