@@ -47,7 +47,7 @@ JOBS ?= $(shell $(PY) -c 'import os; print(min(8, 2 * (os.cpu_count() or 1)))')
 # themselves: beside the other workers the load would be theirs plus the suite's, not the one the test sets.
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(JOBS) --durations=15 -m "not alone"
-	$(BIN)/python -m pytest -q -m alone
+	$(BIN)/python -m pytest -q -m alone tests/core/test_poll_under_load.py
 
 # Every timing-sensitive test (signals, kills, holds, time limits, watch, threads) 20 times idle and 20 under CPU load.
 flake-hunt: $(STAMP)
