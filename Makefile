@@ -39,9 +39,10 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict examples/memex-jsonl/memex_jsonl
 	$(BIN)/mypy --strict tools
 
-# Parallel workers: most tests wait on servers and subprocesses, so twice the cores (at most 8) keeps them busy.
+# Parallel workers: most tests wait on servers and subprocesses, so three times the cores (at most 8) keeps them busy
+# (on 2 cores: 6 workers, 577 s for the parallel run where 4 took 692 s, docs/development.md).
 # `make pytest JOBS=0` runs in one process; the 15 slowest tests are listed at the end of every run.
-JOBS ?= $(shell $(PY) -c 'import os; print(min(8, 2 * (os.cpu_count() or 1)))')
+JOBS ?= $(shell $(PY) -c 'import os; print(min(8, 3 * (os.cpu_count() or 1)))')
 
 # Tests marked `alone` (a time limit measured under a CPU hog the test starts itself) run after the parallel run, by
 # themselves: beside the other workers the load would be theirs plus the suite's, not the one the test sets.
