@@ -85,16 +85,16 @@ class Archive:
         self.cfg = cfg
         self._store = store
         self._read: ReadArchive | None = None
-        self.stemmed = True  # the open index has the stemmed table (set by :meth:`reading`)
 
     @property
     def store(self) -> ObjectStore:
-        """The configured store (built on first use; no I/O until read)."""
-        if self._store is None:
-            from memex.store import open_store
+        """The configured store: the read model's, so one store is opened (on first use; no I/O until read)."""
+        return self.read.store
 
-            self._store = open_store(self.cfg.store)
-        return self._store
+    @property
+    def stemmed(self) -> bool:
+        """Whether the open index has the stemmed table (the read model's, set when it opens the index)."""
+        return self.read.stemmed
 
     @property
     def read(self) -> ReadArchive:
@@ -112,7 +112,6 @@ class Archive:
         path = index_path(self.cfg.state_dir)
         try:
             with self.read.reading() as db:
-                self.stemmed = self.read.stemmed
                 yield db
         except IndexMissing:
             raise ToolError(f"{path}: no search index yet; run `memex index rebuild` (polls then keep it in step)") from None
