@@ -102,17 +102,24 @@ def test_a_conversation_of_100000_messages_pages_both_ways(long_served: Served, 
     def numbers() -> list[int]:
         return [int(t.rsplit(" ", 1)[1]) for t in p.locator("article .text").all_inner_texts()]
 
+    def follow(link: str) -> None:
+        """Click the pager link and wait until its page has loaded: a click only waits for the navigation to start,
+        and reading the list before the new page is there reads an empty page."""
+        before = p.url
+        p.click(link)
+        p.wait_for_url(lambda url: url != before)
+
     p.goto(f"{long_served.url}/conversation/{key}")
     assert numbers() == list(range(web_archive.LONG - 50, web_archive.LONG))
     assert p.locator("#newer").count() == 0
-    p.click("#older")
-    p.click("#older")
+    follow("#older")
+    follow("#older")
     assert numbers() == list(range(web_archive.LONG - 150, web_archive.LONG - 100))
-    p.click("#newer")
+    follow("#newer")
     assert numbers() == list(range(web_archive.LONG - 100, web_archive.LONG - 50))
     p.goto(f"{long_served.url}/conversation/{key}?around=messages%2Fsig%2Flong-050000.json")
     assert numbers() == list(range(50000 - 25, 50000 + 25))
-    p.click("#older")
+    follow("#older")
     assert numbers() == list(range(50000 - 75, 50000 - 25))
     p.goto(f"{long_served.url}/conversation/{key}?after=-1")
     assert numbers()[0] == 0 and p.locator("#older").count() == 0
