@@ -66,14 +66,19 @@ def _flat(text: str) -> str:
 def search_text(text: str | None, extras: list[str]) -> str | None:
     """The lines of ``extras`` whose words ``text`` lacks (compared case-folded, whitespace made one space), each kept
     once, joined by line ends and capped at :data:`LIMIT` characters; None when that leaves nothing. When every word
-    of ``extras`` is a word of ``text`` (an HTML twin of the plain text: most mail), nothing is compared line by line."""
+    of ``extras`` is a word of ``text`` (an HTML twin of the plain text: most mail), nothing is compared line by line;
+    a part whose words are exactly the text's, as written, is a twin before anything is case-folded or joined."""
     if not any(extras):
         return None
-    have = _flat(text or "")
-    extras = [extra for extra in extras if (flat := _flat(extra)) and flat not in have]  # a twin: one substring search
+    words = (text or "").split()
+    tokens = [extra.split() for extra in extras]
+    if all(t == words for t in tokens if t):  # each an exact twin (most mail): no case folding, no joined copies
+        return None
+    have = " ".join(words).casefold()
+    extras = [extra for extra, t in zip(extras, tokens, strict=True) if t and " ".join(t).casefold() not in have]
     if extras:
-        words = set(_WORDS.findall(have))
-        extras = [extra for extra in extras if not set(_WORDS.findall(extra.casefold())) <= words]
+        known = set(_WORDS.findall(have))
+        extras = [extra for extra in extras if not set(_WORDS.findall(extra.casefold())) <= known]
     if not extras:
         return None
     seen: set[str] = set()
