@@ -72,6 +72,8 @@ def run(uri: str, options: dict[str, str], query: str) -> tuple[list[str], list[
     con = connect(uri, options)
     try:
         cur = con.execute(query)
+        if cur is None:  # only blanks or comments: DuckDB runs nothing and returns no result
+            raise QueryError('the query holds no statement; give one, e.g. memex sql "SELECT count(*) FROM current"')
         names = [d[0] for d in cur.description] if cur.description else []
         return names, cur.fetchall()
     except duckdb.Error as exc:

@@ -9,11 +9,13 @@ a search's words).
 from __future__ import annotations
 
 import functools
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from memex.errors import ConfigError, MemexError
 from memex.web.security import ASGIApp, Guard
 
 HERE = Path(__file__).resolve().parent
@@ -112,16 +114,50 @@ def server_for(app: ASGIApp, host: str, port: int) -> Any:
     return uvicorn.Server(config)
 
 
-def serve(app: ASGIApp, host: str, port: int, *, ready: Callable[[], None], stopping: Callable[[], None]) -> Any:
-    """Run ``app`` on ``host``:``port`` under uvicorn until stopped (Ctrl-C, SIGTERM). ``ready`` is called once it
-    listens, ``stopping`` once it has stopped serving: uvicorn raises the signal that stopped it again when it is done
+def listening(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (``SO_REUSEADDR``, as uvicorn binds its own), for uvicorn to listen on.
+
+    Bound here so that what stops it is memex's one line, not uvicorn's log line and exit code 3: a name that is no
+    address of this machine (:class:`~memex.errors.ConfigError`, exit 2), a port in use or below 1024 (exit 1)."""
+    import errno
+
+    shown = f"[{host}]" if ":" in host else host
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else "not a host name"
+        raise ConfigError(f"--host {host}: no address of this machine has that name ({reason}); give one, e.g. 127.0.0.1") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise ConfigError(f"--host {host}: not an address of this machine; give one of its own, e.g. 127.0.0.1") from None
+        if exc.errno == errno.EADDRINUSE:
+            reason = "the port is in use (another memex serve?); choose another with --port"
+        elif exc.errno == errno.EACCES:
+            reason = "ports below 1024 are the system's; choose one above 1024 with --port"
+        else:
+            reason = exc.strerror or type(exc).__name__
+        raise MemexError(f"cannot listen on {shown}:{port}: {reason}") from None
+    return sock
+
+
+def serve(app: ASGIApp, host: str, port: int, *, ready: Callable[[int], None], stopping: Callable[[], None]) -> Any:
+    """Run ``app`` on ``host``:``port`` under uvicorn until stopped (Ctrl-C, SIGTERM), on a socket bound first
+    (:func:`listening`). ``ready`` is called with the port once it listens (the one the system chose for port 0),
+    ``stopping`` once it has stopped serving: uvicorn raises the signal that stopped it again when it is done
     (so a SIGTERM still ends the process as a SIGTERM), and no ``finally`` after :meth:`run` would be reached."""
-    server = server_for(app, host, port)
+    sock = listening(host, port)
+    bound = sock.getsockname()[1]
+    server = server_for(app, host, bound)
     started, finished = server.startup, server.shutdown
 
     async def startup(sockets: Any = None) -> None:
         await started(sockets=sockets)
-        ready()
+        ready(bound)
 
     async def shutdown(sockets: Any = None) -> None:
         try:
@@ -131,5 +167,8 @@ def serve(app: ASGIApp, host: str, port: int, *, ready: Callable[[], None], stop
 
     server.startup = startup
     server.shutdown = shutdown
-    server.run()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
     return server

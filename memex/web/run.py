@@ -33,8 +33,8 @@ def run(cfg: Config, *, host: str, port: int, use_token: bool, allow_hosts: Iter
     shown_host = f"[{host}]" if ":" in host else host
     stop_socket = _socket_server(cfg, render)
 
-    def ready() -> None:
-        url = f"http://{shown_host}:{port}/"
+    def ready(bound: int) -> None:
+        url = f"http://{shown_host}:{bound}/"
         if token is not None and made:
             say(f"memex serve: {url}?token={token}  (the token is shown this once; it is kept in {cfg.state_dir / 'web-token'})")
         elif token is not None:

@@ -227,8 +227,9 @@ def test_on_seaweedfs_the_table_sits_beside_the_objects_and_memex_sql_reads_it(t
 
 
 def test_memex_sql_reads_but_cannot_write_and_bad_queries_are_one_line(tmp_path: Path) -> None:
-    """`memex sql` answers a query; one that writes a file outside the table, a bad one, or one before any update is
-    one line with exit 2 (the last names `memex lake update`), and message text reaches the terminal inert."""
+    """`memex sql` answers a query; one that writes a file outside the table, a bad one, an empty one, or one before
+    any update is one line with exit 2 (the last names `memex lake update`), and message text reaches the terminal
+    inert."""
     write(tmp_path / "store", records(3))
     cfg = _config(tmp_path)
     before = run_cli("sql", "SELECT 1", config=cfg)
@@ -242,5 +243,8 @@ def test_memex_sql_reads_but_cannot_write_and_bad_queries_are_one_line(tmp_path:
     assert len(wrote.stderr.strip().splitlines()) == 1 and "Traceback" not in wrote.stderr
     bad = run_cli("sql", "SELEC nothing", config=cfg)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    for nothing in ("", "  ", "/* a comment only */"):  # DuckDB returns no result at all: one line, never an internal error
+        empty = run_cli("sql", nothing, config=cfg)
+        assert empty.returncode == 2 and "no statement" in empty.stderr and len(empty.stderr.strip().splitlines()) == 1, empty.stderr
     hostile = run_cli("sql", "SELECT 'a' || chr(27) || '[2J' || chr(8238) AS t", config=cfg)
     assert hostile.returncode == 0 and "\x1b" not in hostile.stdout and "\u202e" not in hostile.stdout

@@ -231,6 +231,41 @@ def test_memex_serve_starts_and_answers_and_refuses_an_open_address_without_the_
     assert through.returncode == alone.returncode == 0 and through.stdout == alone.stdout and "lease" in alone.stdout
 
 
+def test_an_address_memex_serve_cannot_listen_on_is_one_line_of_its_own_and_port_0_says_the_port(web_cfg: Path, tmp_path: Path) -> None:
+    """A port another program listens on: one memex line naming it and --port, exit 1 (uvicorn's own was a log line
+    and exit 3); a host name no address has (with --token): one line naming --host, exit 2; ``--port 0``: the first
+    line names the port the system chose, and the server answers there."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        busy = run_cli("serve", "--port", str(taken.getsockname()[1]), config=web_cfg)
+    finally:
+        taken.close()
+    assert busy.returncode == 1 and busy.stdout == "" and len(busy.stderr.strip().splitlines()) == 1, busy.stderr
+    assert "in use" in busy.stderr and "--port" in busy.stderr and "ERROR" not in busy.stderr
+    nowhere = run_cli("serve", "--host", "nosuch.invalid", "--token", config=web_cfg)
+    assert nowhere.returncode == 2 and len(nowhere.stderr.strip().splitlines()) == 1 and "--host" in nowhere.stderr
+    log = tmp_path / "serve.out"
+    env = {k: v for k, v in os.environ.items() if k != "MEMEX_CONFIG"}
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "memex", "--config", str(web_cfg), "serve", "--port", "0"], stdout=out,
+                                stderr=subprocess.STDOUT, cwd=ROOT, env=env)  # fmt: skip
+    try:
+        wait_until(lambda: "memex serve: http://127.0.0.1:" in log.read_text(), patience(60), "memex serve's first line")
+        port = int(log.read_text().split("http://127.0.0.1:", 1)[1].split("/", 1)[0])
+        assert port != 0
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=patience(30))
+        conn.request("GET", "/sources")
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(patience(30))
+
+
 def test_without_the_web_extra_memex_serve_says_how_to_install_it(tmp_path: Path) -> None:
     """With the web libraries absent, ``memex serve`` is one line naming ``pip install 'memex[web]'``, exit 2."""
     code = "import sys; sys.modules['starlette'] = None; from memex.cli.entry import main; sys.argv = ['memex', 'serve']; main()"
