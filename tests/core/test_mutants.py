@@ -1669,6 +1669,19 @@ MUTANTS = [
         ["tests/core/test_read_socket.py::test_the_thin_client_falls_back_on_a_stale_beacon_or_a_changed_config"],
         id="thin-client-answered-for-a-changed-config",
     ),
+    pytest.param(
+        "memex/read/archive.py",
+        [("            db.end_call()  # a statement left mid-way would keep the snapshot open past the ROLLBACK\n", "")],
+        ["tests/core/test_read.py::test_a_kept_connection_sees_what_a_poll_added_and_the_file_a_rebuild_swapped_in"],
+        id="kept-read-connection-keeps-a-mid-way-statements-snapshot",
+    ),
+    pytest.param(
+        "memex/read/archive.py",
+        [("            stale = [entry for entry in self._idle if entry[0] != file]\n            self._idle = [entry for entry in self._idle if entry[0] == file]\n",
+          "            stale = []\n")],
+        ["tests/core/test_read.py::test_a_kept_connection_sees_what_a_poll_added_and_the_file_a_rebuild_swapped_in"],
+        id="kept-read-connection-reads-the-file-a-rebuild-replaced",
+    ),
 ]  # fmt: skip
 
 

@@ -4,6 +4,7 @@ sample iMessage chat.db polled into a file store and the search index), read-onl
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from datetime import UTC, date, datetime
@@ -52,6 +53,39 @@ def test_a_search_pages_newest_first_with_snippets_as_offsets(archive: Path) -> 
     assert [h.key for h in a.search("lease", order="oldest").hits] == [second[0].key, hit.key]
     assert {h.key for h in a.search("lease", order="rank").hits} == {hit.key, second[0].key}
     assert a.search("lease", total=False).total is None
+
+
+def _mail(maildir: Path, word: str, n: int) -> None:
+    """Drop a mail holding ``word`` into ``maildir``'s new/ (the next poll of it stores it)."""
+    raw = (f"From: Zoe <zoe@example.com>\r\nTo: me@example.com\r\nSubject: {word}\r\nDate: Mon, 2 Jun 2025 10:00:00 +0000\r\n"
+           f"Message-ID: <{word}@example.com>\r\n\r\nabout the {word}\r\n")  # fmt: skip
+    (maildir / "new" / f"{1800000000 + n}.M{n}.host").write_bytes(raw.encode())
+
+
+def test_a_kept_connection_sees_what_a_poll_added_and_the_file_a_rebuild_swapped_in(tmp_path: Path) -> None:
+    """The archive keeps a call's read-only connection for its next call (a server's next request), and that never
+    costs freshness: a statement a call left mid-way ends with the call (kept, its snapshot would hide what a poll
+    added since; the cursor is closed with its call), and after ``memex index rebuild`` swaps the file the next call
+    reads the new one (here holding a mail a poll stored with the index off, which only the rebuild indexed)."""
+    cfg = polled(tmp_path, 10)
+    a = _open(cfg)
+    with a.reading() as db:
+        held = db.execute("SELECT id FROM messages")
+        assert held.fetchone() is not None  # left mid-way, and kept alive past the call
+    _mail(tmp_path / "Maildir", "zebrafinch", 1)
+    assert run_cli("poll", "md", config=cfg).returncode == 0
+    assert [h.subject for h in a.search("zebrafinch").hits] == ["zebrafinch"]
+    unindexed = tmp_path / "off"
+    unindexed.mkdir()
+    off = write_config(unindexed, sources(tmp_path, count=10), state_dir=tmp_path / "state", search_index=False)
+    _mail(tmp_path / "Maildir", "kingfisher", 2)
+    assert run_cli("poll", "md", config=off).returncode == 0
+    assert a.search("kingfisher").hits == []  # stored, not indexed
+    assert run_cli("index", "rebuild", config=cfg).returncode == 0
+    assert [h.subject for h in a.search("kingfisher").hits] == ["kingfisher"]
+    with pytest.raises(sqlite3.ProgrammingError):  # a cursor used past its call is closed, never read from an old snapshot
+        held.fetchall()
+    a.close()
 
 
 def test_bad_queries_and_a_missing_index_are_one_line_errors(archive: Path, tmp_path: Path) -> None:
