@@ -13,7 +13,7 @@ WEB_MODULES = ("starlette", "uvicorn", "jinja2", "nh3")
 
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; anything but loopback needs --token.")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on (0: any free one).")
 @click.option("--token", "use_token", is_flag=True,
               help="Require the token (made once, kept 0600 in the state folder as web-token, printed when made) on every request.")  # fmt: skip
 @click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
