@@ -104,6 +104,7 @@ class Archive:
         self.stemmed = True  # whether the index has the stemmed table (set by :meth:`reading`)
         self._idle: list[tuple[tuple[int, int], _Reading, bool]] = []  # (file, connection, stemmed) kept
         self._idle_lock = threading.Lock()
+        self._closed = False  # closed: a call that ends now closes its connection instead of keeping it
 
     @property
     def store(self) -> ObjectStore:
@@ -118,7 +119,7 @@ class Archive:
         """Let go of what this archive holds: the store, and the connections kept between calls."""
         self._store = None
         with self._idle_lock:
-            idle, self._idle = self._idle, []
+            idle, self._idle, self._closed = self._idle, [], True
         for _, db, _ in idle:
             db.close()
 
@@ -189,7 +190,7 @@ class Archive:
         if db.in_transaction:
             return False
         with self._idle_lock:
-            if len(self._idle) >= IDLE_CONNECTIONS:
+            if self._closed or len(self._idle) >= IDLE_CONNECTIONS:
                 return False
             self._idle.append((file, db, stemmed))
         return True
