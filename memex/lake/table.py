@@ -119,18 +119,57 @@ class _Version:
 
 
 class _Known:
-    """The versions the table holds, per message: to tell which stops being current when a new one arrives."""
+    """What the table holds: every key, and the versions of the messages whose currency this update can change.
+
+    A message with one version is current, so only the messages that have (or now get) a revision are followed
+    (:meth:`follow`): the versions of every message would cost about 0.7 KiB each, 700 MiB at a million records."""
 
     def __init__(self) -> None:
-        self.keys: set[str] = set()
         self.by_message: dict[str, list[_Version]] = {}
+        self.followed: set[str] = set()  # the message keys whose versions are kept (by_message's keys and more)
+        self._keys: Any = None  # the table's keys (an Arrow column until :meth:`new` asks)
+        self._revised: set[str] = set()  # messages the table holds a revision of
 
     def load(self, dt: Any) -> None:
+        """The table's keys, and which of its messages have a revision."""
+        import pyarrow.compute as pc
+
+        from memex.lake.columns import message_key_of
+
+        self._keys = dt.to_pyarrow_table(columns=["key"]).column("key")
+        revisions = pc.filter(self._keys, pc.starts_with(self._keys, "revisions/")).to_pylist()
+        self._revised = {message_key_of(key) for key in revisions}
+
+    def new(self, listed: list[str]) -> list[str]:
+        """The keys of ``listed`` the table does not hold, in their order."""
+        if self._keys is None or not listed:
+            return listed
+        held = set(self._keys.to_pylist())
+        return [key for key in listed if key not in held]
+
+    def follow(self, dt: Any, todo: list[str]) -> None:
+        """Follow the messages ``todo`` gives a revision to, and those of its originals the table has a revision of;
+        with the versions the table (``dt``, None for none) holds of them."""
+        from memex.lake.columns import message_key_of
+
+        self.followed = {parent for key in todo if (parent := message_key_of(key)) != key}  # revisions' originals
+        self.followed |= {key for key in todo if key in self._revised}  # originals of which the table has a revision
+        if dt is None or not self.followed:
+            return
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         from memex.lake.columns import order
 
-        t = dt.to_pyarrow_table(columns=["key", "message_key", "month", "source", "is_current", "revision"])
+        # Batch by batch, keeping the followed messages' rows only (a scan's own filter fails here: delta-rs's file
+        # statistics are `string_view`, which Arrow's comparison kernels do not take beside `string`).
+        columns = ["key", "message_key", "month", "source", "is_current", "revision"]
+        wanted = pa.array(sorted(self.followed), pa.string())
+        kept = [batch.filter(pc.is_in(pc.cast(batch.column("message_key"), pa.string()), value_set=wanted))
+                for batch in dt.to_pyarrow_dataset().to_batches(columns=columns)]  # fmt: skip
+        t = pa.Table.from_batches([b for b in kept if b.num_rows]) if any(b.num_rows for b in kept) else None
+        if t is None:
+            return
         at = pc.struct_field(t.column("revision"), "at").to_pylist()
         for key, mkey, month, source, current, rev_at in zip(
             t.column("key").to_pylist(), t.column("message_key").to_pylist(), t.column("month").to_pylist(),
@@ -139,7 +178,6 @@ class _Known:
             self.add(mkey, _Version(key, month, source, order(key, rev_at), bool(current)))
 
     def add(self, message_key: str, version: _Version) -> None:
-        self.keys.add(version.key)
         self.by_message.setdefault(message_key, []).append(version)
 
 
@@ -165,6 +203,9 @@ def _settle(known: _Known, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     touched: set[str] = set()
     for r in rows:
+        if r["message_key"] not in known.followed:  # its only version: current, and nothing to remember of it
+            r["is_current"] = True
+            continue
         rev = r["revision"]
         known.add(r["message_key"], _Version(r["key"], r["month"], r["source"], order(r["key"], rev["at"] if rev else None), False))
         touched.add(r["message_key"])
@@ -238,7 +279,8 @@ def update(cfg: Config, *, rebuild: bool = False, batch: int = BATCH, workers: i
         if dt is not None and not rebuild:
             known.load(dt)
         result = UpdateResult(rebuilt=rebuild)
-        todo = sorted(k for k in record_keys(store) if k not in known.keys)
+        todo = known.new(sorted(record_keys(store)))
+        known.follow(None if rebuild else dt, todo)
         first = True
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             for keys in _batches(todo, max(1, batch)):

@@ -1575,7 +1575,7 @@ MUTANTS = [
     # ---- rows of branch i44-lake: append below ----
     pytest.param(
         "memex/lake/table.py",
-        [("todo = sorted(k for k in record_keys(store) if k not in known.keys)", "todo = sorted(record_keys(store))")],
+        [("        return [key for key in listed if key not in held]\n", "        return listed\n")],
         ["tests/core/test_lake.py::test_an_update_adds_only_what_is_new_and_a_new_revision_ends_the_old_ones_currency"],
         id="lake-update-adds-what-the-table-has",
     ),
@@ -1584,6 +1584,12 @@ MUTANTS = [
         [("            elif v.current != now:\n", "            elif False:\n")],
         ["tests/core/test_lake.py::test_an_update_adds_only_what_is_new_and_a_new_revision_ends_the_old_ones_currency"],
         id="lake-old-revision-stays-current",
+    ),
+    pytest.param(
+        "memex/lake/table.py",
+        [("        self.followed |= {key for key in todo if key in self._revised}", "        self.followed |= set()")],
+        ["tests/core/test_lake.py::test_an_original_stored_after_its_revision_and_a_second_edit_settle_which_version_is_current"],
+        id="lake-original-after-its-revision-taken-for-current",
     ),
     pytest.param(
         "memex/lake/sql.py",
