@@ -87,9 +87,11 @@ def _need_browser() -> None:
         pytest.skip(problem)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless chromium for the whole session (launching is the expensive part)."""
+    """One headless chromium for a module's tests (launching is the expensive part). Not for the session: Playwright's
+    sync API keeps an event loop running in the worker's thread while it is open, and a later test of another module
+    in the same worker that runs its own (``anyio.run``: the MCP tests) then fails with "Already running asyncio"."""
     _need_browser()
     from playwright.sync_api import sync_playwright
 
