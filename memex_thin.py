@@ -76,6 +76,11 @@ def identity(config: str) -> list[str] | None:
     return [config, str(st.st_size), str(st.st_mtime_ns)]
 
 
+def facts(environ: dict[str, str] | os._Environ[str]) -> list[str]:
+    """The environment's facts that may change a command's output (:data:`FACTS`), as client and server compare them."""
+    return [f"{k}={environ[k]}" if k in environ else k for k in FACTS]
+
+
 def private(folder: str) -> bool:
     """Whether ``folder`` is a folder of this user's that nobody else may read or write."""
     try:
@@ -116,9 +121,9 @@ def request(argv: list[str], environ: dict[str, str] | os._Environ[str]) -> tupl
     found = identity(config)
     if len(lines) != 5 or found is None or lines[1:4] != found:
         return None
-    facts = [f"{k}={environ[k]}" if k in environ else k for k in FACTS]
     encodings = [out.encoding, out.errors or "strict", err.encoding, err.errors or "strict"]
-    fields = [*found, str(len(facts)), *facts, *encodings, *argv]
+    told = facts(environ)
+    fields = [*found, str(len(told)), *told, *encodings, *argv]
     return lines[0], PROTOCOL + b"\0".join(x.encode("utf-8", "surrogateescape") for x in fields)
 
 

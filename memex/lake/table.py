@@ -165,11 +165,12 @@ class _Known:
         # statistics are `string_view`, which Arrow's comparison kernels do not take beside `string`).
         columns = ["key", "message_key", "month", "source", "is_current", "revision"]
         wanted = pa.array(sorted(self.followed), pa.string())
-        kept = [batch.filter(pc.is_in(pc.cast(batch.column("message_key"), pa.string()), value_set=wanted))
-                for batch in dt.to_pyarrow_dataset().to_batches(columns=columns)]  # fmt: skip
-        t = pa.Table.from_batches([b for b in kept if b.num_rows]) if any(b.num_rows for b in kept) else None
-        if t is None:
+        filtered = (batch.filter(pc.is_in(pc.cast(batch.column("message_key"), pa.string()), value_set=wanted))
+                    for batch in dt.to_pyarrow_dataset().to_batches(columns=columns))  # fmt: skip
+        kept = [batch for batch in filtered if batch.num_rows]
+        if not kept:
             return
+        t = pa.Table.from_batches(kept)
         at = pc.struct_field(t.column("revision"), "at").to_pylist()
         for key, mkey, month, source, current, rev_at in zip(
             t.column("key").to_pylist(), t.column("message_key").to_pylist(), t.column("month").to_pylist(),

@@ -149,11 +149,11 @@ class Archive:
         kept = False
         try:
             file, db, stemmed = self._take(path)
-            db.execute("BEGIN")  # deferred: the call's first read takes the snapshot every later one reads
         except BaseException:
             os.close(lock)
             raise
         try:
+            db.execute("BEGIN")  # deferred: the call's first read takes the snapshot every later one reads
             yield db
             db.end_call()  # a statement left mid-way would keep the snapshot open past the ROLLBACK
             db.execute("ROLLBACK")  # nothing to undo: it ends the call's snapshot

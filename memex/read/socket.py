@@ -151,7 +151,7 @@ class SocketServer:
             facts, (out_enc, out_errors, err_enc, err_errors), argv = fields[4 : 4 + n], fields[4 + n : 8 + n], fields[8 + n :]
         except (IndexError, ValueError):
             return b"NO"
-        if self.render is None or fields[:3] != [str(x) for x in self.identity] or facts != _facts():
+        if self.render is None or fields[:3] != [str(x) for x in self.identity] or facts != memex_thin.facts(os.environ):
             return b"NO"  # another config, one changed since, or an environment that may print otherwise
         try:
             # the data as the JSON requests get it (a round trip through JSON), so that it renders the same
@@ -165,11 +165,6 @@ class SocketServer:
             self.answered += 1
             self.rendered += 1
         return b"OK" + len(stdout).to_bytes(8, "big") + stdout + stderr
-
-
-def _facts() -> list[str]:
-    """This process's environment facts that may change a command's output, as a thin client sends its own."""
-    return [f"{k}={os.environ[k]}" if k in os.environ else k for k in memex_thin.FACTS]
 
 
 def write_beacon(socket_path: str, config: Path | None) -> str | None:

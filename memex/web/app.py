@@ -114,6 +114,11 @@ def server_for(app: ASGIApp, host: str, port: int) -> Any:
     return uvicorn.Server(config)
 
 
+def shown_host(host: str) -> str:
+    """``host`` as it stands before ``:PORT`` in an address (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
+
+
 def listening(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host``:``port`` (``SO_REUSEADDR``, as uvicorn binds its own), for uvicorn to listen on.
 
@@ -121,7 +126,7 @@ def listening(host: str, port: int) -> socket.socket:
     address of this machine (:class:`~memex.errors.ConfigError`, exit 2), a port in use or below 1024 (exit 1)."""
     import errno
 
-    shown = f"[{host}]" if ":" in host else host
+    shown = shown_host(host)
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     except (socket.gaierror, UnicodeError) as exc:

@@ -27,14 +27,13 @@ def run(cfg: Config, *, host: str, port: int, use_token: bool, allow_hosts: Iter
         render: Render | None = None) -> None:  # fmt: skip
     """Serve ``cfg``'s archive on ``host``:``port`` until stopped; say where (and the token, the one time it is made);
     ``render``: how the read socket renders a thin client's command line (:data:`memex.read.socket.Render`)."""
-    from memex.web.app import serve
+    from memex.web.app import serve, shown_host
 
     app, archive, token, made = build(cfg, host=host, use_token=use_token, allow_hosts=allow_hosts)
-    shown_host = f"[{host}]" if ":" in host else host
     stop_socket = _socket_server(cfg, render)
 
     def ready(bound: int) -> None:
-        url = f"http://{shown_host}:{bound}/"
+        url = f"http://{shown_host(host)}:{bound}/"
         if token is not None and made:
             say(f"memex serve: {url}?token={token}  (the token is shown this once; it is kept in {cfg.state_dir / 'web-token'})")
         elif token is not None:

@@ -1669,8 +1669,8 @@ MUTANTS = [
     ),
     pytest.param(
         "memex/read/socket.py",
-        [("        if self.render is None or fields[:3] != [str(x) for x in self.identity] or facts != _facts():\n",
-          "        if self.render is None or facts != _facts():\n"),
+        [("        if self.render is None or fields[:3] != [str(x) for x in self.identity] or facts != memex_thin.facts(os.environ):\n",
+          "        if self.render is None or facts != memex_thin.facts(os.environ):\n"),
          ("memex_thin.py", "    if len(lines) != 5 or found is None or lines[1:4] != found:\n", "    if len(lines) != 5 or found is None:\n")],
         ["tests/core/test_read_socket.py::test_the_thin_client_falls_back_on_a_stale_beacon_or_a_changed_config"],
         id="thin-client-answered-for-a-changed-config",
